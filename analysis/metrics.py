@@ -1,0 +1,132 @@
+"""Per-request latency metrics, computed from a record's raw timestamps.
+
+Pure functions of a :class:`~analysis.records.RequestRecord`; the definitions are
+DESIGN.md's measurement contract:
+
+- TTFT: start -> first chunk that carried output.
+- ITL, per token: a chunk that carries k tokens after a gap g contributes k
+  samples of g/k. Tokens of the first chunk arrived with it, so they add no
+  samples; a chunk that carries no token passes its gap on to the next one.
+- Chunk gap: the raw gaps between output chunks; max stall is the largest.
+- TPOT: (last output chunk - first output chunk) / (output tokens - 1).
+- E2E: start -> end of stream.
+- Scheduled (open loop): TTFT and E2E from the scheduled instant, and the
+  generator's lag (actual - scheduled start), so queueing in a late generator
+  cannot hide (coordinated omission).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from analysis.records import CountMethod, RequestRecord
+
+
+class ChunkTokenMethod(str, Enum):
+    """How each chunk's token count was known; the summary reports it for ITL."""
+
+    EXACT = "exact"  # per-chunk usage from the server, or a tokenizer
+    PROPORTIONAL = "proportional"  # the total spread over chunks by text length
+    ONE_PER_CHUNK = "one_per_chunk"  # no count at all: every chunk is one token
+
+
+@dataclass(slots=True, frozen=True)
+class RequestMetrics:
+    """Latencies of one successful request, in nanoseconds."""
+
+    ttft_ns: int | None
+    e2e_ns: int
+    tpot_ns: float | None
+    itl_ns: list[tuple[float, int]]  # (per-token gap, number of tokens) per chunk
+    chunk_gaps_ns: list[int]
+    max_stall_ns: int | None
+    output_tokens: int
+    count_method: CountMethod
+    chunk_token_method: ChunkTokenMethod
+    ttft_sched_ns: int | None
+    e2e_sched_ns: int | None
+    lag_ns: int | None
+
+
+def output_token_count(record: RequestRecord) -> tuple[int, CountMethod]:
+    """The request's output tokens: server usage, else a tokenizer, else chunks."""
+    if record.output_tokens is not None:
+        return record.output_tokens, CountMethod.USAGE
+    if record.chunk_tokens and len(record.chunk_tokens) == len(record.chunk_ns):
+        return sum(record.chunk_tokens), CountMethod.TOKENIZER
+    return len(record.chunk_ns), CountMethod.CHUNKS
+
+
+def apportion(total: int, weights: list[int]) -> list[int]:
+    """Split ``total`` tokens over chunks in proportion to ``weights`` (text length).
+
+    Largest-remainder rounding keeps the sum exact. A chunk that carried text
+    carried at least one token, so every chunk gets one before the rest is
+    shared out; when the total is smaller than the chunk count (a server whose
+    usage disagrees with its own stream) every chunk counts as one token.
+    """
+    n = len(weights)
+    if n == 0:
+        return []
+    if total < n:
+        return [1] * n
+    spare = total - n
+    weight_sum = sum(weights)
+    if weight_sum <= 0:
+        weights, weight_sum = [1] * n, n
+    shares = [spare * w / weight_sum for w in weights]
+    counts = [int(s) for s in shares]
+    leftover = spare - sum(counts)
+    by_remainder = sorted(range(n), key=lambda i: counts[i] - shares[i])
+    for i in by_remainder[:leftover]:
+        counts[i] += 1
+    return [c + 1 for c in counts]
+
+
+def chunk_token_counts(record: RequestRecord, total: int) -> tuple[list[int], ChunkTokenMethod]:
+    """Tokens carried by each output chunk, and how they were known."""
+    exact = record.chunk_tokens
+    if exact and len(exact) == len(record.chunk_ns) and sum(exact) == total:
+        return list(exact), ChunkTokenMethod.EXACT
+    if total != len(record.chunk_ns) or record.output_tokens is not None:
+        return apportion(total, record.chunk_chars), ChunkTokenMethod.PROPORTIONAL
+    return [1] * len(record.chunk_ns), ChunkTokenMethod.ONE_PER_CHUNK
+
+
+def per_token_itl(chunk_ns: list[int], tokens: list[int]) -> list[tuple[float, int]]:
+    """(gap per token, token count) for every chunk after the first."""
+    samples: list[tuple[float, int]] = []
+    carried = 0
+    for i in range(1, len(chunk_ns)):
+        carried += chunk_ns[i] - chunk_ns[i - 1]
+        k = tokens[i]
+        if k > 0:
+            samples.append((carried / k, k))
+            carried = 0
+    return samples
+
+
+def request_metrics(record: RequestRecord) -> RequestMetrics:
+    """All metrics of one finished request (successful or not)."""
+    chunks = record.chunk_ns
+    total, count_method = output_token_count(record)
+    tokens, token_method = chunk_token_counts(record, total)
+    first = chunks[0] if chunks else None
+    gaps = [chunks[i] - chunks[i - 1] for i in range(1, len(chunks))]
+    tpot = (chunks[-1] - chunks[0]) / (total - 1) if chunks and total > 1 else None
+    scheduled = record.scheduled_ns
+    return RequestMetrics(
+        ttft_ns=None if first is None else first - record.start_ns,
+        e2e_ns=record.end_ns - record.start_ns,
+        tpot_ns=tpot,
+        itl_ns=per_token_itl(chunks, tokens),
+        chunk_gaps_ns=gaps,
+        max_stall_ns=max(gaps) if gaps else None,
+        output_tokens=total,
+        count_method=count_method,
+        chunk_token_method=token_method,
+        ttft_sched_ns=None if first is None or scheduled is None else first - scheduled,
+        e2e_sched_ns=None if scheduled is None else record.end_ns - scheduled,
+        lag_ns=None if scheduled is None else record.start_ns - scheduled,
+    )

@@ -1,0 +1,113 @@
+"""Percentiles of an HDR histogram with order-statistic confidence intervals.
+
+A p99 from 50 samples is a guess; a verdict must know how good a guess. For a
+quantile q estimated from n samples, the number of samples below the true
+quantile is Binomial(n, q), so the interval between the order statistics of
+ranks ``binom.ppf(a/2, n, q)`` and ``binom.ppf(1 - a/2, n, q) + 1`` holds the
+true quantile with probability at least 1 - a, whatever the distribution.
+When the upper rank would exceed n, too few samples lie beyond the percentile
+to bound it: the estimate is marked not estimable and a verdict on it is
+INCONCLUSIVE.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from hdrh.histogram import HdrHistogram
+from scipy.stats import binom
+
+CONFIDENCE = 0.95
+STANDARD_PERCENTILES: dict[str, float] = {
+    "p50": 50.0,
+    "p90": 90.0,
+    "p95": 95.0,
+    "p99": 99.0,
+    "p999": 99.9,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """A percentile's point value and its confidence interval, in the histogram's unit."""
+
+    value: float
+    lower: float | None
+    upper: float | None
+    count: int
+
+    @property
+    def bounded(self) -> bool:
+        return self.lower is not None and self.upper is not None
+
+
+def rank_interval(n: int, quantile: float, confidence: float = CONFIDENCE) -> tuple[int, int]:
+    """1-based ranks (lower, upper) of the order statistics bounding the quantile.
+
+    The lower rank may be 0 and the upper rank n + 1: the interval is then open
+    on that side.
+    """
+    alpha = 1.0 - confidence
+    lower = int(binom.ppf(alpha / 2, n, quantile))
+    upper = int(binom.ppf(1 - alpha / 2, n, quantile)) + 1
+    return lower, upper
+
+
+@lru_cache(maxsize=64)
+def min_samples(quantile: float, confidence: float = CONFIDENCE) -> int:
+    """Fewest samples whose confidence interval for ``quantile`` is closed on both sides."""
+    n = 1
+    while True:
+        lower, upper = rank_interval(n, quantile, confidence)
+        if lower >= 1 and upper <= n:
+            break
+        n *= 2
+    low, high = n // 2, n
+    while high - low > 1:
+        mid = (low + high) // 2
+        lower, upper = rank_interval(mid, quantile, confidence)
+        if lower >= 1 and upper <= mid:
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+def value_at_rank(histogram: HdrHistogram, rank: int) -> float:
+    """The value of the ``rank``-th smallest sample (1-based), at HDR precision."""
+    n = histogram.get_total_count()
+    return float(histogram.get_value_at_percentile(100.0 * rank / n))
+
+
+def estimate(histogram: HdrHistogram, percentile: float) -> Estimate:
+    n = histogram.get_total_count()
+    if n == 0:
+        return Estimate(value=0.0, lower=None, upper=None, count=0)
+    value = float(histogram.get_value_at_percentile(percentile))
+    lower_rank, upper_rank = rank_interval(n, percentile / 100.0)
+    lower = value_at_rank(histogram, lower_rank) if lower_rank >= 1 else None
+    upper = value_at_rank(histogram, upper_rank) if upper_rank <= n else None
+    return Estimate(value=value, lower=lower, upper=upper, count=n)
+
+
+@dataclass(frozen=True, slots=True)
+class Distribution:
+    """The standard summary of one metric: count, percentiles with bounds, max, mean."""
+
+    count: int
+    percentiles: dict[str, Estimate]
+    max: float
+    mean: float
+    min: float
+
+
+def summarize(histogram: HdrHistogram) -> Distribution:
+    n = histogram.get_total_count()
+    return Distribution(
+        count=n,
+        percentiles={key: estimate(histogram, p) for key, p in STANDARD_PERCENTILES.items()},
+        max=float(histogram.get_max_value()) if n else 0.0,
+        mean=float(histogram.get_mean_value()) if n else 0.0,
+        min=float(histogram.get_min_value()) if n else 0.0,
+    )

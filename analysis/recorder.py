@@ -1,0 +1,283 @@
+"""Accumulates finished requests into mergeable histograms and counters.
+
+The load side hands every finished :class:`RequestRecord` to a ``Recorder``;
+nothing per request is kept, so memory stays flat however long the run. A
+recorder's content can be drained into a plain payload (encoded histograms and
+counters) and absorbed by another recorder: that is how Locust workers ship
+their data to the master, and how the master's totals come out exact.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from analysis.histograms import HistogramSet
+from analysis.metrics import RequestMetrics, request_metrics
+from analysis.records import RequestRecord
+
+ERROR_SAMPLES_PER_KIND = 5
+ERROR_SAMPLE_CHARS = 500
+MAX_TURN_BUCKET = 20
+OVERALL = "all"
+
+
+@dataclass(frozen=True, slots=True)
+class GoodputLimits:
+    """Per-request limits a request must all meet to count as good (DistServe)."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+    itl_max_ms: float | None = None
+
+    def met_by(self, m: RequestMetrics) -> bool:
+        checks = (
+            (self.ttft_ms, m.ttft_ns),
+            (self.tpot_ms, m.tpot_ns),
+            (self.e2e_ms, m.e2e_ns),
+            (self.itl_max_ms, m.max_stall_ns),
+        )
+        return all(
+            limit is None or value is None or value <= limit * 1e6 for limit, value in checks
+        )
+
+
+@dataclass(slots=True)
+class Counters:
+    """Additive counts of one scenario (or one stage of it)."""
+
+    ok: int = 0
+    failed: int = 0
+    good: int = 0
+    errors: Counter = field(default_factory=Counter)
+    error_samples: dict[str, list[str]] = field(default_factory=dict)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    intended_input_tokens: int = 0
+    intended_output_tokens: int = 0
+    count_methods: Counter = field(default_factory=Counter)
+    chunk_token_methods: Counter = field(default_factory=Counter)
+    first_end_s: float | None = None
+    last_end_s: float | None = None
+
+    @property
+    def total(self) -> int:
+        return self.ok + self.failed
+
+    def note_end(self, wall_s: float) -> None:
+        if self.first_end_s is None or wall_s < self.first_end_s:
+            self.first_end_s = wall_s
+        if self.last_end_s is None or wall_s > self.last_end_s:
+            self.last_end_s = wall_s
+
+    def note_error(self, kind: str, message: str) -> None:
+        self.failed += 1
+        self.errors[kind] += 1
+        samples = self.error_samples.setdefault(kind, [])
+        if len(samples) < ERROR_SAMPLES_PER_KIND:
+            samples.append(message[:ERROR_SAMPLE_CHARS])
+
+    def add(self, other: Counters) -> None:
+        self.ok += other.ok
+        self.failed += other.failed
+        self.good += other.good
+        self.errors.update(other.errors)
+        for kind, samples in other.error_samples.items():
+            mine = self.error_samples.setdefault(kind, [])
+            mine.extend(samples[: ERROR_SAMPLES_PER_KIND - len(mine)])
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.intended_input_tokens += other.intended_input_tokens
+        self.intended_output_tokens += other.intended_output_tokens
+        self.count_methods.update(other.count_methods)
+        self.chunk_token_methods.update(other.chunk_token_methods)
+        for instant in (other.first_end_s, other.last_end_s):
+            if instant is not None:
+                self.note_end(instant)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "failed": self.failed,
+            "good": self.good,
+            "errors": dict(self.errors),
+            "error_samples": self.error_samples,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "intended_input_tokens": self.intended_input_tokens,
+            "intended_output_tokens": self.intended_output_tokens,
+            "count_methods": dict(self.count_methods),
+            "chunk_token_methods": dict(self.chunk_token_methods),
+            "first_end_s": self.first_end_s,
+            "last_end_s": self.last_end_s,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Counters:
+        counters = cls(**{k: v for k, v in data.items() if k not in _COUNTER_FIELDS})
+        for key in _COUNTER_FIELDS:
+            setattr(counters, key, Counter(data.get(key, {})))
+        return counters
+
+
+_COUNTER_FIELDS = ("errors", "count_methods", "chunk_token_methods")
+
+
+@dataclass(slots=True)
+class Bucket:
+    """Histograms and counters of one scenario over one span (the run or a stage)."""
+
+    histograms: HistogramSet = field(default_factory=HistogramSet)
+    counters: Counters = field(default_factory=Counters)
+
+    def add(self, other: Bucket) -> None:
+        self.histograms.add(other.histograms)
+        self.counters.add(other.counters)
+
+    def encode(self) -> dict[str, Any]:
+        return {"histograms": self.histograms.encode(), "counters": self.counters.to_dict()}
+
+    @classmethod
+    def decode(cls, data: dict[str, Any]) -> Bucket:
+        return cls(HistogramSet.decode(data["histograms"]), Counters.from_dict(data["counters"]))
+
+
+WINDOW_METRICS = ("ttft", "itl", "tpot", "e2e")
+
+
+def count_into(counters: Counters, record: RequestRecord, m: RequestMetrics, good: bool) -> None:
+    """Add one finished request to the counts. Failed requests count, never time."""
+    if not record.ok:
+        counters.note_error(record.error.value, record.error_message)
+        return
+    counters.ok += 1
+    counters.good += good
+    counters.output_tokens += m.output_tokens
+    counters.input_tokens += record.input_tokens or 0
+    counters.intended_input_tokens += record.intended_input_tokens or 0
+    counters.intended_output_tokens += record.intended_output_tokens or 0
+    counters.count_methods[m.count_method.value] += 1
+    counters.chunk_token_methods[m.chunk_token_method.value] += 1
+
+
+def record_window(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: bool) -> None:
+    """A time window keeps only the headline latencies: it lives a few seconds."""
+    count_into(bucket.counters, record, m, good)
+    if not record.ok:
+        return
+    hist = bucket.histograms
+    hist.record_ns("e2e", m.e2e_ns)
+    if m.ttft_ns is not None:
+        hist.record_ns("ttft", m.ttft_ns)
+    if m.tpot_ns is not None:
+        hist.record_ns("tpot", m.tpot_ns)
+    for gap_ns, tokens in m.itl_ns:
+        hist.record_ns("itl", gap_ns, tokens)
+
+
+def record_into(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: bool) -> None:
+    """Add one finished request to a bucket, with every metric's histogram."""
+    count_into(bucket.counters, record, m, good)
+    if not record.ok:
+        return
+    hist = bucket.histograms
+    hist.record_ns("e2e", m.e2e_ns)
+    if m.ttft_ns is not None:
+        hist.record_ns("ttft", m.ttft_ns)
+        hist.record_ns(f"ttft_turn_{min(record.turn + 1, MAX_TURN_BUCKET)}", m.ttft_ns)
+    if m.tpot_ns is not None:
+        hist.record_ns("tpot", m.tpot_ns)
+    if m.max_stall_ns is not None:
+        hist.record_ns("max_stall", m.max_stall_ns)
+    for gap_ns, tokens in m.itl_ns:
+        hist.record_ns("itl", gap_ns, tokens)
+    for gap_ns in m.chunk_gaps_ns:
+        hist.record_ns("chunk_gap", gap_ns)
+    if m.ttft_sched_ns is not None:
+        hist.record_ns("ttft_sched", m.ttft_sched_ns)
+    if m.e2e_sched_ns is not None:
+        hist.record_ns("e2e_sched", m.e2e_sched_ns)
+    if m.lag_ns is not None:
+        hist.record_ns("lag", m.lag_ns)
+    hist.record_us("output_tokens", m.output_tokens)
+    if record.input_tokens is not None:
+        hist.record_us("input_tokens", record.input_tokens)
+    if record.intended_output_tokens is not None:
+        hist.record_us("intended_output_tokens", record.intended_output_tokens)
+    if record.intended_input_tokens is not None:
+        hist.record_us("intended_input_tokens", record.intended_input_tokens)
+
+
+class Recorder:
+    """Buckets by scenario: the measured run (``all``), each stage, each time window.
+
+    Requests that end during warm-up go to the stage buckets only, so verdicts
+    (computed on ``all``) exclude them. Time windows are keyed by the index of
+    the ``window_s``-long slice of wall time since ``origin_s`` in which the
+    request ended; wall time because workers in other processes share it.
+    """
+
+    def __init__(
+        self, goodput: dict[str, GoodputLimits] | None = None, window_s: float = 5.0
+    ) -> None:
+        self.goodput = goodput or {}
+        self.window_s = window_s
+        self.origin_s: float | None = None
+        self.buckets: dict[tuple[str, str], Bucket] = {}
+        self.windows: dict[tuple[str, int], Bucket] = {}
+
+    def bucket(self, scenario: str, span: str) -> Bucket:
+        key = (scenario, span)
+        found = self.buckets.get(key)
+        if found is None:
+            found = self.buckets[key] = Bucket()
+        return found
+
+    def window(self, scenario: str, index: int) -> Bucket:
+        key = (scenario, index)
+        found = self.windows.get(key)
+        if found is None:
+            found = self.windows[key] = Bucket()
+        return found
+
+    def record(
+        self, record: RequestRecord, wall_s: float, stage: str | None = None, warmup: bool = False
+    ) -> RequestMetrics:
+        m = request_metrics(record)
+        limits = self.goodput.get(record.scenario)
+        good = record.ok and (limits is None or limits.met_by(m))
+        targets = [] if warmup else [self.bucket(record.scenario, OVERALL)]
+        if stage is not None:
+            targets.append(self.bucket(record.scenario, f"stage:{stage}"))
+        for bucket in targets:
+            record_into(bucket, record, m, good)
+            bucket.counters.note_end(wall_s)
+        if self.origin_s is not None:
+            index = max(int((wall_s - self.origin_s) // self.window_s), 0)
+            record_window(self.window(record.scenario, index), record, m, good)
+        return m
+
+    def pop_windows(self, before: int) -> dict[tuple[str, int], Bucket]:
+        """Remove and return the windows whose index is below ``before``: closed ones."""
+        closed = {key: b for key, b in self.windows.items() if key[1] < before}
+        for key in closed:
+            del self.windows[key]
+        return closed
+
+    def drain(self) -> dict[str, Any]:
+        """Everything recorded so far, encoded; the recorder starts empty again."""
+        payload = {
+            "buckets": [[s, span, b.encode()] for (s, span), b in self.buckets.items()],
+            "windows": [[s, i, b.encode()] for (s, i), b in self.windows.items()],
+        }
+        self.buckets = {}
+        self.windows = {}
+        return payload
+
+    def absorb(self, payload: dict[str, Any]) -> None:
+        for scenario, span, data in payload["buckets"]:
+            self.bucket(scenario, span).add(Bucket.decode(data))
+        for scenario, index, data in payload["windows"]:
+            self.window(scenario, index).add(Bucket.decode(data))

@@ -1,0 +1,77 @@
+"""The per-request record: what one streamed request did, as raw timestamps.
+
+A record holds only what was observed (monotonic ``perf_counter_ns`` instants and
+counts), never derived latencies, so every metric can be recomputed from it and
+checked by hand. It is the boundary between the load side (``locustfiles/``),
+which fills it in, and ``analysis/``, which turns it into numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class ErrorKind(str, Enum):
+    """Why a request failed; each kind is counted separately in the summary."""
+
+    CONNECT = "connect"
+    TIMEOUT_CONNECT = "timeout_connect"
+    TIMEOUT_FIRST_TOKEN = "timeout_first_token"
+    TIMEOUT_STALL = "timeout_stall"
+    HTTP_429 = "http_429"
+    HTTP_4XX = "http_4xx"
+    HTTP_5XX = "http_5xx"
+    STREAM_ERROR = "stream_error"
+    TRUNCATED = "truncated"
+    PROTOCOL = "protocol"
+
+
+class CountMethod(str, Enum):
+    """Where a request's output token counts came from, best first."""
+
+    USAGE = "usage"
+    TOKENIZER = "tokenizer"
+    CHUNKS = "chunks"
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One request as the client saw it.
+
+    ``chunk_ns`` holds the arrival instant of every chunk that carried generated
+    output (content, reasoning or tool-call delta, or completion text); role-only,
+    empty and usage-only chunks are not in it. ``chunk_chars`` is the text length
+    of each of those chunks and ``chunk_tokens`` their exact token counts when the
+    server reported per-chunk usage or a tokenizer counted them (else empty).
+    ``output_tokens`` is the server's usage count when it sent one.
+    """
+
+    scenario: str
+    start_ns: int
+    end_ns: int = 0
+    scheduled_ns: int | None = None
+    conversation: int = 0
+    turn: int = 0
+    chunk_ns: list[int] = field(default_factory=list)
+    chunk_chars: list[int] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
+    output_tokens: int | None = None
+    input_tokens: int | None = None
+    intended_input_tokens: int | None = None
+    intended_output_tokens: int | None = None
+    finish_reason: str | None = None
+    error: ErrorKind | None = None
+    error_message: str = ""
+    http_status: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def fail(self, kind: ErrorKind, message: str, end_ns: int) -> RequestRecord:
+        """Mark the request failed; keeps whatever chunks already arrived."""
+        self.error = kind
+        self.error_message = message
+        self.end_ns = end_ns
+        return self

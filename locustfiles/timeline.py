@@ -1,0 +1,97 @@
+"""The run's load shape as a pure function of elapsed time.
+
+Every process of a run (local, master, each worker) builds the same timeline
+from the scenario and the command-line overrides, so all of them agree on which
+stage a request belongs to and whether it fell in the warm-up, without
+exchanging messages. No locust import: it is unit-tested as plain arithmetic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scenarios.model import LoadSpec, RateSpec, Stage
+
+WARMUP_STAGE = "warmup"
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """A stage placed on the timeline: [start_s, end_s)."""
+
+    name: str
+    start_s: float
+    end_s: float
+    users: int
+    spawn_rate: float
+    rate: RateSpec | None
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    phases: tuple[Phase, ...]
+    warmup_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.phases[-1].end_s if self.phases else 0.0
+
+    @property
+    def measured_s(self) -> float:
+        return max(self.total_s - self.warmup_s, 0.0)
+
+    def phase_at(self, elapsed_s: float) -> Phase | None:
+        """The phase running at ``elapsed_s``; None once the run is over."""
+        for phase in self.phases:
+            if phase.start_s <= elapsed_s < phase.end_s:
+                return phase
+        return None
+
+    def phases_from(self, elapsed_s: float) -> list[Phase]:
+        """The phase running at ``elapsed_s`` and every one after it."""
+        return [p for p in self.phases if p.end_s > elapsed_s]
+
+    def in_warmup(self, elapsed_s: float) -> bool:
+        return elapsed_s < self.warmup_s
+
+    def stage_name(self, elapsed_s: float) -> str | None:
+        """The stage a request ending at ``elapsed_s`` is counted in; the
+        last stage keeps requests that finish while the run winds down."""
+        phase = self.phase_at(elapsed_s)
+        if phase is None:
+            return self.phases[-1].name if self.phases and elapsed_s >= self.total_s else None
+        return phase.name
+
+    def max_users(self) -> int:
+        return max((p.users for p in self.phases), default=0)
+
+
+def build_timeline(load: LoadSpec, shards: int = 1) -> Timeline:
+    """Lay out the scenario's stages, or one stage of ``duration`` when it has none.
+
+    Closed loop: users per stage as declared. Open loop: ``shards`` dispatcher
+    users run throughout and each stage's rate is what they follow.
+    """
+    stages = load.stages or (
+        Stage(
+            name="main",
+            duration_s=load.duration_s,
+            users=load.users,
+            spawn_rate=load.spawn_rate,
+            rate=load.rate,
+        ),
+    )
+    phases = []
+    start = 0.0
+    previous_users = load.users or 1
+    for stage in stages:
+        rate = stage.rate or (load.rate if load.open_loop else None)
+        if rate is not None:
+            users = shards
+        else:
+            users = stage.users if stage.users is not None else previous_users
+        spawn_rate = stage.spawn_rate or load.spawn_rate or float(max(users, 1))
+        phases.append(Phase(stage.name, start, start + stage.duration_s, users, spawn_rate, rate))
+        start += stage.duration_s
+        previous_users = users
+    return Timeline(phases=tuple(phases), warmup_s=min(load.warmup_s, start))

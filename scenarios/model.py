@@ -1,0 +1,146 @@
+"""The validated form of a scenario file and of the requests it plans.
+
+These types are the contract between ``scenarios/`` (which builds them from
+YAML and synthesizes the traffic) and the rooms after it: the load side reads
+``load``, ``request`` and ``timeouts`` and sends the planned turns; analysis
+reads ``slo``. Durations are seconds, latencies milliseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Api = Literal["chat", "completions"]
+Arrival = Literal["poisson", "gamma", "constant", "trace"]
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedTurn:
+    """One request to send. For chat the load side sends the conversation's
+    history (with the assistant's actual replies) followed by ``user_text``;
+    for completions it sends ``prompt`` alone."""
+
+    scenario: str
+    conversation: int
+    turn: int
+    user_text: str
+    max_tokens: int
+    intended_input_tokens: int
+    intended_output_tokens: int
+    system_text: str | None = None
+    think_time_s: float = 0.0
+    arrival_s: float | None = None  # open loop: offset from the start of the run
+    prefix_id: str | None = None
+
+    @property
+    def prompt(self) -> str:
+        return self.user_text if self.system_text is None else self.system_text + self.user_text
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """A session a closed-loop user plays: its turns in order."""
+
+    scenario: str
+    index: int
+    turns: tuple[PlannedTurn, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RateSpec:
+    rps: float
+    arrival: Arrival = "poisson"
+    cv: float = 1.0  # gamma arrivals: coefficient of variation of inter-arrival gaps
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """One step of a load shape; each stage gets its own histograms."""
+
+    name: str
+    duration_s: float
+    users: int | None = None
+    spawn_rate: float | None = None
+    rate: RateSpec | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSpec:
+    users: int | None = None  # closed loop
+    spawn_rate: float | None = None
+    rate: RateSpec | None = None  # open loop
+    duration_s: float = 60.0
+    warmup_s: float = 0.0
+    stages: tuple[Stage, ...] = ()
+    max_in_flight: int = 1024
+    max_lag_ms: float = 50.0
+
+    @property
+    def open_loop(self) -> bool:
+        return self.rate is not None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestOptions:
+    """What goes into every request body beside the messages."""
+
+    include_usage: bool = True
+    continuous_usage: bool = False
+    ignore_eos: bool = False
+    min_tokens: bool = False
+    temperature: float | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    api_key_env: str = "OPENAI_API_KEY"
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    connect_s: float = 10.0
+    first_token_s: float = 120.0
+    stall_s: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Threshold:
+    """One SLO: ``metric`` (ttft_ms, itl_ms, tpot_ms, e2e_ms, error_rate,
+    requests_per_s, output_tokens_per_s, goodput) at ``stat`` (p50..p999, max,
+    mean, rate, min) must be <= ``limit`` (``kind == "max"``) or >= it (``"min"``)."""
+
+    metric: str
+    stat: str
+    limit: float
+    kind: Literal["max", "min"] = "max"
+
+
+@dataclass(frozen=True, slots=True)
+class GoodputSpec:
+    min_fraction: float | None = None
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SloSpec:
+    thresholds: tuple[Threshold, ...] = ()
+    goodput: GoodputSpec | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A validated scenario. ``source`` is the file it came from and ``raw`` the
+    mapping as written, kept so the report can show the scenario as run."""
+
+    name: str
+    api: Api
+    model: str
+    workload: Any  # scenarios' own workload object; see scenarios.workloads
+    load: LoadSpec
+    request: RequestOptions
+    timeouts: Timeouts
+    slo: SloSpec
+    seed: int = 0
+    weight: float = 1.0
+    source: str = ""
+    raw: dict[str, Any] = field(default_factory=dict)
