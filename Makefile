@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 SCENARIO ?= scenarios/chat.yaml
-RUN_ARGS ?= --duration 60s
+RUN_ARGS ?=
 
 .PHONY: setup run test lint llama-cpp chromium
 

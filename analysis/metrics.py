@@ -85,13 +85,22 @@ def apportion(total: int, weights: list[int]) -> list[int]:
 
 
 def chunk_token_counts(record: RequestRecord, total: int) -> tuple[list[int], ChunkTokenMethod]:
-    """Tokens carried by each output chunk, and how they were known."""
+    """Tokens carried by each output chunk, and how they were known.
+
+    Per-chunk usage may sum to less than the total: vLLM counts the EOS token
+    in a final chunk without text, which carries no output. A counted total
+    equal to the number of chunks is exact too: every output chunk carries at
+    least one token, so each carried exactly one.
+    """
     exact = record.chunk_tokens
-    if exact and len(exact) == len(record.chunk_ns) and sum(exact) == total:
+    n = len(record.chunk_ns)
+    if exact and len(exact) == n and sum(exact) <= total:
         return list(exact), ChunkTokenMethod.EXACT
-    if total != len(record.chunk_ns) or record.output_tokens is not None:
-        return apportion(total, record.chunk_chars), ChunkTokenMethod.PROPORTIONAL
-    return [1] * len(record.chunk_ns), ChunkTokenMethod.ONE_PER_CHUNK
+    if record.output_tokens is None and not exact:
+        return [1] * n, ChunkTokenMethod.ONE_PER_CHUNK
+    if total == n:
+        return [1] * n, ChunkTokenMethod.EXACT
+    return apportion(total, record.chunk_chars), ChunkTokenMethod.PROPORTIONAL
 
 
 def per_token_itl(chunk_ns: list[int], tokens: list[int]) -> list[tuple[float, int]]:

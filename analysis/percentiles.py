@@ -18,6 +18,8 @@ from functools import lru_cache
 from hdrh.histogram import HdrHistogram
 from scipy.stats import binom
 
+from analysis.histograms import Recorded, recorded
+
 CONFIDENCE = 0.95
 STANDARD_PERCENTILES: dict[str, float] = {
     "p50": 50.0,
@@ -74,20 +76,15 @@ def min_samples(quantile: float, confidence: float = CONFIDENCE) -> int:
     return high
 
 
-def value_at_rank(histogram: HdrHistogram, rank: int) -> float:
-    """The value of the ``rank``-th smallest sample (1-based), at HDR precision."""
-    n = histogram.get_total_count()
-    return float(histogram.get_value_at_percentile(100.0 * rank / n))
-
-
-def estimate(histogram: HdrHistogram, percentile: float) -> Estimate:
-    n = histogram.get_total_count()
+def estimate(histogram: HdrHistogram | Recorded, percentile: float) -> Estimate:
+    view = histogram if isinstance(histogram, Recorded) else recorded(histogram)
+    n = view.total
     if n == 0:
         return Estimate(value=0.0, lower=None, upper=None, count=0)
-    value = float(histogram.get_value_at_percentile(percentile))
+    value = float(view.value_at_percentile(percentile))
     lower_rank, upper_rank = rank_interval(n, percentile / 100.0)
-    lower = value_at_rank(histogram, lower_rank) if lower_rank >= 1 else None
-    upper = value_at_rank(histogram, upper_rank) if upper_rank <= n else None
+    lower = float(view.value_at_rank(lower_rank)) if lower_rank >= 1 else None
+    upper = float(view.value_at_rank(upper_rank)) if upper_rank <= n else None
     return Estimate(value=value, lower=lower, upper=upper, count=n)
 
 
@@ -103,11 +100,12 @@ class Distribution:
 
 
 def summarize(histogram: HdrHistogram) -> Distribution:
-    n = histogram.get_total_count()
+    view = recorded(histogram)
+    n = view.total
     return Distribution(
         count=n,
-        percentiles={key: estimate(histogram, p) for key, p in STANDARD_PERCENTILES.items()},
+        percentiles={key: estimate(view, p) for key, p in STANDARD_PERCENTILES.items()},
         max=float(histogram.get_max_value()) if n else 0.0,
-        mean=float(histogram.get_mean_value()) if n else 0.0,
+        mean=view.mean(),
         min=float(histogram.get_min_value()) if n else 0.0,
     )

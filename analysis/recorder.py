@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from analysis.bands import tpot_band, ttft_band
 from analysis.histograms import HistogramSet
 from analysis.metrics import RequestMetrics, request_metrics
 from analysis.records import RequestRecord
@@ -173,8 +174,13 @@ def record_window(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good
         hist.record_ns("ttft", m.ttft_ns)
     if m.tpot_ns is not None:
         hist.record_ns("tpot", m.tpot_ns)
-    for gap_ns, tokens in m.itl_ns:
-        hist.record_ns("itl", gap_ns, tokens)
+    record_itl(hist, m)
+
+
+def record_itl(hist: HistogramSet, m: RequestMetrics) -> None:
+    """Each chunk's per-token gap, weighted by its token count, in one batch."""
+    if m.itl_ns:
+        hist.record_many_ns("itl", [gap for gap, _ in m.itl_ns], [k for _, k in m.itl_ns])
 
 
 def record_into(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: bool) -> None:
@@ -189,12 +195,15 @@ def record_into(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: 
         hist.record_ns(f"ttft_turn_{min(record.turn + 1, MAX_TURN_BUCKET)}", m.ttft_ns)
     if m.tpot_ns is not None:
         hist.record_ns("tpot", m.tpot_ns)
+    if record.input_tokens:
+        if m.ttft_ns is not None:
+            hist.record_ns(ttft_band(record.input_tokens), m.ttft_ns)
+        if m.tpot_ns is not None:
+            hist.record_ns(tpot_band(record.input_tokens + m.output_tokens), m.tpot_ns)
     if m.max_stall_ns is not None:
         hist.record_ns("max_stall", m.max_stall_ns)
-    for gap_ns, tokens in m.itl_ns:
-        hist.record_ns("itl", gap_ns, tokens)
-    for gap_ns in m.chunk_gaps_ns:
-        hist.record_ns("chunk_gap", gap_ns)
+    record_itl(hist, m)
+    hist.record_many_ns("chunk_gap", m.chunk_gaps_ns)
     if m.ttft_sched_ns is not None:
         hist.record_ns("ttft_sched", m.ttft_sched_ns)
     if m.e2e_sched_ns is not None:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from scenarios.model import LoadSpec, RateSpec, Stage
 
-WARMUP_STAGE = "warmup"
+# Dispatchers start at once: their schedule runs from the run's origin.
+DISPATCHER_SPAWN_RATE = 1000.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +71,7 @@ def build_timeline(load: LoadSpec, shards: int = 1) -> Timeline:
     """Lay out the scenario's stages, or one stage of ``duration`` when it has none.
 
     Closed loop: users per stage as declared. Open loop: ``shards`` dispatcher
-    users run throughout and each stage's rate is what they follow.
+    users run throughout; the stages' rates are in the arrival schedule.
     """
     stages = load.stages or (
         Stage(
@@ -87,10 +88,10 @@ def build_timeline(load: LoadSpec, shards: int = 1) -> Timeline:
     for stage in stages:
         rate = stage.rate or (load.rate if load.open_loop else None)
         if rate is not None:
-            users = shards
+            users, spawn_rate = shards, DISPATCHER_SPAWN_RATE
         else:
             users = stage.users if stage.users is not None else previous_users
-        spawn_rate = stage.spawn_rate or load.spawn_rate or float(max(users, 1))
+            spawn_rate = stage.spawn_rate or load.spawn_rate or float(max(users, 1))
         phases.append(Phase(stage.name, start, start + stage.duration_s, users, spawn_rate, rate))
         start += stage.duration_s
         previous_users = users

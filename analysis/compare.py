@@ -1,0 +1,223 @@
+"""Run against baseline: per-metric, per-percentile deltas and a regression verdict.
+
+Both runs' histograms are saved exactly, so the comparison is exact too. A
+change counts only when it is both large (beyond ``tolerance``, relative) and
+real (the two 95% confidence intervals do not overlap); a large change whose
+intervals overlap or are open is reported as ``uncertain``. A regression is a
+gated percentile (p95, p99 by default) of a latency metric that got worse in
+that sense. Throughput and error rate are shown beside it but do not gate.
+
+Exit codes of ``slogate compare``: 0 no regression, 1 regression, 2 bad input
+(a folder that is not a results folder, or two runs without a scenario in common).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from analysis.percentiles import STANDARD_PERCENTILES, Estimate, estimate
+from analysis.recorder import Counters
+from analysis.rundata import RunData
+from analysis.slo import proportion_interval
+
+EXIT_NO_REGRESSION = 0
+EXIT_REGRESSION = 1
+EXIT_BAD_INPUT = 2
+DEFAULT_TOLERANCE = 0.10
+GATED = ("p95", "p99")
+LATENCY_METRICS = ("ttft", "itl", "tpot", "e2e", "ttft_sched", "e2e_sched")
+US_PER_MS = 1000.0
+
+SAME, WORSE, BETTER, UNCERTAIN, MISSING = "same", "worse", "better", "uncertain", "missing"
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """One statistic in both runs. Latencies are in ms, rates per second or 0..1."""
+
+    scenario: str
+    metric: str
+    stat: str
+    base: Estimate | None
+    new: Estimate | None
+    status: str
+    gated: bool = False
+
+    @property
+    def change(self) -> float | None:
+        if self.base is None or self.new is None:
+            return None
+        return self.new.value - self.base.value
+
+    @property
+    def change_pct(self) -> float | None:
+        change = self.change
+        if change is None or self.base is None or self.base.value == 0:
+            return None
+        return 100.0 * change / self.base.value
+
+    @property
+    def regression(self) -> bool:
+        return self.gated and self.status == WORSE
+
+
+def classify(
+    base: Estimate | None,
+    new: Estimate | None,
+    tolerance: float,
+    higher_is_worse: bool = True,
+    intervals: bool = True,
+) -> str:
+    """same / worse / better / uncertain / missing, as the module docstring defines."""
+    if base is None or new is None or not base.count or not new.count:
+        return MISSING
+    if base.value == new.value:
+        return SAME
+    relative = math.inf if base.value == 0 else abs(new.value - base.value) / abs(base.value)
+    if relative <= tolerance:
+        return SAME
+    worse = (new.value > base.value) == higher_is_worse
+    if not intervals:
+        return WORSE if worse else BETTER
+    high, low = (new, base) if new.value > base.value else (base, new)
+    disjoint = high.lower is not None and low.upper is not None and high.lower > low.upper
+    if not disjoint:
+        return UNCERTAIN
+    return WORSE if worse else BETTER
+
+
+def scaled(e: Estimate) -> Estimate:
+    def ms(v: float | None) -> float | None:
+        return None if v is None else v / US_PER_MS
+
+    return Estimate(value=e.value / US_PER_MS, lower=ms(e.lower), upper=ms(e.upper), count=e.count)
+
+
+def latency_estimate(run: RunData, scenario: str, metric: str, p: float) -> Estimate | None:
+    histograms = run.overall(scenario).histograms
+    if metric not in histograms or not histograms.histogram(metric).get_total_count():
+        return None
+    return scaled(estimate(histograms.histogram(metric), p))
+
+
+def rate_estimates(counters: Counters, measured_s: float | None) -> dict[str, Estimate | None]:
+    """Error rate with its exact binomial interval; throughputs as points."""
+    n = counters.total
+    lower, upper = proportion_interval(counters.failed, n)
+    rates: dict[str, Estimate | None] = {
+        "error_rate": Estimate(counters.failed / n, lower, upper, n) if n else None
+    }
+    for name, amount in (
+        ("requests_per_s", counters.ok),
+        ("output_tokens_per_s", counters.output_tokens),
+    ):
+        ok = measured_s and measured_s > 0 and n
+        rates[name] = Estimate(amount / measured_s, None, None, n) if ok else None
+    return rates
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    base_run: str | None
+    new_run: str | None
+    tolerance: float
+    gated: tuple[str, ...]
+    deltas: tuple[Delta, ...]
+    only_in_base: tuple[str, ...] = ()
+    only_in_new: tuple[str, ...] = ()
+
+    @property
+    def regressions(self) -> list[Delta]:
+        return [d for d in self.deltas if d.regression]
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_REGRESSION if self.regressions else EXIT_NO_REGRESSION
+
+    @property
+    def verdict(self) -> str:
+        return "regression" if self.regressions else "no regression"
+
+    def to_dict(self) -> dict[str, Any]:
+        def delta(d: Delta) -> dict[str, Any]:
+            return {
+                "scenario": d.scenario,
+                "metric": d.metric,
+                "stat": d.stat,
+                "base": None if d.base is None else asdict(d.base),
+                "new": None if d.new is None else asdict(d.new),
+                "change": d.change,
+                "change_pct": d.change_pct,
+                "status": d.status,
+                "gated": d.gated,
+                "regression": d.regression,
+            }
+
+        return {
+            "base_run": self.base_run,
+            "new_run": self.new_run,
+            "tolerance": self.tolerance,
+            "gated": list(self.gated),
+            "verdict": self.verdict,
+            "exit_code": self.exit_code,
+            "regressions": len(self.regressions),
+            "only_in_base": list(self.only_in_base),
+            "only_in_new": list(self.only_in_new),
+            "deltas": [delta(d) for d in self.deltas],
+        }
+
+
+def compare_scenario(
+    base: RunData, new: RunData, scenario: str, tolerance: float, gated: tuple[str, ...]
+) -> list[Delta]:
+    deltas = []
+    for metric in LATENCY_METRICS:
+        for stat, p in STANDARD_PERCENTILES.items():
+            b = latency_estimate(base, scenario, metric, p)
+            n = latency_estimate(new, scenario, metric, p)
+            if b is None and n is None:
+                continue
+            status = classify(b, n, tolerance)
+            deltas.append(Delta(scenario, f"{metric}_ms", stat, b, n, status, stat in gated))
+    base_rates = rate_estimates(base.overall(scenario).counters, base.meta.get("measured_s"))
+    new_rates = rate_estimates(new.overall(scenario).counters, new.meta.get("measured_s"))
+    for name, b in base_rates.items():
+        n = new_rates[name]
+        is_error = name == "error_rate"
+        status = classify(b, n, tolerance, higher_is_worse=is_error, intervals=is_error)
+        deltas.append(Delta(scenario, name, "rate" if is_error else "run", b, n, status))
+    return deltas
+
+
+def compare(
+    base: RunData,
+    new: RunData,
+    tolerance: float = DEFAULT_TOLERANCE,
+    gated: tuple[str, ...] = GATED,
+) -> Comparison:
+    """Deltas of every scenario the two runs share; raises ValueError when they share none."""
+    if not 0.0 <= tolerance < 10.0:
+        raise ValueError(f"tolerance {tolerance!r}: expected a fraction such as 0.10")
+    unknown = [s for s in gated if s not in STANDARD_PERCENTILES]
+    if unknown:
+        raise ValueError(
+            f"gated percentiles {unknown}: expected some of {list(STANDARD_PERCENTILES)}"
+        )
+    base_names, new_names = base.scenario_names(), new.scenario_names()
+    shared = [name for name in new_names if name in base_names]
+    if not shared:
+        raise ValueError(
+            f"no scenario in common: base has {base_names or 'none'}, new has {new_names or 'none'}"
+        )
+    deltas = [d for name in shared for d in compare_scenario(base, new, name, tolerance, gated)]
+    return Comparison(
+        base_run=base.meta.get("run_id"),
+        new_run=new.meta.get("run_id"),
+        tolerance=tolerance,
+        gated=tuple(gated),
+        deltas=tuple(deltas),
+        only_in_base=tuple(n for n in base_names if n not in new_names),
+        only_in_new=tuple(n for n in new_names if n not in base_names),
+    )

@@ -1,0 +1,384 @@
+"""Why an SLO failed: the seed articles' troubleshooting paths, run on a run's data.
+
+Each path looks for one cause and makes a claim only when the recorded numbers
+show it, quoting them; a path without its evidence says nothing. The paths:
+
+- **load generator**: the tool lagged behind its arrival schedule or ran out of
+  CPU; every latency is then suspect (checked first, it voids the rest);
+- **admission limits**: requests refused (HTTP 429, 5xx) or cut off (timeouts);
+- **capacity-bound**: requests waiting in the engine's queue, the KV cache near
+  full, preemptions, or an open-loop rate the server could not keep up with;
+- **prefill-bound**: TTFT rising with input length (per input-length band, or
+  with a conversation's turn index as its history grows);
+- **attention / KV reads**: TPOT rising with context length.
+
+Length bands come from histograms named ``ttft_in_<N>`` and ``tpot_ctx_<N>``
+(``analysis.bands``): TTFT of requests with N..2N-1 input tokens, TPOT of
+requests with N..2N-1 tokens of context (input plus output).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scipy.stats import spearmanr
+
+from analysis.bands import TPOT_BY_CONTEXT, TTFT_BY_INPUT, band_label
+from analysis.recorder import Bucket
+from analysis.rundata import RunData
+from analysis.slo import RunVerdict, Verdict, evaluate_run, lag_p99_ms
+
+US_PER_MS = 1000.0
+KV_NEAR_FULL = 0.9
+# A queue claim needs a queue seen in two scrapes or two requests deep: one
+# request waiting in one scrape is a moment, not a state.
+MIN_QUEUED_SCRAPES = 2
+MIN_QUEUE_DEPTH = 2
+KEEP_UP_FRACTION = 0.9
+MIN_GROUPS = 3
+MIN_GROUP_SAMPLES = 5
+MIN_RANK_CORRELATION = 0.8
+TTFT_MIN_GROWTH = 1.5
+TPOT_MIN_GROWTH = 1.2
+ENGINE = "engine"
+
+ADMISSION_ERRORS = {
+    "http_429": "refused with HTTP 429 (the server's admission or rate limit)",
+    "http_5xx": "answered with HTTP 5xx (overload or a server fault; Ollama sends 503 "
+    "when its queue is full)",
+    "timeout_first_token": "timed out waiting for their first token (queued too long)",
+    "timeout_connect": "timed out connecting (the server's accept queue was full)",
+    "connect": "could not connect",
+    "timeout_stall": "stalled mid-stream past the stall timeout",
+}
+QUEUE_METRICS = ("ttft_ms", "e2e_ms", "ttft_sched_ms", "e2e_sched_ms", "goodput")
+DECODE_METRICS = ("tpot_ms", "itl_ms", "e2e_ms", "goodput")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One diagnosed cause. ``metrics`` are the SLO metrics it can explain;
+    ``explains`` the failed SLOs of the run among them; ``evidence`` the numbers
+    the text quotes, by name, so a report or a test can use them directly."""
+
+    cause: str
+    text: str
+    evidence: dict[str, Any]
+    metrics: tuple[str, ...]
+    scenario: str | None = None
+    explains: tuple[str, ...] = field(default=())
+
+
+# -- the paths ----------------------------------------------------------------------
+def generator_findings(run: RunData) -> list[Finding]:
+    generator = run.meta.get("generator") or {}
+    findings = []
+    lag, bound = lag_p99_ms(run), generator.get("max_lag_ms")
+    if lag is not None and bound is not None and lag > bound:
+        findings.append(
+            Finding(
+                "load generator",
+                f"The load generator itself lagged: requests started {lag:.1f} ms after their "
+                f"scheduled time at p99, over the {bound:g} ms bound. Latencies measured from "
+                "the actual start understate queueing; fix the generator (more --processes, "
+                "a lower rate) before reading the verdicts.",
+                {"lag_p99_ms": lag, "max_lag_ms": bound},
+                ("*",),
+            )
+        )
+    if generator.get("cpu_warning"):
+        findings.append(
+            Finding(
+                "load generator",
+                "The load generator's CPU was saturated (over 90%): its timestamps are late, "
+                "so every latency is suspect.",
+                {"cpu_warning": True},
+                ("*",),
+            )
+        )
+    return findings
+
+
+def admission_findings(scenario: str, bucket: Bucket) -> list[Finding]:
+    c = bucket.counters
+    if not c.total:
+        return []
+    findings = []
+    for kind, meaning in ADMISSION_ERRORS.items():
+        count = c.errors.get(kind, 0)
+        if not count:
+            continue
+        share = count / c.total
+        findings.append(
+            Finding(
+                "admission limits",
+                f"{count} of {c.total} requests ({100 * share:.1f}%) were {meaning}.",
+                {"errors": count, "requests": c.total, "share": share, "kind": kind},
+                ("error_rate", "goodput"),
+                scenario,
+            )
+        )
+    return findings
+
+
+def engine_series(run: RunData, name: str) -> list[float]:
+    return [
+        float(s["series"][name])
+        for s in run.server_metrics
+        if s.get("source") == ENGINE and name in (s.get("series") or {})
+    ]
+
+
+def engine_findings(run: RunData) -> list[Finding]:
+    """Queueing, KV-cache pressure and preemptions as the engine reported them."""
+    findings = []
+    waiting = engine_series(run, "waiting")
+    queued = sum(w >= 1 for w in waiting)
+    if queued >= MIN_QUEUED_SCRAPES or max(waiting, default=0) >= MIN_QUEUE_DEPTH:
+        running = engine_series(run, "running")
+        running_text = f" while up to {max(running):g} ran" if running else ""
+        findings.append(
+            Finding(
+                "capacity-bound",
+                f"Requests waited in the engine's queue: up to {max(waiting):g} waiting"
+                f"{running_text}, in {queued} of {len(waiting)} scrapes (mean "
+                f"{sum(waiting) / len(waiting):.1f}). Time in that queue is part of TTFT: "
+                "the deployment is at capacity for this load.",
+                {
+                    "waiting_max": max(waiting),
+                    "waiting_mean": sum(waiting) / len(waiting),
+                    "scrapes_with_queue": queued,
+                    "scrapes": len(waiting),
+                    "running_max": max(running) if running else None,
+                },
+                QUEUE_METRICS,
+            )
+        )
+    usage = engine_series(run, "kv_cache_usage")
+    if usage and max(usage) >= KV_NEAR_FULL:
+        findings.append(
+            Finding(
+                "capacity-bound",
+                f"The KV cache was near full: usage peaked at {100 * max(usage):.0f}% "
+                f"(at or above {100 * KV_NEAR_FULL:.0f}% in "
+                f"{sum(u >= KV_NEAR_FULL for u in usage)} of {len(usage)} scrapes). New "
+                "requests wait for blocks to free: context length x concurrency exceeds "
+                "the cache (see `slogate plan`).",
+                {"kv_usage_max": max(usage), "scrapes": len(usage)},
+                QUEUE_METRICS,
+            )
+        )
+    preemptions = engine_series(run, "preemptions_total")
+    if len(preemptions) >= 2 and preemptions[-1] > preemptions[0]:
+        count = preemptions[-1] - preemptions[0]
+        findings.append(
+            Finding(
+                "capacity-bound",
+                f"The engine preempted {count:g} running requests to free KV-cache blocks; "
+                "each recomputes its prompt, adding a stall to its stream.",
+                {"preemptions": count},
+                (*QUEUE_METRICS, "itl_ms", "tpot_ms"),
+            )
+        )
+    return findings
+
+
+def offered_rate(scenario_meta: Mapping[str, Any]) -> float | None:
+    rate = ((scenario_meta.get("load") or {}).get("rate")) or {}
+    rps = rate.get("rps") if isinstance(rate, Mapping) else None
+    return float(rps) if rps else None
+
+
+def keep_up_findings(run: RunData, scenario: str, bucket: Bucket) -> list[Finding]:
+    """Open loop: a server that completes fewer requests than arrive is saturated.
+
+    Requests that arrive within one E2E of the window's end cannot complete in
+    it, so the rate expected of a server that keeps up is the offered rate less
+    that edge: offered x (1 - E2E mean / window)."""
+    declared = (run.meta.get("scenarios") or {}).get(scenario) or {}
+    offered, seconds = offered_rate(declared), run.meta.get("measured_s")
+    histograms = bucket.histograms
+    if offered is None or not seconds or "e2e" not in histograms:
+        return []
+    e2e_s = histograms.histogram("e2e").get_mean_value() / US_PER_MS / 1000.0
+    expected = offered * max(1.0 - e2e_s / seconds, 0.0)
+    completed = bucket.counters.ok / seconds
+    if completed >= KEEP_UP_FRACTION * expected:
+        return []
+    return [
+        Finding(
+            "capacity-bound",
+            f"The server did not keep up with the offered load: {offered:g} requests/s "
+            f"arrived, {completed:.2f}/s completed, {100 * completed / expected:.0f}% of the "
+            f"{expected:.2f}/s a server keeping up completes in a {seconds:g} s window at "
+            f"E2E {1000 * e2e_s:.0f} ms. The rest queued, so TTFT grew through the run.",
+            {
+                "offered_per_s": offered,
+                "completed_per_s": completed,
+                "expected_per_s": expected,
+                "e2e_mean_ms": 1000 * e2e_s,
+            },
+            QUEUE_METRICS,
+            scenario,
+        )
+    ]
+
+
+def banded(bucket: Bucket, prefix: str) -> list[tuple[int, float, int]]:
+    """(band lower bound, p50 in ms, samples) of ``<prefix><N>`` histograms with
+    enough samples, by band."""
+    pattern = re.compile(rf"^{re.escape(prefix)}(\d+)$")
+    rows = []
+    for name, histogram in bucket.histograms:
+        match = pattern.match(name)
+        n = histogram.get_total_count()
+        if match and n >= MIN_GROUP_SAMPLES:
+            rows.append(
+                (int(match.group(1)), histogram.get_value_at_percentile(50.0) / US_PER_MS, n)
+            )
+    return sorted(rows)
+
+
+def rising(values: Sequence[float], keys: Sequence[float], growth: float) -> float | None:
+    """Spearman's rho when ``values`` rise with ``keys`` (rho >= 0.8 and last/first
+    >= ``growth``), else None."""
+    if len(values) < MIN_GROUPS or values[0] <= 0 or len(set(values)) == 1:
+        return None
+    rho = float(spearmanr(keys, values).statistic)
+    if math.isnan(rho) or rho < MIN_RANK_CORRELATION or values[-1] / values[0] < growth:
+        return None
+    return rho
+
+
+def band_text(rows: list[tuple[int, float, int]]) -> str:
+    return ", ".join(f"{band_label(lower)} tokens: {p50:.0f} ms" for lower, p50, _ in rows)
+
+
+def prefill_findings(scenario: str, bucket: Bucket) -> list[Finding]:
+    findings = []
+    bands = banded(bucket, TTFT_BY_INPUT)
+    rho = rising([p for _, p, _ in bands], [b for b, _, _ in bands], TTFT_MIN_GROWTH)
+    if rho is not None:
+        first, last = bands[0], bands[-1]
+        findings.append(
+            Finding(
+                "prefill-bound",
+                f"TTFT tracks input length: TTFT p50 by input tokens {band_text(bands)} "
+                f"(x{last[1] / first[1]:.1f} for x{last[0] / max(first[0], 1):.0f} the tokens; "
+                f"rank correlation {rho:.2f}). Prefill is compute-bound and grows with the "
+                "prompt: shorten prompts, reuse prefixes, or use chunked prefill and a "
+                "faster GPU.",
+                {
+                    "bands": {band_label(b): p for b, p, _ in bands},
+                    "growth": last[1] / first[1],
+                    "rank_correlation": rho,
+                },
+                ("ttft_ms", "e2e_ms", "goodput"),
+                scenario,
+            )
+        )
+    turns = banded(bucket, "ttft_turn_")
+    rho = rising([p for _, p, _ in turns], [t for t, _, _ in turns], TTFT_MIN_GROWTH)
+    if rho is not None:
+        text = ", ".join(f"turn {t}: {p:.0f} ms" for t, p, _ in turns)
+        findings.append(
+            Finding(
+                "prefill-bound",
+                f"TTFT rises with the conversation's turn: TTFT p50 {text} (rank correlation "
+                f"{rho:.2f}). Each turn resends the whole, longer history, so its prefill "
+                "grows; prefix caching of the history avoids recomputing it.",
+                {
+                    "turns": {str(t): p for t, p, _ in turns},
+                    "growth": turns[-1][1] / turns[0][1],
+                    "rank_correlation": rho,
+                },
+                ("ttft_ms", "e2e_ms", "goodput"),
+                scenario,
+            )
+        )
+    return findings
+
+
+def decode_findings(scenario: str, bucket: Bucket) -> list[Finding]:
+    bands = banded(bucket, TPOT_BY_CONTEXT)
+    rho = rising([p for _, p, _ in bands], [b for b, _, _ in bands], TPOT_MIN_GROWTH)
+    if rho is None:
+        return []
+    text = ", ".join(f"{band_label(b)} tokens: {p:.1f} ms" for b, p, _ in bands)
+    return [
+        Finding(
+            "attention / KV reads",
+            f"TPOT rises with context length: TPOT p50 by context {text} (x"
+            f"{bands[-1][1] / bands[0][1]:.2f}; rank correlation {rho:.2f}). Every decode step "
+            "reads the whole KV cache, so long contexts slow each token: cap max_tokens and "
+            "context, quantize the KV cache, or spread long requests over more replicas.",
+            {
+                "bands": {band_label(b): p for b, p, _ in bands},
+                "growth": bands[-1][1] / bands[0][1],
+                "rank_correlation": rho,
+            },
+            DECODE_METRICS,
+            scenario,
+        )
+    ]
+
+
+# -- putting it together ---------------------------------------------------------------
+def failed_slos(verdict: RunVerdict) -> list[tuple[str, str, str]]:
+    """(scenario, metric, SLO name) of every failed or inconclusive SLO."""
+    return [
+        (r.scenario, r.threshold.metric, r.name)
+        for r in verdict.results
+        if r.verdict in (Verdict.FAIL, Verdict.INCONCLUSIVE)
+    ]
+
+
+def attach(finding: Finding, failed: list[tuple[str, str, str]]) -> Finding:
+    explains = tuple(
+        f"{scenario}: {name}"
+        for scenario, metric, name in failed
+        if (finding.scenario in (None, scenario))
+        and ("*" in finding.metrics or metric in finding.metrics)
+    )
+    return Finding(
+        finding.cause,
+        finding.text,
+        finding.evidence,
+        finding.metrics,
+        finding.scenario,
+        explains,
+    )
+
+
+def diagnose(run: RunData, verdict: RunVerdict | None = None) -> list[Finding]:
+    """Every cause the run's data shows, each with its numbers; the ones that
+    explain a failed SLO first. Pass ``verdict`` when already evaluated."""
+    verdict = verdict or evaluate_run(run)
+    findings = generator_findings(run) + engine_findings(run)
+    for scenario in run.scenario_names():
+        bucket = run.overall(scenario)
+        findings += admission_findings(scenario, bucket)
+        findings += keep_up_findings(run, scenario, bucket)
+        findings += prefill_findings(scenario, bucket)
+        findings += decode_findings(scenario, bucket)
+    failed = failed_slos(verdict)
+    attached = [attach(f, failed) for f in findings]
+    return sorted(attached, key=lambda f: not f.explains)
+
+
+def findings_to_dicts(findings: Sequence[Finding]) -> list[dict[str, Any]]:
+    """JSON form for summary.json and the report."""
+    return [
+        {
+            "cause": f.cause,
+            "scenario": f.scenario,
+            "text": f.text,
+            "evidence": f.evidence,
+            "explains": list(f.explains),
+        }
+        for f in findings
+    ]

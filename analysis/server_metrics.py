@@ -1,0 +1,288 @@
+"""Engine and GPU metrics from Prometheus text, under one set of canonical names.
+
+Every engine names the same facts differently (vLLM ``vllm:num_requests_running``,
+SGLang ``sglang:num_running_reqs``, TGI ``tgi_batch_current_size``, llama.cpp
+``llamacpp:requests_processing``), and some rename them between releases. The
+report charts the engine's view beside the client's, so each scrape is mapped to
+the canonical names below once, here, and nothing downstream knows an engine's
+spelling. Unknown series are ignored; a series an engine does not expose is
+simply absent from the mapping (never reported as 0).
+
+Canonical series (gauges are instantaneous, ``*_total`` are monotonic counters):
+
+- ``running``, ``waiting``: requests being decoded / queued;
+- ``kv_cache_usage``: fraction 0..1 of the KV cache in use;
+- ``prompt_tokens_total``, ``generation_tokens_total``: token counters;
+- ``preemptions_total``: requests evicted and recomputed (SGLang: retractions);
+- ``prefix_cache_hits_total``, ``prefix_cache_queries_total``: tokens;
+- ``gpu_utilization`` (0..1, mean over GPUs), ``gpu_memory_used_bytes`` (sum over
+  GPUs): from NVIDIA's DCGM exporter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal, NamedTuple
+
+from prometheus_client.parser import text_string_to_metric_families
+
+Combine = Literal["sum", "mean"]
+
+GAUGES = ("running", "waiting", "kv_cache_usage", "gpu_utilization", "gpu_memory_used_bytes")
+COUNTERS = (
+    "prompt_tokens_total",
+    "generation_tokens_total",
+    "preemptions_total",
+    "prefix_cache_hits_total",
+    "prefix_cache_queries_total",
+)
+CANONICAL = GAUGES + COUNTERS
+MIB = 1024 * 1024
+
+
+class MetricsParseError(ValueError):
+    """The text is not Prometheus exposition format."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one canonical series is read from an engine's samples.
+
+    ``names`` are sample names (as exposed, counters with their ``_total``).
+    With ``terms=False`` they are alternatives across releases, the first one
+    present wins; with ``terms=True`` all present ones are added (llama.cpp
+    counts cached and computed prompt tokens apart). Label sets of one name
+    (models, data-parallel engines, GPUs) are combined by ``combine``.
+    """
+
+    canonical: str
+    names: tuple[str, ...]
+    combine: Combine = "sum"
+    scale: float = 1.0
+    terms: bool = False
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """One engine's metric names: how to recognise them and how to map them.
+
+    ``prefix`` is the namespace the engine puts on every series; NIM 1.x has
+    none, so it is recognised by the exact names of its rules.
+    """
+
+    name: str
+    prefix: str
+    rules: tuple[Rule, ...]
+
+    def recognises(self, sample_name: str) -> bool:
+        if self.prefix:
+            return sample_name.startswith(self.prefix)
+        return any(sample_name in rule.names for rule in self.rules)
+
+
+# vLLM: docs.vllm.ai "Production Metrics"; V1 renamed gpu_cache_usage_perc to
+# kv_cache_usage_perc and gpu_prefix_cache_* to prefix_cache_*.
+VLLM = Dialect(
+    "vllm",
+    "vllm:",
+    (
+        Rule("running", ("vllm:num_requests_running",)),
+        Rule("waiting", ("vllm:num_requests_waiting",)),
+        Rule(
+            "kv_cache_usage",
+            ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+            combine="mean",
+        ),
+        Rule("prompt_tokens_total", ("vllm:prompt_tokens_total",)),
+        Rule("generation_tokens_total", ("vllm:generation_tokens_total",)),
+        Rule("preemptions_total", ("vllm:num_preemptions_total",)),
+        Rule(
+            "prefix_cache_hits_total",
+            ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+        ),
+        Rule(
+            "prefix_cache_queries_total",
+            ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+        ),
+    ),
+)
+
+# SGLang (--enable-metrics): docs.sglang.io "Production Metrics".
+SGLANG = Dialect(
+    "sglang",
+    "sglang:",
+    (
+        Rule("running", ("sglang:num_running_reqs",)),
+        Rule("waiting", ("sglang:num_queue_reqs",)),
+        Rule("kv_cache_usage", ("sglang:token_usage",), combine="mean"),
+        Rule("prompt_tokens_total", ("sglang:prompt_tokens_total",)),
+        Rule("generation_tokens_total", ("sglang:generation_tokens_total",)),
+        Rule("preemptions_total", ("sglang:num_retracted_requests_total",)),
+        Rule("prefix_cache_hits_total", ("sglang:cached_tokens_total",)),
+    ),
+)
+
+# TGI: huggingface.co/docs/text-generation-inference/reference/metrics. Token
+# totals are the sums of the per-request histograms; TGI exports no KV usage.
+TGI = Dialect(
+    "tgi",
+    "tgi_",
+    (
+        Rule("running", ("tgi_batch_current_size",)),
+        Rule("waiting", ("tgi_queue_size",)),
+        Rule("prompt_tokens_total", ("tgi_request_input_length_sum",)),
+        Rule("generation_tokens_total", ("tgi_request_generated_tokens_sum",)),
+    ),
+)
+
+# llama.cpp server (--metrics): tools/server/server-task.cpp to_metrics().
+# prompt_tokens_total excludes tokens reused from the cache, which are counted
+# in prompt_tokens_cached_total; kv_cache_usage_ratio exists in older builds.
+LLAMACPP = Dialect(
+    "llamacpp",
+    "llamacpp:",
+    (
+        Rule("running", ("llamacpp:requests_processing",)),
+        Rule("waiting", ("llamacpp:requests_deferred",)),
+        Rule("kv_cache_usage", ("llamacpp:kv_cache_usage_ratio",), combine="mean"),
+        Rule("prompt_tokens_total", ("llamacpp:prompt_tokens_total",)),
+        Rule("generation_tokens_total", ("llamacpp:tokens_predicted_total",)),
+        Rule("prefix_cache_hits_total", ("llamacpp:prompt_tokens_cached_total",)),
+        Rule(
+            "prefix_cache_queries_total",
+            ("llamacpp:prompt_tokens_total", "llamacpp:prompt_tokens_cached_total"),
+            terms=True,
+        ),
+    ),
+)
+
+# NVIDIA NIM for LLMs 1.x: docs.nvidia.com/nim/large-language-models
+# "Observability", unprefixed names at /v1/metrics.
+NIM = Dialect(
+    "nim",
+    "",
+    (
+        Rule("running", ("num_requests_running",)),
+        Rule("waiting", ("num_requests_waiting",)),
+        Rule("kv_cache_usage", ("gpu_cache_usage_perc",), combine="mean"),
+        Rule("prompt_tokens_total", ("prompt_tokens_total",)),
+        Rule("generation_tokens_total", ("generation_tokens_total",)),
+    ),
+)
+
+# NVIDIA DCGM exporter default counters: GPU_UTIL in percent, FB_USED in MiB.
+DCGM = Dialect(
+    "dcgm",
+    "DCGM_FI_",
+    (
+        Rule("gpu_utilization", ("DCGM_FI_DEV_GPU_UTIL",), combine="mean", scale=0.01),
+        Rule("gpu_memory_used_bytes", ("DCGM_FI_DEV_FB_USED",), scale=MIB),
+    ),
+)
+
+DIALECTS: tuple[Dialect, ...] = (VLLM, SGLANG, TGI, LLAMACPP, NIM, DCGM)
+UNKNOWN = "unknown"
+
+
+@dataclass
+class Snapshot:
+    """One scrape, mapped: which dialect, the canonical series, the raw counters.
+
+    ``counters`` keeps every counter of the recognised dialect (its ``_total``
+    samples, summed over label sets; not the ``_created`` timestamps) so rates
+    of series without a canonical name can still be derived from saved data.
+    """
+
+    engine: str
+    series: dict[str, float] = field(default_factory=dict)
+    counters: dict[str, float] = field(default_factory=dict)
+
+
+class Sample(NamedTuple):
+    name: str
+    value: float
+    kind: str
+
+
+def parse_samples(text: str) -> list[Sample]:
+    """Every finite sample in the text, with its family's type; NaN and Inf say nothing."""
+    try:
+        samples = [
+            Sample(s.name, float(s.value), family.type)
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        ]
+    except (ValueError, TypeError, IndexError) as exc:
+        raise MetricsParseError(f"not Prometheus text format: {exc}") from exc
+    return [s for s in samples if math.isfinite(s.value)]
+
+
+def detect_dialect(names: Iterable[str]) -> Dialect | None:
+    """The dialect with the most samples whose names it recognises, if any."""
+    counts = {d.name: 0 for d in DIALECTS}
+    for name in names:
+        for d in DIALECTS:
+            if d.recognises(name):
+                counts[d.name] += 1
+    best = max(DIALECTS, key=lambda d: counts[d.name])
+    return best if counts[best.name] else None
+
+
+def detect_engine(text: str) -> str:
+    """The engine (or ``dcgm``) that wrote this metrics text, else ``unknown``."""
+    dialect = detect_dialect(s.name for s in parse_samples(text))
+    return dialect.name if dialect else UNKNOWN
+
+
+def map_samples(dialect: Dialect, samples: Iterable[Sample]) -> dict[str, float]:
+    """Canonical series of one dialect from parsed samples."""
+    values: dict[str, list[float]] = {}
+    for sample in samples:
+        values.setdefault(sample.name, []).append(sample.value)
+    series: dict[str, float] = {}
+    for rule in dialect.rules:
+        value = _apply(rule, values)
+        if value is not None:
+            series[rule.canonical] = value
+    return series
+
+
+def _apply(rule: Rule, values: Mapping[str, list[float]]) -> float | None:
+    present = [n for n in rule.names if values.get(n)]
+    if not present:
+        return None
+    chosen = present if rule.terms else present[:1]
+    total = sum(_combine(values[n], rule.combine) for n in chosen)
+    return total * rule.scale
+
+
+def _combine(vs: list[float], how: Combine) -> float:
+    return sum(vs) / len(vs) if how == "mean" else sum(vs)
+
+
+def snapshot(text: str, dialect: Dialect | None = None) -> Snapshot:
+    """Parse and map one scrape; ``dialect`` is detected when not given.
+
+    Raises MetricsParseError on text that is not Prometheus format. Text of an
+    unknown engine gives an empty Snapshot named ``unknown``.
+    """
+    samples = parse_samples(text)
+    chosen = dialect or detect_dialect(s.name for s in samples)
+    if chosen is None:
+        return Snapshot(engine=UNKNOWN)
+    counters: dict[str, float] = {}
+    for s in samples:
+        if s.kind == "counter" and s.name.endswith("_total") and chosen.recognises(s.name):
+            counters[s.name] = counters.get(s.name, 0.0) + s.value
+    return Snapshot(engine=chosen.name, series=map_samples(chosen, samples), counters=counters)
+
+
+def dialect_named(name: str) -> Dialect:
+    """The dialect called ``name`` (vllm, sglang, tgi, llamacpp, nim, dcgm)."""
+    for d in DIALECTS:
+        if d.name == name:
+            return d
+    known = ", ".join(d.name for d in DIALECTS)
+    raise ValueError(f"unknown metrics dialect {name!r}; known: {known}")

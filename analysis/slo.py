@@ -1,0 +1,324 @@
+"""SLO verdicts: each threshold against the measured run, then the run as a whole.
+
+A verdict is taken on the point estimate (the percentile, rate or mean as
+measured) and carries its margin and 95% confidence interval, so a reader sees
+both "did it pass" and "how sure are we". A percentile whose interval is open
+because too few samples lie beyond it cannot pass: it is INCONCLUSIVE, with the
+number of samples that would be needed. It can still FAIL when the samples at
+hand already prove it: the interval's lower bound lies above the limit.
+
+The run's verdict is ``invalid`` when its numbers cannot be trusted (the run did
+not complete, the load generator lagged beyond its bound or ran out of CPU, no
+request was measured); otherwise the worst scenario verdict wins, fail before
+inconclusive before pass. Exit codes follow DESIGN.md.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from scipy.stats import beta
+
+from analysis.histograms import recorded
+from analysis.percentiles import CONFIDENCE, estimate, min_samples
+from analysis.recorder import Bucket, Counters
+from analysis.rundata import RunData
+from scenarios.model import Threshold
+
+US_PER_MS = 1000.0
+LATENCY_METRICS = (
+    "ttft",
+    "itl",
+    "tpot",
+    "e2e",
+    "ttft_sched",
+    "e2e_sched",
+    "chunk_gap",
+    "max_stall",
+)
+RATE_METRICS = ("error_rate", "goodput")
+THROUGHPUT_METRICS = ("requests_per_s", "output_tokens_per_s")
+
+
+class Verdict(str, Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    INCONCLUSIVE = "inconclusive"
+    INVALID = "invalid"
+
+
+EXIT_PASS = 0
+EXIT_FAIL = 1
+EXIT_CONFIG = 2
+EXIT_INVALID = 3
+EXIT_INCONCLUSIVE = 4
+EXIT_CODES = {
+    Verdict.PASS: EXIT_PASS,
+    Verdict.FAIL: EXIT_FAIL,
+    Verdict.INVALID: EXIT_INVALID,
+    Verdict.INCONCLUSIVE: EXIT_INCONCLUSIVE,
+}
+_SEVERITY = (Verdict.PASS, Verdict.INCONCLUSIVE, Verdict.FAIL, Verdict.INVALID)
+
+
+def worst_of(verdicts: Iterable[Verdict]) -> Verdict:
+    """The most severe verdict: invalid > fail > inconclusive > pass (pass when empty)."""
+    return max(verdicts, key=_SEVERITY.index, default=Verdict.PASS)
+
+
+@dataclass(frozen=True, slots=True)
+class SloResult:
+    """One threshold's verdict. ``value`` and the bounds are in the metric's unit
+    (ms, a fraction, per second); ``margin`` is the headroom in that unit
+    (negative when failing) and ``margin_pct`` the same relative to the limit."""
+
+    scenario: str
+    threshold: Threshold
+    verdict: Verdict
+    value: float | None
+    lower: float | None
+    upper: float | None
+    count: int
+    needed: int | None = None
+    note: str = ""
+
+    @property
+    def margin(self) -> float | None:
+        if self.value is None:
+            return None
+        if self.threshold.kind == "max":
+            return self.threshold.limit - self.value
+        return self.value - self.threshold.limit
+
+    @property
+    def margin_pct(self) -> float | None:
+        margin = self.margin
+        if margin is None or self.threshold.limit == 0:
+            return None
+        return 100.0 * margin / abs(self.threshold.limit)
+
+    @property
+    def name(self) -> str:
+        t = self.threshold
+        return f"{t.metric} {t.stat} {'<=' if t.kind == 'max' else '>='} {t.limit:g}"
+
+
+def percentile_of_stat(stat: str) -> float | None:
+    """``p99`` -> 99.0, ``p999`` -> 99.9, ``p99.5`` -> 99.5, ``p50`` -> 50.0;
+    None for a stat that is not a percentile (max, mean, ...)."""
+    match = re.fullmatch(r"p(\d+(?:\.\d+)?)", stat)
+    if match is None:
+        return None
+    digits = match.group(1)
+    if "." in digits or len(digits) <= 2:
+        value = float(digits)
+    elif digits.startswith("99"):
+        value = float(f"99.{digits[2:]}")
+    else:
+        raise ValueError(f"percentile {stat!r}: write p50..p99, p999, p9999 or p99.5")
+    if not 0.0 < value < 100.0:
+        raise ValueError(f"percentile {stat!r} must lie strictly between 0 and 100")
+    return value
+
+
+def proportion_interval(
+    hits: int, n: int, confidence: float = CONFIDENCE
+) -> tuple[float | None, float | None]:
+    """Clopper-Pearson interval of a proportion: exact, never narrower than it should be."""
+    if n == 0:
+        return None, None
+    alpha = 1.0 - confidence
+    lower = 0.0 if hits == 0 else float(beta.ppf(alpha / 2, hits, n - hits + 1))
+    upper = 1.0 if hits == n else float(beta.ppf(1 - alpha / 2, hits + 1, n - hits))
+    return lower, upper
+
+
+def point_verdict(threshold: Threshold, value: float) -> Verdict:
+    passed = value <= threshold.limit if threshold.kind == "max" else value >= threshold.limit
+    return Verdict.PASS if passed else Verdict.FAIL
+
+
+def evaluate_latency(scenario: str, threshold: Threshold, bucket: Bucket) -> SloResult:
+    """A latency threshold (``<name>_ms``) on a percentile, the max or the mean."""
+    name = threshold.metric.removesuffix("_ms")
+    percentile = percentile_of_stat(threshold.stat)
+    if percentile is None and threshold.stat not in ("max", "mean"):
+        raise ValueError(
+            f"scenario {scenario!r}: {threshold.metric} stat {threshold.stat!r}: "
+            "expected p50..p999, max or mean"
+        )
+    histograms = bucket.histograms
+    n = histograms.histogram(name).get_total_count() if name in histograms else 0
+    if n == 0:
+        needed = min_samples(percentile / 100.0) if percentile is not None else 1
+        note = f"no {name} samples; needs at least {needed}"
+        return SloResult(
+            scenario, threshold, Verdict.INCONCLUSIVE, None, None, None, 0, needed, note
+        )
+    histogram = histograms.histogram(name)
+    if percentile is None:
+        raw = histogram.get_max_value() if threshold.stat == "max" else recorded(histogram).mean()
+        value = raw / US_PER_MS
+        return SloResult(scenario, threshold, point_verdict(threshold, value), value, None, None, n)
+    est = estimate(histogram, percentile)
+    value = est.value / US_PER_MS
+    lower = None if est.lower is None else est.lower / US_PER_MS
+    upper = None if est.upper is None else est.upper / US_PER_MS
+    verdict = point_verdict(threshold, value)
+    if est.bounded:
+        return SloResult(scenario, threshold, verdict, value, lower, upper, n)
+    needed = min_samples(percentile / 100.0)
+    proven_fail = threshold.kind == "max" and lower is not None and lower > threshold.limit
+    if proven_fail:
+        note = f"fails even at the lower confidence bound; {needed} samples bound it fully"
+        return SloResult(scenario, threshold, Verdict.FAIL, value, lower, upper, n, needed, note)
+    note = f"{n} samples cannot bound {threshold.stat}; needs at least {needed}"
+    return SloResult(
+        scenario, threshold, Verdict.INCONCLUSIVE, value, lower, upper, n, needed, note
+    )
+
+
+def evaluate_proportion(scenario: str, threshold: Threshold, counters: Counters) -> SloResult:
+    """Error rate (failed / all) or goodput fraction (good / all, errors are misses)."""
+    n = counters.total
+    hits = counters.failed if threshold.metric == "error_rate" else counters.good
+    if n == 0:
+        return SloResult(
+            scenario, threshold, Verdict.INCONCLUSIVE, None, None, None, 0, 1, "no requests"
+        )
+    value = hits / n
+    lower, upper = proportion_interval(hits, n)
+    return SloResult(scenario, threshold, point_verdict(threshold, value), value, lower, upper, n)
+
+
+def evaluate_throughput(
+    scenario: str, threshold: Threshold, counters: Counters, measured_s: float | None
+) -> SloResult:
+    """Successful requests or output tokens per second of the measured window."""
+    if not measured_s or measured_s <= 0:
+        note = "the measured window's length is unknown"
+        return SloResult(
+            scenario, threshold, Verdict.INCONCLUSIVE, None, None, None, counters.total, None, note
+        )
+    amount = counters.ok if threshold.metric == "requests_per_s" else counters.output_tokens
+    value = amount / measured_s
+    return SloResult(
+        scenario, threshold, point_verdict(threshold, value), value, None, None, counters.total
+    )
+
+
+def evaluate(
+    scenario: str, threshold: Threshold, bucket: Bucket, measured_s: float | None
+) -> SloResult:
+    metric = threshold.metric
+    if metric.endswith("_ms") and metric.removesuffix("_ms") in LATENCY_METRICS:
+        return evaluate_latency(scenario, threshold, bucket)
+    if metric in RATE_METRICS:
+        return evaluate_proportion(scenario, threshold, bucket.counters)
+    if metric in THROUGHPUT_METRICS:
+        return evaluate_throughput(scenario, threshold, bucket.counters, measured_s)
+    raise ValueError(f"scenario {scenario!r}: SLO metric {metric!r} is not one slogate measures")
+
+
+def thresholds_of(scenario: str, scenario_meta: Mapping[str, Any]) -> list[Threshold]:
+    """The scenario's thresholds from run metadata, plus the goodput minimum when
+    the goodput block sets one and no explicit goodput threshold exists."""
+    thresholds = []
+    for index, item in enumerate(scenario_meta.get("slo") or []):
+        try:
+            thresholds.append(Threshold(**item))
+        except TypeError as exc:
+            raise ValueError(f"scenario {scenario!r}: slo[{index}] {item!r}: {exc}") from None
+    goodput = scenario_meta.get("goodput") or {}
+    has_goodput = any(t.metric == "goodput" for t in thresholds)
+    if goodput.get("min_fraction") is not None and not has_goodput:
+        thresholds.append(Threshold("goodput", "fraction", float(goodput["min_fraction"]), "min"))
+    return thresholds
+
+
+def lag_p99_ms(run: RunData) -> float | None:
+    """Generator lag p99 as the load side measured it, else from the lag histograms."""
+    reported = (run.meta.get("generator") or {}).get("lag_p99_ms")
+    if reported is not None:
+        return float(reported)
+    worst = None
+    for name in run.scenario_names():
+        histograms = run.overall(name).histograms
+        if "lag" in histograms and histograms.histogram("lag").get_total_count():
+            p99 = histograms.histogram("lag").get_value_at_percentile(99.0) / US_PER_MS
+            worst = p99 if worst is None else max(worst, p99)
+    return worst
+
+
+def invalid_reasons(run: RunData) -> list[str]:
+    """Why the run's numbers cannot be trusted; empty when they can."""
+    meta = run.meta
+    reasons = []
+    if meta.get("complete") is False:
+        reasons.append(f"run incomplete: {meta.get('incomplete_reason') or 'no reason given'}")
+    generator = meta.get("generator") or {}
+    lag, bound = lag_p99_ms(run), generator.get("max_lag_ms")
+    if lag is not None and bound is not None and lag > bound:
+        reasons.append(
+            f"load generator lag p99 {lag:.1f} ms exceeds its bound {bound:g} ms: "
+            "arrivals were late, latencies understate queueing"
+        )
+    if generator.get("cpu_warning"):
+        reasons.append("load generator CPU was saturated (over 90%): timings are unreliable")
+    counters = [run.overall(name).counters for name in run.scenario_names()]
+    total = sum(c.total for c in counters)
+    if total == 0:
+        reasons.append("no request was measured")
+    elif sum(c.ok for c in counters) == 0:
+        reasons.append(
+            f"all {total} measured requests failed: the engine is down or rejects the requests"
+        )
+    return reasons
+
+
+@dataclass(frozen=True, slots=True)
+class RunVerdict:
+    verdict: Verdict
+    results: tuple[SloResult, ...]
+    scenarios: dict[str, Verdict]
+    reasons: tuple[str, ...]
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+    @property
+    def worst(self) -> SloResult | None:
+        """The SLO to read first: the deepest failure, else an inconclusive one,
+        else the pass with the least headroom."""
+
+        def key(r: SloResult) -> tuple[int, float]:
+            margin = r.margin_pct
+            return (-_SEVERITY.index(r.verdict), margin if margin is not None else float("inf"))
+
+        return min(self.results, key=key, default=None)
+
+
+def evaluate_run(run: RunData) -> RunVerdict:
+    """Every scenario's thresholds on its measured bucket, and the overall verdict.
+    A scenario without measured requests is inconclusive: zero requests never pass."""
+    measured_s = run.meta.get("measured_s")
+    declared = run.meta.get("scenarios") or {}
+    results: list[SloResult] = []
+    scenarios: dict[str, Verdict] = {}
+    for name in run.scenario_names():
+        bucket = run.overall(name)
+        mine = [
+            evaluate(name, threshold, bucket, measured_s)
+            for threshold in thresholds_of(name, declared.get(name) or {})
+        ]
+        results.extend(mine)
+        floor = Verdict.INCONCLUSIVE if bucket.counters.total == 0 else Verdict.PASS
+        scenarios[name] = worst_of([floor, *(r.verdict for r in mine)])
+    reasons = invalid_reasons(run)
+    verdict = Verdict.INVALID if reasons else worst_of(scenarios.values())
+    return RunVerdict(verdict, tuple(results), scenarios, tuple(reasons))

@@ -1,0 +1,343 @@
+"""``summary.json``: the run's numbers and verdicts as one versioned document.
+
+The keys of DESIGN.md's contract (``schema``, ``verdict``, per scenario
+``requests``, ``tokens``, ``metrics``, ``throughput``, ``slo``) are what CI
+scripts and dashboards read; everything else is added around them. Times are
+milliseconds, rates per second, fractions 0..1. A metric without samples has
+``count`` 0 and null statistics: a zero would read as an impossibly fast
+server. Secrets in the metadata (API keys, auth headers, passwords in URLs) are
+masked here, so no output built from the summary can leak them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from hdrh.histogram import HdrHistogram
+
+from analysis.capacity import Pricing, throughput_cost
+from analysis.compare import Comparison
+from analysis.diagnosis import diagnose, findings_to_dicts
+from analysis.percentiles import STANDARD_PERCENTILES, estimate, summarize
+from analysis.recorder import Bucket, Counters
+from analysis.rundata import RunData
+from analysis.slo import RunVerdict, SloResult, evaluate_run, proportion_interval
+
+SCHEMA = "slogate.summary/1"
+US_PER_MS = 1000.0
+HEADLINE = ("ttft", "itl", "tpot", "e2e")
+DETAILED = (*HEADLINE, "ttft_sched", "e2e_sched", "chunk_gap", "max_stall", "lag")
+TOKEN_HISTOGRAMS = (
+    "input_tokens",
+    "output_tokens",
+    "intended_input_tokens",
+    "intended_output_tokens",
+)
+STAGE_PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0}
+TURN_PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0}
+COUNT_METHODS_BEST_FIRST = ("usage", "tokenizer", "chunks")
+CHUNK_METHODS_BEST_FIRST = ("exact", "proportional", "one_per_chunk")
+RUN_KEYS = (
+    "run_id",
+    "started_at",
+    "ended_at",
+    "measured_s",
+    "complete",
+    "incomplete_reason",
+    "host",
+    "engine",
+    "tool_version",
+    "git_revision",
+    "command",
+    "window_s",
+    "baseline",
+    "cancelled_at_stop",
+)
+MASK = "***"
+_SECRET_KEY = re.compile(
+    r"(?i)(api[_-]?key|secret|passw(or)?d|authorization|credential|cookie|(^|[_-])token)$"
+)
+_SECRET_TEXT = (
+    (
+        re.compile(r"(?i)\b(authorization\s*[:=]\s*)(?:(?:basic|bearer|token)\s+)?[^\s'\",;]+"),
+        rf"\1{MASK}",
+    ),
+    (re.compile(r"(?i)(bearer\s+)(?!\*\*\*)[^\s'\",;]+"), rf"\1{MASK}"),
+    (re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}"), f"sk-{MASK}"),
+    (re.compile(r"(://[^/\s:@]+:)[^@\s/]+@"), rf"\1{MASK}@"),
+    (
+        re.compile(
+            r"(?i)((?:api[_-]?key|secret|passw(?:or)?d|(?<![a-z])token)[\"']?\s*[:=]\s*[\"']?)"
+            r"(?!\*\*\*)[^\s&\"',;]+"
+        ),
+        rf"\1{MASK}",
+    ),
+    (re.compile(r"(?i)(--(?:api[_-]?key|token|password|secret)[=\s]+)[^\s'\",;]+"), rf"\1{MASK}"),
+)
+
+
+def redact_text(text: str) -> str:
+    """Mask bearer tokens, ``sk-`` keys, URL passwords and ``key=value`` secrets."""
+    for pattern, replacement in _SECRET_TEXT:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def secret_key(key: Any, item: Any) -> bool:
+    name = str(key)
+    return bool(item) and not name.endswith("_env") and _SECRET_KEY.search(name) is not None
+
+
+def redact(value: Any) -> Any:
+    """A copy of ``value`` with secrets masked: values under secret-sounding keys
+    (except ``*_env``, which name a variable, not its content) and secrets in text."""
+    if isinstance(value, Mapping):
+        return {key: MASK if secret_key(key, item) else redact(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact(item) for item in value]
+    if isinstance(value, str):
+        return redact_text(value)
+    return value
+
+
+def rounded(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+def in_ms(value_us: float | None) -> float | None:
+    return None if value_us is None else round(value_us / US_PER_MS, 3)
+
+
+def distribution(histogram: HdrHistogram, unit_us: bool = True) -> dict[str, Any]:
+    """count, p50..p999, max, mean, min, and each percentile's 95% interval."""
+    scale = in_ms if unit_us else rounded
+    d = summarize(histogram)
+    if d.count == 0:
+        empty: dict[str, Any] = dict.fromkeys(("count", *STANDARD_PERCENTILES, "max", "mean"))
+        return {**empty, "count": 0, "min": None, "ci": {}}
+    out: dict[str, Any] = {"count": d.count}
+    out.update({key: scale(e.value) for key, e in d.percentiles.items()})
+    out.update(max=scale(d.max), mean=scale(d.mean), min=scale(d.min))
+    out["ci"] = {key: [scale(e.lower), scale(e.upper)] for key, e in d.percentiles.items()}
+    return out
+
+
+def quick_percentiles(histogram: HdrHistogram, percentiles: Mapping[str, float]) -> dict[str, Any]:
+    """A few percentiles in ms with their intervals, without the costly mean."""
+    out: dict[str, Any] = {"count": histogram.get_total_count()}
+    for key, p in percentiles.items():
+        e = estimate(histogram, p)
+        out[key] = in_ms(e.value) if e.count else None
+        out[f"{key}_ci"] = [in_ms(e.lower), in_ms(e.upper)] if e.count else [None, None]
+    return out
+
+
+def worst_method(counts: Mapping[str, int], best_first: tuple[str, ...]) -> str | None:
+    """The least exact method any request used: it bounds the totals' accuracy."""
+    used = [m for m in best_first if counts.get(m)]
+    return used[-1] if used else None
+
+
+def deviation_pct(actual: int, intended: int) -> float | None:
+    return rounded(100.0 * (actual - intended) / intended, 2) if intended else None
+
+
+def requests_block(c: Counters) -> dict[str, Any]:
+    lower, upper = proportion_interval(c.failed, c.total)
+    return {
+        "ok": c.ok,
+        "failed": c.failed,
+        "total": c.total,
+        "errors": dict(sorted(c.errors.items())),
+        "error_rate": rounded(c.failed / c.total, 6) if c.total else None,
+        "error_rate_ci": [rounded(lower, 6), rounded(upper, 6)],
+        "error_samples": redact(dict(sorted(c.error_samples.items()))),
+    }
+
+
+def tokens_block(bucket: Bucket) -> dict[str, Any]:
+    c = bucket.counters
+    count_method = worst_method(c.count_methods, COUNT_METHODS_BEST_FIRST)
+    histograms = bucket.histograms
+    return {
+        "input": c.input_tokens,
+        "output": c.output_tokens,
+        "count_method": count_method,
+        "approximate": count_method == "chunks",
+        "count_methods": dict(c.count_methods),
+        "chunk_token_method": worst_method(c.chunk_token_methods, CHUNK_METHODS_BEST_FIRST),
+        "chunk_token_methods": dict(c.chunk_token_methods),
+        "intended_input": c.intended_input_tokens,
+        "intended_output": c.intended_output_tokens,
+        "deviation_pct": {
+            "input": deviation_pct(c.input_tokens, c.intended_input_tokens),
+            "output": deviation_pct(c.output_tokens, c.intended_output_tokens),
+        },
+        "per_request": {
+            name: distribution(histograms.histogram(name), unit_us=False)
+            for name in TOKEN_HISTOGRAMS
+            if name in histograms
+        },
+    }
+
+
+def per_second(amount: int, seconds: float | None) -> float | None:
+    return rounded(amount / seconds, 4) if seconds and seconds > 0 else None
+
+
+def throughput_block(c: Counters, seconds: float | None) -> dict[str, Any]:
+    """Successful requests and tokens per second; failed requests are not throughput."""
+    return {
+        "requests_per_s": per_second(c.ok, seconds),
+        "output_tokens_per_s": per_second(c.output_tokens, seconds),
+        "input_tokens_per_s": per_second(c.input_tokens, seconds),
+        "attempted_per_s": per_second(c.total, seconds),
+        "goodput_requests_per_s": per_second(c.good, seconds),
+        "seconds": seconds,
+    }
+
+
+def goodput_block(c: Counters, spec: Mapping[str, Any] | None, seconds: float | None) -> dict:
+    lower, upper = proportion_interval(c.good, c.total)
+    spec = spec or {}
+    return {
+        "good": c.good,
+        "total": c.total,
+        "fraction": rounded(c.good / c.total, 6) if c.total else None,
+        "fraction_ci": [rounded(lower, 6), rounded(upper, 6)],
+        "requests_per_s": per_second(c.good, seconds),
+        "min_fraction": spec.get("min_fraction"),
+        "limits": {k: spec.get(k) for k in ("ttft_ms", "tpot_ms", "e2e_ms") if spec.get(k)},
+    }
+
+
+def turn_number(name: str) -> int:
+    return int(name.removeprefix("ttft_turn_"))
+
+
+def ttft_by_turn(bucket: Bucket) -> dict[str, Any]:
+    turns = sorted(
+        (n for n in bucket.histograms.names() if n.startswith("ttft_turn_")), key=turn_number
+    )
+    return {
+        str(turn_number(name)): quick_percentiles(
+            bucket.histograms.histogram(name), TURN_PERCENTILES
+        )
+        for name in turns
+    }
+
+
+def metrics_block(bucket: Bucket, names: tuple[str, ...]) -> dict[str, Any]:
+    histograms = bucket.histograms
+    return {
+        f"{name}_ms": distribution(histograms.histogram(name))
+        for name in names
+        if name in HEADLINE or name in histograms
+    }
+
+
+def stage_seconds(load: Mapping[str, Any], stage: str, counters: Counters) -> float | None:
+    """A stage's planned duration, else the span between its first and last completion."""
+    for item in load.get("stages") or []:
+        if isinstance(item, Mapping) and item.get("name") == stage and item.get("duration_s"):
+            return float(item["duration_s"])
+    if counters.first_end_s is not None and counters.last_end_s is not None:
+        span = counters.last_end_s - counters.first_end_s
+        return span if span > 0 else None
+    return None
+
+
+def stage_block(bucket: Bucket, seconds: float | None) -> dict[str, Any]:
+    histograms = bucket.histograms
+    return {
+        "requests": {
+            k: v for k, v in requests_block(bucket.counters).items() if k != "error_samples"
+        },
+        "throughput": throughput_block(bucket.counters, seconds),
+        "metrics": {
+            f"{name}_ms": quick_percentiles(histograms.histogram(name), STAGE_PERCENTILES)
+            for name in HEADLINE
+        },
+    }
+
+
+def slo_entry(result: SloResult) -> dict[str, Any]:
+    t = result.threshold
+    return {
+        "name": result.name,
+        "metric": t.metric,
+        "stat": t.stat,
+        "kind": t.kind,
+        "threshold": t.limit,
+        "value": rounded(result.value, 6),
+        "verdict": result.verdict.value,
+        "margin": rounded(result.margin, 6),
+        "margin_pct": rounded(result.margin_pct, 2),
+        "ci": [rounded(result.lower, 6), rounded(result.upper, 6)],
+        "n": result.count,
+        "needed": result.needed,
+        "note": result.note,
+    }
+
+
+def scenario_block(run: RunData, name: str, verdict: RunVerdict) -> dict[str, Any]:
+    declared = (run.meta.get("scenarios") or {}).get(name) or {}
+    bucket = run.overall(name)
+    c = bucket.counters
+    seconds = run.meta.get("measured_s")
+    load = declared.get("load") or {}
+    return {
+        "verdict": verdict.scenarios[name].value,
+        "requests": requests_block(c),
+        "tokens": tokens_block(bucket),
+        "metrics": metrics_block(bucket, DETAILED),
+        "throughput": throughput_block(c, seconds),
+        "goodput": goodput_block(c, declared.get("goodput"), seconds),
+        "cost": throughput_cost(pricing(run), throughput_block(c, seconds)),
+        "slo": [slo_entry(r) for r in verdict.results if r.scenario == name],
+        "ttft_by_turn_ms": ttft_by_turn(bucket),
+        "stages": {
+            stage: stage_block(b, stage_seconds(load, stage, b.counters))
+            for stage, b in sorted(run.stages(name).items())
+        },
+        "source": declared.get("source"),
+        "api": declared.get("api"),
+        "load": redact(load),
+        "config": redact(declared.get("raw") or {}),
+    }
+
+
+def build_summary(
+    run: RunData, verdict: RunVerdict | None = None, comparison: Comparison | None = None
+) -> dict[str, Any]:
+    """The summary document of a run; pass ``verdict`` when already evaluated and
+    ``comparison`` to include the baseline comparison."""
+    verdict = verdict or evaluate_run(run)
+    worst = verdict.worst
+    meta = run.meta
+    summary: dict[str, Any] = {
+        "schema": SCHEMA,
+        "verdict": verdict.verdict.value,
+        "exit_code": verdict.exit_code,
+        "invalid_reasons": list(verdict.reasons),
+        "worst_slo": None if worst is None else {"scenario": worst.scenario, **slo_entry(worst)},
+        "slo_counts": {
+            v: sum(r.verdict.value == v for r in verdict.results)
+            for v in ("pass", "fail", "inconclusive")
+        },
+        "run": redact({key: meta.get(key) for key in RUN_KEYS}),
+        "generator": redact(meta.get("generator") or {}),
+        "scenarios": {name: scenario_block(run, name, verdict) for name in run.scenario_names()},
+    }
+    summary["diagnosis"] = findings_to_dicts(diagnose(run, verdict))
+    if comparison is not None:
+        summary["baseline"] = comparison.to_dict()
+    return summary
+
+
+def pricing(run: RunData) -> Pricing | None:
+    """The run's GPU price, when the user gave one (``slogate run --gpu-price-per-hour``)."""
+    given = run.meta.get("pricing")
+    return None if not given else Pricing(given["gpu_price_per_hour"], given["gpus"])

@@ -1,0 +1,1 @@
+"""Real inference engines that slogate can start for a load test (llama.cpp)."""

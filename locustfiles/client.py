@@ -1,0 +1,409 @@
+"""The streaming HTTP client: one request in, one RequestRecord out, each output
+chunk timed at the instant its bytes arrived.
+
+It runs in Locust's gevent world (gevent sockets, so it cooperates whether or
+not the process is monkey-patched) and owns its connections
+(:mod:`locustfiles.connections`) instead of going through ``FastHttpSession``,
+whose ``iter_lines`` delivered events 151 ms late (NOTES.md): every read returns
+what has arrived, geventhttpclient's C (llhttp) parser strips the HTTP framing,
+and :mod:`locustfiles.sse` and :mod:`locustfiles.openai_stream` turn the body
+into the record.
+
+Timeouts are separate and each has its error kind: connect
+(``timeout_connect``), start to first output chunk (``timeout_first_token``),
+and a stall between output chunks (``timeout_stall``; keep-alive comments do
+not reset it). Every failure becomes a failed record: ``send`` never raises for
+what a server does. The API key comes from the environment, goes out as a
+Bearer token and is scrubbed from any error text.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl as ssl_module
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import orjson
+from geventhttpclient._parser import HTTPParseError, HTTPResponseParser
+
+from analysis.records import ErrorKind, RequestRecord
+from locustfiles.connections import ConnectError, Connection, Pool
+from locustfiles.openai_stream import MESSAGE_CHARS, StreamInterpreter
+from locustfiles.sse import SSEParser
+from scenarios.model import Api, PlannedTurn, RequestOptions, Timeouts
+
+__all__ = ["StreamClient", "StreamResult", "error_kind_for_status"]
+
+ERROR_BODY_LIMIT = 65536
+DRAIN_TIMEOUT_S = 1.0
+_PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+
+
+@dataclass(slots=True)
+class StreamResult:
+    """The record of one request and the text it generated (the load side appends
+    it to the conversation's history)."""
+
+    record: RequestRecord
+    text: str
+
+
+def error_kind_for_status(status: int) -> ErrorKind:
+    if status == 429:
+        return ErrorKind.HTTP_429
+    if status >= 500:
+        return ErrorKind.HTTP_5XX
+    if status >= 400:
+        return ErrorKind.HTTP_4XX
+    return ErrorKind.PROTOCOL
+
+
+class _Response(HTTPResponseParser):
+    """geventhttpclient's llhttp parser; keeps the status, the headers and the body
+    pieces as they come out of the chunked framing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.headers_done = False
+        self.complete = False
+        self.body: list[bytearray] = []
+        self.headers: dict[str, str] = {}
+        self._field = ""
+        self._value = ""
+
+    def _on_message_begin(self) -> None:
+        pass
+
+    def _on_status(self, status: str) -> None:
+        pass
+
+    def _on_header_field(self, text: str) -> None:
+        if self._value:
+            self._store_header()
+        self._field += text
+
+    def _on_header_value(self, text: str) -> None:
+        self._value += text
+
+    def _on_headers_complete(self) -> bool:
+        self._store_header()
+        self.headers_done = True
+        return False  # a body follows
+
+    def _on_body(self, data: bytearray) -> None:
+        self.body.append(data)  # a fresh bytearray per call: kept without a copy
+
+    def _on_message_complete(self) -> None:
+        self.complete = True
+
+    def _store_header(self) -> None:
+        if self._field:
+            self.headers[self._field.lower()] = self._value
+        self._field = ""
+        self._value = ""
+
+
+class _Failure(Exception):
+    """The request failed, for a reason of this kind (control flow inside here)."""
+
+    def __init__(self, kind: ErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class _StaleConnection(Exception):
+    """A reused keep-alive connection was closed by the server before answering."""
+
+
+def chat_messages(turn: PlannedTurn, history: Sequence[dict[str, str]] = ()) -> list[dict]:
+    """The conversation so far (with the assistant's actual replies), then this turn."""
+    messages: list[dict] = []
+    if turn.system_text is not None:
+        messages.append({"role": "system", "content": turn.system_text})
+    messages.extend(history)
+    messages.append({"role": "user", "content": turn.user_text})
+    return messages
+
+
+class StreamClient:
+    """Streams completions from one OpenAI-compatible server.
+
+    ``model`` must be a real model name (resolve ``auto`` with
+    :func:`locustfiles.engine_info.discover` first). ``concurrency`` sizes the
+    connection pool: more concurrent ``send`` calls than that wait for a
+    connection, and that wait is no part of any latency. ``kernel_timestamps``
+    False times events when the read returns instead (for comparison).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api: Api,
+        model: str,
+        options: RequestOptions,
+        timeouts: Timeouts,
+        concurrency: int,
+        kernel_timestamps: bool = True,
+    ) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"base URL {base_url!r}: expected http://host[:port] or https://...")
+        if api not in _PATHS:
+            raise ValueError(f"api {api!r}: expected one of {sorted(_PATHS)}")
+        if concurrency < 1:
+            raise ValueError(f"concurrency {concurrency}: expected at least 1")
+        tls = ssl_module.create_default_context() if parts.scheme == "https" else None
+        port = parts.port or (443 if tls else 80)
+        self.api = api
+        self.model = model
+        self.options = options
+        self.timeouts = timeouts
+        self.pool = Pool(
+            parts.hostname, port, tls, concurrency, timeouts.connect_s, kernel_timestamps
+        )
+        self._api_key = os.environ.get(options.api_key_env, "") if options.api_key_env else ""
+        prefix = parts.path.rstrip("/").removesuffix("/v1")
+        host_header = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        if parts.port is not None:
+            host_header += f":{parts.port}"
+        head = (
+            f"POST {prefix}{_PATHS[api]} HTTP/1.1\r\nHost: {host_header}\r\n"
+            "User-Agent: slogate\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\n"
+        )
+        if self._api_key:
+            head += f"Authorization: Bearer {self._api_key}\r\n"
+        self._head = head.encode("latin-1")
+
+    @property
+    def kernel_timestamps(self) -> bool:
+        """Whether chunks are timed by the kernel's receive timestamps."""
+        return self.pool.kernel_timestamps
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def body(self, turn: PlannedTurn, messages: list[dict] | None = None) -> dict:
+        """The JSON body sent for ``turn``. ``messages`` is the full chat history
+        to send (ending with this turn's user message); when None it is built
+        from the turn's system and user text."""
+        options = self.options
+        body: dict = {"model": self.model, "stream": True, "max_tokens": turn.max_tokens}
+        if self.api == "chat":
+            body["messages"] = chat_messages(turn) if messages is None else messages
+        else:
+            body["prompt"] = turn.prompt
+        if options.include_usage or options.continuous_usage:
+            stream_options: dict = {"include_usage": True}
+            if options.continuous_usage:
+                stream_options["continuous_usage_stats"] = True
+            body["stream_options"] = stream_options
+        if options.ignore_eos:
+            body["ignore_eos"] = True
+        if options.min_tokens:
+            body["min_tokens"] = turn.max_tokens
+        if options.temperature is not None:
+            body["temperature"] = options.temperature
+        body.update(options.extra_body)
+        return body
+
+    def send(
+        self,
+        turn: PlannedTurn,
+        messages: list[dict] | None = None,
+        scheduled_ns: int | None = None,
+    ) -> StreamResult:
+        """Send one streaming request and follow it to its end. The clock starts
+        just before the request is written (connecting first when no idle
+        connection is left, since a real client waits for that too)."""
+        payload = orjson.dumps(self.body(turn, messages))
+        request = self._head + b"Content-Length: %d\r\n\r\n" % len(payload) + payload
+        record = RequestRecord(
+            scenario=turn.scenario,
+            start_ns=0,
+            scheduled_ns=scheduled_ns,
+            conversation=turn.conversation,
+            turn=turn.turn,
+            intended_input_tokens=turn.intended_input_tokens,
+            intended_output_tokens=turn.intended_output_tokens,
+        )
+        stream = StreamInterpreter(record)
+        pool = self.pool
+        with pool.slots:
+            try:
+                pool.resolve()
+                exchange = _Exchange(self, stream, pool.idle())
+                record.start_ns = time.perf_counter_ns()
+                try:
+                    exchange.run(request)
+                except _StaleConnection:
+                    _Exchange(self, stream, None).run(request)
+            except ConnectError as exc:
+                kind = ErrorKind.TIMEOUT_CONNECT if exc.timed_out else ErrorKind.CONNECT
+                self._fail(stream, kind, str(exc))
+            except _Failure as failure:
+                self._fail(stream, failure.kind, str(failure))
+        if record.error_message:
+            record.error_message = self._redact(record.error_message)
+        return StreamResult(record, stream.text)
+
+    def _fail(self, stream: StreamInterpreter, kind: ErrorKind, message: str) -> None:
+        now = time.perf_counter_ns()
+        record = stream.record
+        record.start_ns = record.start_ns or now
+        stream.fail(kind, self._redact(message), now)
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._api_key, "***") if self._api_key else text
+
+
+class _Exchange:
+    """One attempt at one request on one connection: send, read the headers, then
+    follow the events, each timed at the arrival of the read that completed it."""
+
+    __slots__ = ("client", "conn", "eof", "got_bytes", "record", "response", "reused", "stream")
+
+    def __init__(
+        self, client: StreamClient, stream: StreamInterpreter, idle: Connection | None
+    ) -> None:
+        self.client = client
+        self.conn = idle
+        self.stream = stream
+        self.record = stream.record
+        self.reused = idle is not None
+        self.response = _Response()
+        self.got_bytes = False
+        self.eof = False
+
+    def run(self, request: bytes) -> None:
+        """The connection goes back to the pool only when the response was read to
+        its end."""
+        pool = self.client.pool
+        if self.conn is None:
+            self.conn = pool.connect()
+        reusable = False
+        try:
+            reusable = self._run(request)
+        finally:
+            pool.give_back(self.conn, reusable)
+
+    def _run(self, request: bytes) -> bool:
+        timeouts = self.client.timeouts
+        first_deadline = self.record.start_ns + int(timeouts.first_token_s * 1e9)
+        try:
+            self.conn.send(request, first_deadline)
+            response = self.response
+            while not response.headers_done:
+                self._read(first_deadline)
+            status = response.get_code()
+            if status != 200:
+                raise self._http_error(status)
+            content_type = response.headers.get("content-type", "")
+            if "event-stream" not in content_type:
+                message = f"expected a text/event-stream response, got {content_type!r}"
+                raise _Failure(ErrorKind.PROTOCOL, message)
+            return self._stream(first_deadline, int(timeouts.stall_s * 1e9))
+        except TimeoutError as exc:
+            if self.record.chunk_ns:
+                message = f"no output for {timeouts.stall_s:g} s"
+                raise _Failure(ErrorKind.TIMEOUT_STALL, message) from exc
+            message = f"no output within {timeouts.first_token_s:g} s"
+            raise _Failure(ErrorKind.TIMEOUT_FIRST_TOKEN, message) from exc
+        except HTTPParseError as exc:
+            raise _Failure(ErrorKind.PROTOCOL, f"malformed HTTP response: {exc}") from exc
+        except OSError as exc:
+            if self.reused and not self.got_bytes:
+                raise _StaleConnection from exc
+            if self.response.headers_done:
+                raise _Failure(ErrorKind.TRUNCATED, f"connection broke mid-stream: {exc}") from exc
+            raise _Failure(ErrorKind.CONNECT, f"connection failed: {exc}") from exc
+
+    def _read(self, deadline: int) -> None:
+        """Feed what has arrived (waiting until ``deadline``) to the HTTP parser;
+        ``eof`` once the server closed."""
+        data = self.conn.read(deadline)
+        if data:
+            self.got_bytes = True
+            self.response.feed(data)
+            return
+        if self.reused and not self.got_bytes:
+            raise _StaleConnection
+        if not self.response.headers_done:
+            raise _Failure(ErrorKind.CONNECT, "the server closed the connection before answering")
+        self.eof = True
+        try:
+            self.response.feed(b"")  # ends a close-delimited body
+        except HTTPParseError:
+            return  # closed mid-body: the stream is truncated, the parser has no say
+
+    def _stream(self, first_deadline: int, stall_ns: int) -> bool:
+        """Follow the event stream to its end; True when the connection is clean."""
+        response = self.response
+        body = response.body
+        stream = self.stream
+        conn = self.conn
+        chunks = self.record.chunk_ns
+        sse = SSEParser()
+        while True:
+            at = conn.at
+            for piece in body:
+                for event in sse.feed(piece):
+                    if stream.on_event(event, at):
+                        body.clear()
+                        return self._drain() if self.record.ok else False
+            body.clear()
+            if response.complete or self.eof:
+                break
+            self._read(chunks[-1] + stall_ns if chunks else first_deadline)
+        for event in sse.close():
+            if stream.on_event(event, conn.at):
+                return False
+        stream.on_close(conn.at)
+        return False
+
+    def _drain(self) -> bool:
+        """After ``[DONE]``: read the end of the HTTP message so the connection can
+        be reused; a server that keeps the body open loses the connection."""
+        response = self.response
+        deadline = time.perf_counter_ns() + int(DRAIN_TIMEOUT_S * 1e9)
+        try:
+            while not response.complete and not self.eof:
+                self._read(deadline)
+                response.body.clear()
+        except (TimeoutError, OSError, HTTPParseError, _Failure):
+            return False
+        return response.complete and response.should_keep_alive()
+
+    def _http_error(self, status: int) -> _Failure:
+        """Read the error body (bounded): the failure, with the body's message."""
+        response = self.response
+        deadline = time.perf_counter_ns() + int(self.client.timeouts.stall_s * 1e9)
+        try:
+            while (
+                not response.complete
+                and not self.eof
+                and sum(map(len, response.body)) < ERROR_BODY_LIMIT
+            ):
+                self._read(deadline)
+        except (TimeoutError, OSError, HTTPParseError):
+            pass
+        self.record.http_status = status
+        text = b"".join(response.body).decode("utf-8", "replace")
+        return _Failure(error_kind_for_status(status), f"HTTP {status}: {_error_text(text)}")
+
+
+def _error_text(body: str) -> str:
+    """The message inside an error body (OpenAI, FastAPI and plain-text styles)."""
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body.strip()[:MESSAGE_CHARS]
+    if isinstance(obj, dict):
+        error = obj.get("error")
+        nested = error.get("message") if isinstance(error, dict) else error
+        for candidate in (nested, obj.get("message"), obj.get("detail")):
+            if isinstance(candidate, str) and candidate:
+                return candidate[:MESSAGE_CHARS]
+    return body.strip()[:MESSAGE_CHARS]

@@ -1,0 +1,10 @@
+"""Locust entry point for the built-in code scenario (`--scenario` or SLOGATE_SCENARIO
+runs another one): `locust -f locustfiles/code.py --headless -u N -r R -t 60s --host URL`."""
+
+from locustfiles.plugin import use
+from locustfiles.shape import SlogateShape
+from locustfiles.users import OpenLoopUser, SlogateUser
+
+use("code")
+
+__all__ = ["OpenLoopUser", "SlogateShape", "SlogateUser"]

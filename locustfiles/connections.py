@@ -1,0 +1,251 @@
+"""Keep-alive connections for the streaming client, read with arrival instants.
+
+A read returns whatever bytes have arrived, and ``at``: when they arrived. On
+Linux over plain TCP that is the kernel's receive timestamp of the data
+(``SO_TIMESTAMPNS``, realtime clock, converted to the monotonic
+``perf_counter_ns`` clock), so a client busy with other streams still times an
+event by its arrival, not by when it got round to reading it; elsewhere, and
+over TLS, the instant the read returned.
+
+The read path is lean because it runs once per event: after a read drained the
+socket the next one waits on the connection's own io watcher first (no
+EAGAIN round trip), and the wait arms no timer. Deadlines are enforced by one
+watchdog greenlet per pool that wakes every ``WATCHDOG_S`` and throws
+``TimeoutError`` into reads past theirs, so a timeout fires up to that much late.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import ssl as ssl_module
+import struct
+import sys
+import time
+
+import gevent
+import gevent.lock
+import gevent.socket
+
+__all__ = ["READ_SIZE", "ConnectError", "Connection", "Pool"]
+
+READ_SIZE = 65536
+WATCHDOG_S = 0.05
+_NEVER = 1 << 62
+# Python does not export SO_TIMESTAMPNS; 35 is its value on Linux (asm-generic).
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform == "linux" else None)
+_ANCILLARY_SIZE = socket.CMSG_SPACE(16)
+_TIMESPEC = struct.Struct("@qq")
+
+KERNEL_TIMESTAMPS_AVAILABLE = _SO_TIMESTAMPNS is not None
+
+
+class ConnectError(Exception):
+    """No connection: ``timed_out`` tells a timeout from a refusal or other failure."""
+
+    def __init__(self, message: str, timed_out: bool) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+def _realtime_offset_ns() -> int:
+    """CLOCK_REALTIME minus the monotonic perf_counter clock, read back to back."""
+    before = time.perf_counter_ns()
+    real = time.time_ns()
+    after = time.perf_counter_ns()
+    return real - (before + after) // 2
+
+
+class Connection:
+    """One connection. ``read`` leaves the arrival instant of its bytes in ``at``."""
+
+    __slots__ = (
+        "_drained",
+        "_offset",
+        "at",
+        "deadline",
+        "kernel_timestamps",
+        "sock",
+        "tls",
+        "watcher",
+    )
+
+    def __init__(self, sock: gevent.socket.socket, tls: bool, kernel_timestamps: bool) -> None:
+        self.sock = sock
+        self.tls = tls
+        self.kernel_timestamps = kernel_timestamps and not tls
+        self.watcher = gevent.get_hub().loop.io(sock.fileno(), 1)
+        self.deadline = _NEVER
+        self.at = 0
+        self._drained = True
+        self._offset = 0
+
+    def send(self, data: bytes, deadline_ns: int) -> None:
+        """Send all of ``data`` by ``deadline_ns`` (TimeoutError past it)."""
+        remaining = deadline_ns - time.perf_counter_ns()
+        if remaining <= 0:
+            raise TimeoutError("deadline passed before sending")
+        self.sock.settimeout(remaining / 1e9)
+        self.sock.sendall(data)
+        if not self.tls:
+            self.sock.settimeout(0.0)  # plain reads wait on the watcher, never in the socket
+        self._drained = True
+        self._offset = _realtime_offset_ns() if self.kernel_timestamps else 0
+
+    def read(self, deadline_ns: int) -> bytes:
+        """The bytes that have arrived, waiting for some until ``deadline_ns``
+        (TimeoutError past it); ``b""`` once the server closed."""
+        if self.tls:
+            return self._read_tls(deadline_ns)
+        sock = self.sock
+        while True:
+            if self._drained:
+                if deadline_ns <= time.perf_counter_ns():
+                    raise TimeoutError("deadline passed")
+                self.deadline = deadline_ns
+                gevent.socket.wait(self.watcher)
+            try:
+                if self.kernel_timestamps:
+                    data, ancillary, _, _ = sock.recvmsg(READ_SIZE, _ANCILLARY_SIZE)
+                else:
+                    data, ancillary = sock.recv(READ_SIZE), None
+            except BlockingIOError:
+                self._drained = True
+                continue
+            now = time.perf_counter_ns()
+            self._drained = len(data) < READ_SIZE
+            self.at = now
+            if ancillary:
+                seconds, nanos = _TIMESPEC.unpack_from(ancillary[0][2])
+                kernel = seconds * 1_000_000_000 + nanos - self._offset
+                if now - 10_000_000_000 < kernel <= now:
+                    self.at = kernel
+            return data
+
+    def _read_tls(self, deadline_ns: int) -> bytes:
+        remaining = deadline_ns - time.perf_counter_ns()
+        if remaining <= 0:
+            raise TimeoutError("deadline passed")
+        self.sock.settimeout(remaining / 1e9)
+        data = self.sock.recv(READ_SIZE)
+        self.at = time.perf_counter_ns()
+        return data
+
+    def idle_and_open(self) -> bool:
+        """An idle keep-alive connection is not readable; readable means the server
+        closed it (or sent junk)."""
+        poller = select.poll()  # select() cannot watch descriptors past 1023
+        try:
+            poller.register(self.sock.fileno(), select.POLLIN)
+            return not poller.poll(0)
+        except (OSError, ValueError):
+            return False
+
+    def close(self) -> None:
+        self.watcher.close()
+        self.sock.close()
+
+
+class Pool:
+    """Keep-alive connections to one host, at most ``size`` in use at once
+    (``slots``, held by the caller for the whole request)."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        tls: ssl_module.SSLContext | None,
+        size: int,
+        connect_s: float,
+        kernel_timestamps: bool,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.tls = tls
+        self.connect_s = connect_s
+        self.kernel_timestamps = kernel_timestamps and KERNEL_TIMESTAMPS_AVAILABLE and tls is None
+        self.slots = gevent.lock.BoundedSemaphore(size)
+        self._idle: list[Connection] = []
+        self._busy: set[Connection] = set()
+        self._address: tuple | None = None
+        self._watchdog: gevent.Greenlet | None = None
+
+    def resolve(self) -> None:
+        """Look the host up once; a lookup is no part of the server's latency."""
+        if self._address is not None:
+            return
+        try:
+            infos = gevent.socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise ConnectError(f"cannot resolve {self.host}: {exc}", timed_out=False) from exc
+        family, kind, proto, _, address = infos[0]
+        self._address = (family, kind, proto, address)
+
+    def idle(self) -> Connection | None:
+        """A live idle connection, if there is one, now marked busy."""
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.idle_and_open():
+                self._mark_busy(conn)
+                return conn
+            conn.close()
+        return None
+
+    def connect(self) -> Connection:
+        """A new connection, marked busy (ConnectError when there is none)."""
+        family, kind, proto, address = self._address
+        sock = gevent.socket.socket(family, kind, proto)
+        where = f"{self.host}:{self.port}"
+        try:
+            sock.settimeout(self.connect_s)
+            sock.connect(address)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.kernel_timestamps:
+                sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            if self.tls is not None:
+                sock = self.tls.wrap_socket(sock, server_hostname=self.host)
+        except TimeoutError as exc:
+            sock.close()
+            raise ConnectError(
+                f"no connection to {where} within {self.connect_s:g} s", True
+            ) from exc
+        except OSError as exc:
+            sock.close()
+            raise ConnectError(f"{where}: {exc}", timed_out=False) from exc
+        conn = Connection(sock, self.tls is not None, self.kernel_timestamps)
+        self._mark_busy(conn)
+        return conn
+
+    def give_back(self, conn: Connection, reusable: bool) -> None:
+        self._busy.discard(conn)
+        conn.deadline = _NEVER
+        if reusable:
+            self._idle.append(conn)
+        else:
+            conn.close()
+
+    def close(self) -> None:
+        while self._idle:
+            self._idle.pop().close()
+        if self._watchdog is not None:
+            self._watchdog.kill(block=False)
+            self._watchdog = None
+
+    def _mark_busy(self, conn: Connection) -> None:
+        self._busy.add(conn)
+        if self._watchdog is None:
+            self._watchdog = gevent.spawn(self._watch)
+
+    def _watch(self) -> None:
+        """Throw TimeoutError into every read waiting past its deadline; ends when
+        no connection is busy (the next busy one starts it again)."""
+        try:
+            while self._busy:
+                gevent.sleep(WATCHDOG_S)
+                now = time.perf_counter_ns()
+                for conn in list(self._busy):
+                    if conn.deadline <= now and conn.watcher.callback is not None:
+                        conn.deadline = _NEVER
+                        gevent.socket.cancel_wait(conn.watcher, TimeoutError("deadline passed"))
+        finally:
+            self._watchdog = None

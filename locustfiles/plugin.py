@@ -1,0 +1,410 @@
+"""slogate inside Locust: options, per-process setup, shipping data to the master, the gate.
+
+Importing this module (every locustfile of slogate does) registers listeners on
+Locust's events, which are its extension seam:
+
+- ``init``: the local runner or master loads and validates the scenarios
+  (exit 2 when they are bad), finds the engine's model (exit 3 when the host
+  cannot be reached) and prepares the run session;
+- ``test_start``: every process builds its load context; workers get the
+  scenario path, model, origin and shard count from the master's options;
+- ``report_to_master`` / ``worker_report``: workers ship their encoded
+  histograms and counters (then reset), the master merges them exactly;
+- ``test_stop`` on a worker sends its final payload; the master waits for
+  every worker's final payload before judging (Locust itself would drop the
+  last reports, NOTES.md);
+- ``quitting``: the session writes the results folder and sets the exit code,
+  also after SIGINT/SIGTERM, then marked incomplete.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import signal
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import gevent
+from locust import events
+from locust.runners import MasterRunner, WorkerRunner
+
+import scenarios
+from analysis.capacity import Pricing
+from analysis.slo import EXIT_CONFIG, EXIT_INVALID
+from locustfiles import state
+from locustfiles.context import LoadContext
+from locustfiles.engine_info import EngineUnreachable, discover
+from locustfiles.session import RunSession
+from locustfiles.webview import install_web_view
+from scenarios.loader import resolve
+
+log = logging.getLogger("slogate")
+
+FINALS_TIMEOUT_S = 30.0
+SELFTEST_S = 5.0
+
+_default_scenario: str | None = None
+_session: RunSession | None = None
+
+
+def use(default_scenario: str) -> None:
+    """Name the scenario a locustfile runs when ``--scenario`` is not given."""
+    global _default_scenario
+    _default_scenario = default_scenario
+
+
+def scenario_path(options: Any) -> Path:
+    """``--scenario`` (or SLOGATE_SCENARIO), else the locustfile's own scenario."""
+    return resolve(options.scenario or _default_scenario)
+
+
+def overrides(options: Any) -> dict[str, Any]:
+    """Command-line values that replace the scenario's own."""
+    given = {
+        "users": options.num_users,
+        "spawn_rate": options.spawn_rate,
+        "duration": options.slogate_duration,
+        "rate": options.rate,
+        "seed": options.seed,
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
+@events.init_command_line_parser.add_listener
+def add_options(parser: Any) -> None:
+    # Locust's own parser, not a group of it: only it accepts include_in_web_ui.
+    parser.add_argument(
+        "--scenario",
+        env_var="SLOGATE_SCENARIO",
+        default="",
+        help="scenario or mix YAML file (default: the locustfile's own)",
+    )
+    parser.add_argument(
+        "--out",
+        env_var="SLOGATE_OUT",
+        default="",
+        help="results folder (default: results/<run-id>)",
+    )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="open loop: requests per second (replaces the scenario's load)",
+    )
+    parser.add_argument("--seed", type=int, default=None, help="workload seed")
+    parser.add_argument("--baseline", default="", help="results folder to compare this run with")
+    parser.add_argument("--window", type=float, default=5.0, help="time-series window, seconds")
+    parser.add_argument(
+        "--max-lag-ms",
+        type=float,
+        default=None,
+        help="open loop: generator lag p99 above this makes the run invalid",
+    )
+    parser.add_argument(
+        "--metrics-url",
+        default="",
+        help="engine Prometheus URL (default HOST/metrics; 'off' disables)",
+    )
+    parser.add_argument("--dcgm-url", default="", help="NVIDIA DCGM exporter metrics URL")
+    parser.add_argument(
+        "--gpu-price-per-hour",
+        type=float,
+        default=None,
+        help="price of one GPU-hour: the report gives cost per million tokens",
+    )
+    parser.add_argument("--gpus", type=int, default=None, help="GPUs the engine runs on")
+    parser.add_argument(
+        "--selftest",
+        type=int,
+        default=0,
+        metavar="STREAMS",
+        help="before the run, measure the generator's own error at this many streams "
+        "and record it in the summary",
+    )
+    parser.add_argument(
+        "--status-interval", type=float, default=10.0, help="headless: seconds between status lines"
+    )
+    hidden = {"include_in_web_ui": False}
+    parser.add_argument(
+        "--slogate-duration",
+        type=float,
+        default=None,
+        **hidden,
+        help="internal: the run time Locust was given, in seconds",
+    )
+    parser.add_argument(
+        "--slogate-origin",
+        type=float,
+        default=0.0,
+        **hidden,
+        help="internal: the run's origin, set by the master",
+    )
+    parser.add_argument(
+        "--slogate-model", default="", **hidden, help="internal: the model the master resolved"
+    )
+    parser.add_argument(
+        "--slogate-shards",
+        type=int,
+        default=1,
+        **hidden,
+        help="internal: number of load-generating processes",
+    )
+
+
+def build_context(
+    options: Any, host: str, model: str, shards: int, origin: float | None
+) -> LoadContext:
+    loaded = scenarios.load(scenario_path(options), overrides(options))
+    return LoadContext(
+        scenarios=loaded,
+        host=host,
+        model=model,
+        seed=loaded[0].seed,
+        shards=shards,
+        window_s=options.window,
+        origin_s=origin,
+    )
+
+
+def default_out_dir(first_scenario: str) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("results") / f"{stamp}-{first_scenario}"
+
+
+@events.init.add_listener
+def on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> None:
+    global _session
+    options = environment.parsed_options
+    if options is None:
+        return
+    if isinstance(runner, MasterRunner):
+        runner.register_message("slogate_final", on_final)
+    if isinstance(runner, WorkerRunner):
+        return
+    if options.run_time:
+        options.slogate_duration = float(options.run_time)
+        options.run_time = None  # the shape ends the run; Locust's own timer would cut warm-up
+    if not options.host:
+        log.error("slogate: no host: pass --host URL")
+        sys.exit(EXIT_CONFIG)
+    try:
+        scenario_file = scenario_path(options)
+        scenarios.load(scenario_file, overrides(options))
+    except scenarios.ScenarioError as error:
+        log.error("slogate: %s", error)
+        sys.exit(EXIT_CONFIG)
+    try:
+        pricing = Pricing.from_options(options.gpu_price_per_hour, options.gpus)
+    except ValueError as error:
+        log.error("slogate: %s", error)
+        sys.exit(EXIT_CONFIG)
+    try:
+        engine = discover(options.host, timeout=10.0)
+    except EngineUnreachable as error:
+        log.error("slogate: %s", error)
+        sys.exit(EXIT_INVALID)
+    shards = options.processes if options.processes and options.processes > 0 else 1
+    if isinstance(runner, MasterRunner):
+        shards = max(shards, options.expect_workers or 1)
+    options.slogate_model = engine.model
+    options.slogate_shards = shards
+    ctx = build_context(options, options.host, engine.model, shards, origin=None)
+    state.install(ctx)
+    out_dir = Path(options.out) if options.out else default_out_dir(ctx.scenarios[0].name)
+    max_lag = options.max_lag_ms or ctx.scenarios[0].load.max_lag_ms
+    _session = RunSession(
+        ctx,
+        engine,
+        out_dir,
+        host=options.host,
+        command=shlex.join(sys.argv),
+        max_lag_ms=max_lag,
+        baseline=options.baseline or None,
+        pricing=pricing,
+    )
+    if options.selftest > 0:
+        _session.selftest = measure_generator(options.selftest)
+    if web_ui is not None:
+        install_web_view(web_ui, _session)
+    gevent.signal_handler(signal.SIGTERM, on_sigterm, environment)
+
+
+def measure_generator(streams: int) -> dict[str, Any]:
+    """The selftest's error bound at ``streams``, for the summary of this run."""
+    from locustfiles.selftest import run_selftest
+
+    result = run_selftest(streams=streams, duration_s=SELFTEST_S)
+    for line in result.lines():
+        log.info("slogate selftest: %s", line)
+    return result.to_dict()
+
+
+def on_sigterm(environment: Any) -> None:
+    """End the run early, keeping what was measured.
+
+    Headless Locust with a load shape joins the shape greenlet before it
+    installs its own SIGTERM handler, so without this one SIGTERM would kill
+    the process with nothing written. Ending the shape lets Locust shut down
+    its usual way; ``on_quitting`` then writes the results marked incomplete.
+    A master first stops its workers so their final data arrives.
+    """
+    log.warning("slogate: SIGTERM: stopping the run and writing partial results")
+    runner = environment.runner
+
+    def stop() -> None:
+        if isinstance(runner, MasterRunner):
+            runner.stop()
+        shape = runner.shape_greenlet
+        if shape is not None and not shape.dead:
+            shape.kill(block=False)
+        else:
+            runner.quit()
+
+    gevent.spawn(stop)
+
+
+def on_final(environment: Any, msg: Any, **_: Any) -> None:
+    if _session is not None:
+        _session.absorb(msg.data, worker=msg.node_id)
+        _session.finals.add(msg.node_id)
+
+
+def payload(ctx: LoadContext) -> dict[str, Any]:
+    gauges = {
+        "in_flight": ctx.in_flight,
+        "cancelled": ctx.cancelled,
+        "cpu_warning": ctx.cpu_warning,
+    }
+    return {"recorder": ctx.recorder.drain(), "gauges": gauges}
+
+
+@events.test_start.add_listener
+def on_test_start(environment: Any, **_: Any) -> None:
+    runner = environment.runner
+    options = environment.parsed_options
+    if isinstance(runner, WorkerRunner):
+        ctx = build_context(
+            options,
+            environment.host,  # a worker gets the host with its spawn message, not as an option
+            options.slogate_model,
+            options.slogate_shards,
+            origin=options.slogate_origin,
+        )
+        state.install(ctx)
+        return
+    if _session is None:
+        return
+    origin = _session.ctx.origin_s or _session.ctx.start_clock()
+    options.slogate_origin = origin
+    _session.start(origin)
+    _session.scraper = start_scraper(options)
+    gevent.spawn(housekeeping, environment, _session)
+
+
+def start_scraper(options: Any) -> Any:
+    if options.metrics_url == "off":
+        return None
+    from locustfiles.scraper import MetricsScraper
+
+    url = options.metrics_url or options.host.rstrip("/") + "/metrics"
+    scraper = MetricsScraper(url, dcgm_url=options.dcgm_url or None, origin_s=_session.start_wall)
+    scraper.start()
+    return scraper
+
+
+def housekeeping(environment: Any, session: RunSession) -> None:
+    """Once a second: take this process's own data (local runs), close finished
+    windows, sample users; every ``--status-interval`` print the status line."""
+    runner = environment.runner
+    options = environment.parsed_options
+    local = not isinstance(runner, MasterRunner)
+    next_status = time.monotonic() + options.status_interval
+    while session.finished_code is None:
+        gevent.sleep(1.0)
+        session.users = runner.user_count
+        if local:
+            session.absorb(payload(session.ctx))
+        session.close_windows()
+        if options.headless and time.monotonic() >= next_status:
+            next_status += options.status_interval
+            log.info(session.status_line())
+
+
+@events.report_to_master.add_listener
+def on_report_to_master(client_id: str, data: dict[str, Any], **_: Any) -> None:
+    ctx = state.current_or_none()
+    if ctx is not None:
+        data["slogate"] = payload(ctx)
+
+
+@events.worker_report.add_listener
+def on_worker_report(client_id: str, data: dict[str, Any], **_: Any) -> None:
+    if _session is not None and "slogate" in data:
+        _session.absorb(data["slogate"], worker=client_id)
+
+
+@events.cpu_warning.add_listener
+def on_cpu_warning(environment: Any, cpu_usage: float, **_: Any) -> None:
+    """A generator above 90% CPU delays its own timestamps: the run is invalid."""
+    ctx = state.current_or_none()
+    if ctx is not None:
+        ctx.cpu_warning = True
+    if _session is not None:
+        _session.cpu_warning = True
+
+
+_final_sent = False
+
+
+def send_final(environment: Any) -> None:
+    """A worker's last data, sent once its users have stopped."""
+    global _final_sent
+    ctx = state.current_or_none()
+    if ctx is None or _final_sent:
+        return
+    _final_sent = True
+    environment.runner.send_message("slogate_final", payload(ctx))
+
+
+@events.test_stop.add_listener
+def on_test_stop(environment: Any, **_: Any) -> None:
+    runner = environment.runner
+    ctx = state.current_or_none()
+    if ctx is not None:
+        ctx.close()
+    if isinstance(runner, WorkerRunner):
+        send_final(environment)
+    elif isinstance(runner, MasterRunner) and _session is not None:
+        wait_for_finals(_session)
+
+
+def wait_for_finals(session: RunSession) -> None:
+    deadline = time.monotonic() + FINALS_TIMEOUT_S
+    while not session.workers_seen <= session.finals and time.monotonic() < deadline:
+        gevent.sleep(0.1)
+    session.missing_finals = sorted(session.workers_seen - session.finals)
+    if session.missing_finals:
+        log.error("slogate: no final data from workers %s", ", ".join(session.missing_finals))
+
+
+@events.quitting.add_listener
+def on_quitting(environment: Any, **_: Any) -> None:
+    runner = environment.runner
+    if isinstance(runner, WorkerRunner):
+        send_final(environment)
+        return
+    if _session is None or _session.finished_code is not None:
+        return
+    done = _session.ctx.timeline_done
+    if isinstance(runner, MasterRunner) and not done:
+        runner.stop()  # interrupted: stop the workers, and collect their final data
+    reason = None if done else "interrupted before the load profile ended"
+    if _session.missing_finals:
+        reason = f"no final data from workers {', '.join(_session.missing_finals)}"
+    if not isinstance(runner, MasterRunner):
+        _session.absorb(payload(_session.ctx))
+    environment.process_exit_code = _session.finish(complete=reason is None, reason=reason)

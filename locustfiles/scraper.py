@@ -1,0 +1,156 @@
+"""Scrape the engine's Prometheus metrics (and optionally DCGM's) during a run.
+
+The report shows the engine's own view (running, waiting, KV-cache usage, token
+counters) beside the client's, so every few seconds the load side fetches the
+metrics text and keeps the mapped series. A scrape that fails or exceeds its
+timeout is counted and skipped: the run never depends on the metrics endpoint.
+
+It runs in a daemon thread with ``urllib``: inside Locust, gevent's monkey
+patching turns both into a cooperative greenlet and sockets, and outside it
+(tests, plain Python) they stay a real thread, so the same code works in both.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from analysis.server_metrics import DCGM, Dialect, snapshot
+
+ENGINE = "engine"
+GPU = "dcgm"
+DEFAULT_INTERVAL_S = 5.0
+DEFAULT_TIMEOUT_S = 2.0
+MAX_BODY_BYTES = 16 * 1024 * 1024
+
+
+def metrics_url_for(host: str) -> str:
+    """The conventional metrics URL of an engine served at ``host``."""
+    return host.rstrip("/") + "/metrics"
+
+
+@dataclass(frozen=True)
+class Target:
+    source: str
+    url: str
+    dialect: Dialect | None
+
+
+class MetricsScraper:
+    """Fetches metrics periodically; ``samples()`` holds what it mapped.
+
+    Each sample is ``{"t_s": seconds since origin_s, "source": "engine"|"dcgm",
+    "engine": dialect name, "series": {canonical: value}, "counters": {raw
+    counter: value}}``. ``origin_s`` is the run's wall-clock origin, so scrape
+    times line up with the client's time series.
+    """
+
+    def __init__(
+        self,
+        metrics_url: str,
+        *,
+        dcgm_url: str | None = None,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        origin_s: float | None = None,
+    ) -> None:
+        if interval_s <= 0 or timeout_s <= 0:
+            raise ValueError(
+                f"scrape interval and timeout must be > 0 s, got {interval_s} and {timeout_s}"
+            )
+        self.targets = [Target(ENGINE, metrics_url, None)]
+        if dcgm_url:
+            self.targets.append(Target(GPU, dcgm_url, DCGM))
+        self.interval_s = interval_s
+        self.timeout_s = timeout_s
+        self.origin_s = origin_s
+        self.errors = {t.source: 0 for t in self.targets}
+        self.last_error = {t.source: "" for t in self.targets}
+        self.scrapes = {t.source: 0 for t in self.targets}
+        self._samples: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Scrape now, then every ``interval_s`` until ``stop()``."""
+        if self._thread is not None:
+            raise RuntimeError("scraper already started")
+        if self.origin_s is None:
+            self.origin_s = time.time()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="metrics-scraper", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> list[dict[str, Any]]:
+        """Stop the loop, take one last scrape (so counters cover the whole run), return samples."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=self.timeout_s * len(self.targets) + 1.0)
+            self._thread = None
+            self.scrape_once()
+        return self.samples()
+
+    def samples(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._samples)
+
+    def summary(self) -> dict[str, Any]:
+        """Scrape counts, error counts and the last error per source, for run metadata."""
+        engines = {s["source"]: s["engine"] for s in self.samples()}
+        return {
+            t.source: {
+                "url": t.url,
+                "engine": engines.get(t.source),
+                "scrapes": self.scrapes[t.source],
+                "errors": self.errors[t.source],
+                "last_error": self.last_error[t.source],
+            }
+            for t in self.targets
+        }
+
+    def scrape_once(self) -> None:
+        """Scrape every target once; failures are counted, never raised."""
+        for target in self.targets:
+            self._scrape(target)
+
+    def _loop(self) -> None:
+        while True:
+            self.scrape_once()
+            if self._stop.wait(self.interval_s):
+                return
+
+    def _scrape(self, target: Target) -> None:
+        origin = self.origin_s if self.origin_s is not None else time.time()
+        t_s = round(time.time() - origin, 3)
+        try:
+            text = fetch_text(target.url, self.timeout_s)
+            snap = snapshot(text, target.dialect)
+        except Exception as exc:  # any failure of a scrape is an error count, never a crash
+            with self._lock:
+                self.errors[target.source] += 1
+                self.last_error[target.source] = f"{type(exc).__name__}: {exc}"
+            return
+        sample = {
+            "t_s": t_s,
+            "source": target.source,
+            "engine": snap.engine,
+            "series": snap.series,
+            "counters": snap.counters,
+        }
+        with self._lock:
+            self.scrapes[target.source] += 1
+            self._samples.append(sample)
+
+
+def fetch_text(url: str, timeout_s: float) -> str:
+    """GET ``url`` and return its body as text; HTTP errors raise."""
+    request = urllib.request.Request(url, headers={"Accept": "text/plain"})
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        body = response.read(MAX_BODY_BYTES + 1)
+    if len(body) > MAX_BODY_BYTES:
+        raise ValueError(f"{url}: metrics body larger than {MAX_BODY_BYTES} bytes")
+    return body.decode("utf-8", errors="replace")

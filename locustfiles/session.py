@@ -1,0 +1,208 @@
+"""The run as the process that judges it sees it: the local runner, or the master.
+
+It absorbs the recorders' payloads (its own process's, or the workers'),
+closes time windows into rows, samples load gauges, prints the headless status
+line, and at the end hands everything to ``reports`` as a :class:`RunData`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from analysis.capacity import Pricing
+from analysis.histograms import HistogramSet
+from analysis.recorder import OVERALL, Recorder
+from analysis.rundata import RunData
+from analysis.summary import redact
+from analysis.timeseries import window_row
+from locustfiles.context import LoadContext, goodput_limits
+from locustfiles.engine_info import EngineInfo
+from locustfiles.provenance import git_revision, tool_version
+from scenarios.model import Scenario
+
+log = logging.getLogger("slogate")
+
+# A window stays open this many report intervals after it ends, so workers'
+# reports that straddle its end still land in it.
+WINDOW_GRACE_S = 7.0
+
+
+def scenario_meta(scenario: Scenario) -> dict[str, Any]:
+    return {
+        "source": scenario.source,
+        "api": scenario.api,
+        "raw": scenario.raw,
+        "load": asdict(scenario.load),
+        "slo": [asdict(t) for t in scenario.slo.thresholds],
+        "goodput": asdict(scenario.slo.goodput) if scenario.slo.goodput else None,
+        "weight": scenario.weight,
+    }
+
+
+class RunSession:
+    def __init__(
+        self,
+        ctx: LoadContext,
+        engine: EngineInfo,
+        out_dir: Path,
+        host: str,
+        command: str,
+        max_lag_ms: float,
+        baseline: str | None = None,
+        pricing: Pricing | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.engine = engine
+        self.out_dir = out_dir
+        self.host = host
+        self.command = command
+        self.max_lag_ms = max_lag_ms
+        self.baseline = baseline
+        self.pricing = pricing
+        self.collector = Recorder(goodput_limits(ctx.scenarios), ctx.window_s)
+        self.rows: list[dict[str, Any]] = []
+        self.worker_gauges: dict[str, dict[str, float]] = {}
+        self.finals: set[str] = set()
+        self.missing_finals: list[str] = []
+        self.workers_seen: set[str] = set()
+        self.cpu_warning = False
+        self.users = 0
+        self.started_at: str | None = None
+        self.start_wall: float | None = None
+        self.scraper = None
+        self.finished_code: int | None = None
+        self.selftest: dict[str, Any] | None = None
+
+    def start(self, origin_s: float) -> None:
+        self.collector.origin_s = origin_s
+        self.start_wall = origin_s
+        self.started_at = datetime.fromtimestamp(origin_s, timezone.utc).isoformat()
+
+    def absorb(self, payload: dict[str, Any], worker: str | None = None) -> None:
+        self.collector.absorb(payload["recorder"])
+        self.cpu_warning |= payload["gauges"]["cpu_warning"]
+        if worker is not None:
+            self.workers_seen.add(worker)
+            self.worker_gauges[worker] = payload["gauges"]
+
+    def gauges(self) -> dict[str, float]:
+        if self.worker_gauges:
+            in_flight = sum(g["in_flight"] for g in self.worker_gauges.values())
+        else:
+            in_flight = self.ctx.in_flight
+        return {"users": self.users, "in_flight": in_flight}
+
+    def cancelled(self) -> int:
+        """Requests cut off by the end of the run, in every process."""
+        if self.worker_gauges:
+            return sum(g["cancelled"] for g in self.worker_gauges.values())
+        return self.ctx.cancelled
+
+    def close_windows(self, everything: bool = False) -> None:
+        if self.collector.origin_s is None:
+            return
+        now_index = (time.time() - self.collector.origin_s - WINDOW_GRACE_S) // self.ctx.window_s
+        before = 1 << 62 if everything else int(now_index)
+        gauges = self.gauges()
+        for (scenario, index), bucket in sorted(self.collector.pop_windows(before).items()):
+            self.rows.append(window_row(scenario, index, self.ctx.window_s, bucket, gauges))
+
+    def status_line(self) -> str:
+        elapsed = self.ctx.elapsed_s()
+        total = self.ctx.timeline.total_s
+        parts = [f"[slogate] {elapsed:5.0f}/{total:.0f}s users {self.users}"]
+        parts.append(f"in flight {self.gauges()['in_flight']:.0f}")
+        for scenario in self.ctx.scenarios:
+            bucket = self.collector.buckets.get((scenario.name, OVERALL))
+            if bucket is None:
+                continue
+            c = bucket.counters
+            span = max(elapsed - self.ctx.timeline.warmup_s, 1e-9)
+            text = f"{scenario.name}: {c.total / span:.1f} req/s {c.output_tokens / span:.0f} tok/s"
+            if c.failed:
+                text += f" errors {c.failed}"
+            if "ttft" in bucket.histograms:
+                p99 = bucket.histograms.histogram("ttft").get_value_at_percentile(99) / 1000
+                limit = next(
+                    (
+                        t.limit
+                        for t in scenario.slo.thresholds
+                        if t.metric == "ttft_ms" and t.stat == "p99"
+                    ),
+                    None,
+                )
+                text += f" TTFT p99 {p99:.0f} ms" + (f" (SLO {limit:g})" if limit else "")
+            parts.append(text)
+        return " | ".join(parts)
+
+    def lag_p99_ms(self) -> float | None:
+        merged = HistogramSet()
+        for (_, span), bucket in self.collector.buckets.items():
+            if span == OVERALL and "lag" in bucket.histograms:
+                merged.histogram("lag").add(bucket.histograms.histogram("lag"))
+        if "lag" not in merged:
+            return None
+        return merged.histogram("lag").get_value_at_percentile(99) / 1000
+
+    def meta(self, complete: bool, reason: str | None) -> dict[str, Any]:
+        ended = time.time()
+        measured = self.ctx.timeline.measured_s
+        if self.start_wall is not None:
+            measured = min(measured, max(ended - self.start_wall - self.ctx.timeline.warmup_s, 0))
+        return {
+            "run_id": self.out_dir.name,
+            "started_at": self.started_at,
+            "ended_at": datetime.fromtimestamp(ended, timezone.utc).isoformat(),
+            "measured_s": measured,
+            "warmup_s": self.ctx.timeline.warmup_s,
+            "complete": complete,
+            "incomplete_reason": reason,
+            "host": self.host,
+            "engine": {"owned_by": self.engine.owned_by, "model": self.engine.model},
+            "tool_version": tool_version(),
+            "git_revision": git_revision(),
+            "command": self.command,
+            "window_s": self.ctx.window_s,
+            "scenarios": {s.name: scenario_meta(s) for s in self.ctx.scenarios},
+            "stages": [asdict(p) for p in self.ctx.timeline.phases],
+            "cancelled_at_stop": self.cancelled(),
+            "generator": {
+                "lag_p99_ms": self.lag_p99_ms(),
+                "max_lag_ms": self.max_lag_ms,
+                "cpu_warning": self.cpu_warning,
+                "processes": max(len(self.workers_seen), 1),
+                "selftest": self.selftest,
+            },
+            "baseline": self.baseline,
+            "pricing": asdict(self.pricing) if self.pricing else None,
+            "pid": os.getpid(),
+        }
+
+    def finish(self, complete: bool, reason: str | None = None) -> int:
+        """Write the results folder and return the gate's exit code (once)."""
+        if self.finished_code is not None:
+            return self.finished_code
+        from reports import write_index, write_results
+
+        self.close_windows(everything=True)
+        log.info(self.status_line())
+        samples = self.scraper.stop() if self.scraper is not None else []
+        run = RunData(
+            meta=redact(self.meta(complete, reason)),
+            buckets=self.collector.buckets,
+            timeseries=self.rows,
+            server_metrics=samples,
+        )
+        run.save(self.out_dir)
+        baseline = RunData.load(self.baseline) if self.baseline else None
+        outcome = write_results(self.out_dir, run, baseline)
+        write_index(self.out_dir.parent)
+        log.info("slogate: verdict %s -> %s", outcome.verdict, self.out_dir / "report.html")
+        self.finished_code = outcome.exit_code
+        return outcome.exit_code

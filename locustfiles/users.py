@@ -1,0 +1,125 @@
+"""Locust users: closed-loop sessions and open-loop arrival dispatchers.
+
+Closed loop: a user plays one conversation after another, each turn waiting
+for the previous reply and the think time, so load follows the engine's speed.
+Open loop: a user is a dispatcher shard that follows the scenario's arrival
+process, starting one greenlet per arrival into a bounded pool, so load does
+not slow down when the engine does; latency is also measured from each
+arrival's scheduled instant (coordinated omission).
+"""
+
+from __future__ import annotations
+
+import time
+
+import gevent
+from gevent.pool import Pool
+from locust import User, task
+from locust.exception import StopUser
+
+from analysis.records import RequestRecord
+from locustfiles.client import StreamClient, chat_messages
+from locustfiles.state import current_context
+from scenarios.model import PlannedTurn
+
+REQUEST_TYPE = "SSE"
+
+
+class _ScenarioUser(User):
+    abstract = True
+
+    def on_start(self) -> None:
+        self.ctx = current_context()
+        worker = getattr(self.environment.runner, "worker_index", 0) or 0
+        self.scenario, self.stream = self.ctx.next_user(worker)
+        self.planner = self.ctx.planner(self.scenario, self.stream)
+
+    def send(
+        self, client: StreamClient, turn: PlannedTurn, messages: list | None, scheduled_ns=None
+    ) -> RequestRecord | None:
+        """Send one request and record it; None when the run stopped it midway."""
+        ctx = self.ctx
+        ctx.in_flight += 1
+        try:
+            result = client.send(turn, messages, scheduled_ns=scheduled_ns)
+        except gevent.GreenletExit:
+            ctx.cancelled += 1
+            raise
+        finally:
+            ctx.in_flight -= 1
+        record = result.record
+        ctx.record(record)
+        self.environment.events.request.fire(
+            request_type=REQUEST_TYPE,
+            name=self.scenario.name,
+            response_time=(record.end_ns - record.start_ns) / 1e6,
+            response_length=record.output_tokens or len(record.chunk_ns),
+            exception=None if record.ok else RuntimeError(f"{record.error.value}"),
+            context={},
+        )
+        return result
+
+
+class SlogateUser(_ScenarioUser):
+    """Closed loop: one conversation at a time, think time between turns."""
+
+    @task
+    def converse(self) -> None:
+        client = self.ctx.client(self.scenario, concurrency=self.ctx.timeline.max_users())
+        conversation = self.planner.conversation()
+        history: list[dict[str, str]] = []
+        for turn in conversation.turns:
+            if turn.think_time_s > 0:
+                gevent.sleep(turn.think_time_s)
+            chat = self.scenario.api == "chat"
+            result = self.send(client, turn, chat_messages(turn, history) if chat else None)
+            if not result.record.ok:
+                return
+            if chat:
+                history.append({"role": "user", "content": turn.user_text})
+                history.append({"role": "assistant", "content": result.text})
+
+
+class OpenLoopUser(_ScenarioUser):
+    """Open loop: this user dispatches its shard of the scenario's arrivals.
+
+    Every dispatcher of a scenario generates the same global arrival process
+    and keeps its own shard of it (``Planner.arrivals``), so the arrivals of
+    all processes together are exactly the scenario's, bursts included. The
+    shard is the process's worker index: one dispatcher per scenario and
+    process. A mix member takes its weight's share of the mix's rate.
+    """
+
+    def on_start(self) -> None:
+        self.ctx = current_context()
+        self.shard = getattr(self.environment.runner, "worker_index", 0) or 0
+        self.scenario = self.ctx.claim_dispatcher()
+        if self.scenario is None:
+            raise StopUser()
+        self.planner = self.ctx.planner(self.scenario, self.shard)
+
+    @task
+    def dispatch(self) -> None:
+        ctx = self.ctx
+        limit = max(1, self.scenario.load.max_in_flight // ctx.shards)
+        client = ctx.client(self.scenario, concurrency=limit)
+        pool = Pool(limit)
+        # The schedule starts now, not at the run's origin: a dispatcher spawned
+        # a few hundred milliseconds late would otherwise begin with a burst of
+        # overdue arrivals and charge its own start-up to the engine as lag.
+        origin_ns = time.perf_counter_ns()
+        end_s = ctx.timeline.total_s - ctx.elapsed_s()
+        try:
+            for turn in self.planner.arrivals(rate_scale=self.scenario.weight / ctx.shards):
+                if turn.arrival_s >= end_s:
+                    break
+                due_ns = origin_ns + int(turn.arrival_s * 1e9)
+                delay = (due_ns - time.perf_counter_ns()) / 1e9
+                if delay > 0:
+                    gevent.sleep(delay)
+                pool.wait_available()
+                pool.spawn(self.send, client, turn, None, due_ns)
+            pool.join()
+        finally:
+            pool.kill()
+        raise StopUser()

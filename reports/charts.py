@@ -1,0 +1,157 @@
+"""The report's charts, from a run's data: percentile plots, time series, server metrics.
+
+Each function picks what to draw and hands it to :mod:`reports.svg`. SLO
+thresholds are drawn on the charts of their metric, so a reader sees how far
+the curve is from the line, not just a verdict.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import pairwise
+from typing import Any
+
+from markupsafe import Markup
+
+from analysis.rundata import RunData
+from analysis.slo import percentile_of_stat
+from reports.curves import nines, nines_ticks, percentile_curve
+from reports.svg import Axis, Rule, Series, line_chart
+
+CURVES = {
+    "ttft": ("TTFT", ("ttft_sched",)),
+    "itl": ("ITL per token", ("chunk_gap",)),
+    "tpot": ("TPOT", ()),
+    "e2e": ("E2E", ("e2e_sched",)),
+}
+LABELS = {
+    "ttft": "TTFT from send",
+    "ttft_sched": "TTFT from schedule",
+    "itl": "ITL",
+    "chunk_gap": "chunk gap",
+    "tpot": "TPOT",
+    "e2e": "E2E from send",
+    "e2e_sched": "E2E from schedule",
+}
+
+
+def threshold_rules(slos: Iterable[Mapping[str, Any]], metric: str, top: float) -> list[Rule]:
+    """Lines for the latency SLOs of ``metric``; the point sits at their percentile."""
+    rules = []
+    for slo in slos:
+        if slo["metric"] != f"{metric}_ms":
+            continue
+        percentile = percentile_of_stat(slo["stat"])
+        x = nines(percentile) if percentile is not None else top if slo["stat"] == "max" else None
+        rules.append(Rule(slo["threshold"], f"{slo['stat']} ≤ {slo['threshold']:g} ms", x))
+    return rules
+
+
+def percentile_charts(
+    run: RunData, scenario: str, slos: Sequence[Mapping[str, Any]], baseline: RunData | None
+) -> list[Markup]:
+    """One HDR-style plot per headline metric: log latency against the nines."""
+    charts = []
+    histograms = run.overall(scenario).histograms
+    base = baseline.overall(scenario).histograms if baseline is not None else None
+    for metric, (title, extras) in CURVES.items():
+        series = [
+            Series(LABELS[name], percentile_curve(histograms.histogram(name)), dashed=i > 0)
+            for i, name in enumerate((metric, *extras))
+            if name in histograms
+        ]
+        if base is not None and metric in base:
+            curve = percentile_curve(base.histogram(metric))
+            series.append(Series(f"baseline {LABELS[metric]}", curve, dashed=True))
+        top = max((s.points[-1][0] for s in series if s.points), default=2.0)
+        charts.append(
+            line_chart(
+                series,
+                title=f"{title} (ms) by percentile",
+                x=Axis(label="percentile", ticks=nines_ticks(top)),
+                y=Axis(label="ms", log=True),
+                rules=threshold_rules(slos, metric, top),
+            )
+        )
+    return charts
+
+
+def column(rows: Sequence[Mapping[str, Any]], key: str, per_window: bool = False) -> list:
+    """(t_s, value) of one time-series column; ``per_window`` divides by the window."""
+    points = []
+    for row in rows:
+        value = row.get(key)
+        if value is not None and per_window:
+            value = value / row["window_s"]
+        points.append((row["t_s"], value))
+    return points
+
+
+def timeseries_charts(
+    rows: Sequence[Mapping[str, Any]], slos: Sequence[Mapping[str, Any]]
+) -> list[Markup]:
+    """Throughput, TTFT and ITL per window against their SLOs, load, errors."""
+    if not rows:
+        return []
+    time = Axis(label="time since start", time=True)
+    error_kinds = sorted({kind for row in rows for kind in row.get("errors") or {}})
+    error_series = [
+        Series(kind, [(r["t_s"], (r.get("errors") or {}).get(kind, 0)) for r in rows])
+        for kind in error_kinds
+    ]
+    gauges = [Series(g, column(rows, g)) for g in ("users", "in_flight") if g in rows[-1]]
+    charts = [
+        line_chart(
+            [
+                Series("ok", column(rows, "requests_ok", per_window=True)),
+                Series("failed", column(rows, "requests_failed", per_window=True)),
+            ],
+            title="Requests per second",
+            x=time,
+        ),
+        line_chart(
+            [Series("output tokens/s", column(rows, "output_tokens_per_s"))],
+            title="Output tokens per second",
+            x=time,
+        ),
+    ]
+    for metric, title in (("ttft", "TTFT per window (ms)"), ("itl", "ITL per window (ms)")):
+        series = [
+            Series(f"p50 {metric}", column(rows, f"{metric}_p50_ms")),
+            Series(f"p99 {metric}", column(rows, f"{metric}_p99_ms")),
+        ]
+        rules = [Rule(r.y, r.label) for r in threshold_rules(slos, metric, 0.0)]
+        charts.append(line_chart(series, title=title, x=time, rules=rules))
+    charts.append(line_chart(gauges, title="Users and requests in flight", x=time))
+    charts.append(line_chart(error_series, title="Errors per window, by kind", x=time))
+    return charts
+
+
+def counter_rate(points: Sequence[tuple[float, float]]) -> list[tuple[float, float | None]]:
+    """Per-second rate of a monotonic counter; a reset (a drop) leaves a gap."""
+    rates: list[tuple[float, float | None]] = []
+    for (t0, v0), (t1, v1) in pairwise(points):
+        dt = t1 - t0
+        rates.append((t1, (v1 - v0) / dt if dt > 0 and v1 >= v0 else None))
+    return rates
+
+
+def server_charts(samples: Sequence[Mapping[str, Any]]) -> list[Markup]:
+    """One chart per scraped series; ``*_total`` counters are drawn as rates."""
+    by_series: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+    for sample in sorted(samples, key=lambda s: s.get("t_s", 0.0)):
+        for name, value in (sample.get("series") or {}).items():
+            if isinstance(value, int | float):
+                by_series[(str(sample.get("source", "")), str(name))].append(
+                    (float(sample["t_s"]), float(value))
+                )
+    charts = []
+    time = Axis(label="time since start", time=True)
+    for (source, name), points in sorted(by_series.items()):
+        if name.endswith("_total"):
+            series = Series(f"{name} per second", counter_rate(points))
+        else:
+            series = Series(name, points)
+        charts.append(line_chart([series], title=f"{series.name} ({source})", x=time))
+    return charts

@@ -1,0 +1,53 @@
+"""Output of ``slogate compare``: a text table for the terminal, JSON and HTML files."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from analysis.compare import Comparison, Delta
+from reports.html import metric_value, render, signed_pct
+from reports.results import write_atomic
+
+COMPARISON_JSON = "comparison.json"
+COMPARISON_HTML = "comparison.html"
+
+
+def cell(delta: Delta, which: str) -> str:
+    e = delta.base if which == "base" else delta.new
+    return "-" if e is None else metric_value(e.value, delta.metric)
+
+
+def comparison_text(comparison: Comparison, all_rows: bool = False) -> str:
+    """The verdict line, then the gated percentiles (every row with ``all_rows``)."""
+    c = comparison
+    lines = [
+        f"{c.verdict.upper()}: {len(c.regressions)} regression(s); tolerance "
+        f"{100 * c.tolerance:g}%, gated {', '.join(c.gated)}, baseline {c.base_run or '?'} "
+        f"-> {c.new_run or '?'}"
+    ]
+    rows = [d for d in c.deltas if all_rows or d.gated]
+    width = max((len(f"{d.scenario} {d.metric} {d.stat}") for d in rows), default=10)
+    for d in rows:
+        name = f"{d.scenario} {d.metric} {d.stat}"
+        status = "REGRESSION" if d.regression else d.status
+        lines.append(
+            f"  {name:<{width}}  {cell(d, 'base'):>14} -> {cell(d, 'new'):>14}"
+            f"  {signed_pct(d.change_pct):>8}  {status}"
+        )
+    for label, names in (("only in baseline", c.only_in_base), ("only in new", c.only_in_new)):
+        if names:
+            lines.append(f"  {label}: {', '.join(names)}")
+    return "\n".join(lines)
+
+
+def write_comparison(out_dir: str | os.PathLike[str], comparison: Comparison) -> dict[str, Path]:
+    """Write comparison.json and a self-contained comparison.html into ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    data = comparison.to_dict()
+    return {
+        "json": write_atomic(out / COMPARISON_JSON, json.dumps(data, indent=1) + "\n"),
+        "html": write_atomic(out / COMPARISON_HTML, render("compare.html.j2", c=data)),
+    }

@@ -1,0 +1,91 @@
+"""Jinja2 rendering with autoescape on, and the number formats the pages share.
+
+Every value reaches HTML through autoescape; the only markup not escaped by
+Jinja is the SVG that :mod:`reports.svg` builds, which escapes its own text.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+TEMPLATES = Path(__file__).parent / "templates"
+DASH = "–"
+
+
+def num(value: float | None) -> str:
+    """About four significant digits, thousands separated; a dash for no value."""
+    if value is None:
+        return DASH
+    magnitude = abs(value)
+    if isinstance(value, int) or magnitude >= 1000:
+        return f"{value:,.0f}"
+    if float(value).is_integer():
+        return f"{value:.0f}"
+    if magnitude >= 100:
+        return f"{value:.1f}"
+    if magnitude >= 10:
+        return f"{value:.2f}"
+    return f"{value:.3g}"
+
+
+def percent(fraction: float | None, digits: int = 2) -> str:
+    return DASH if fraction is None else f"{100.0 * fraction:.{digits}f}%"
+
+
+def signed_pct(value: float | None) -> str:
+    return DASH if value is None else f"{value:+.1f}%"
+
+
+def metric_value(value: float | None, metric: str) -> str:
+    """A value in its metric's unit: ms, percent or per second."""
+    if value is None:
+        return DASH
+    if metric.endswith("_ms"):
+        return f"{num(value)} ms"
+    if metric in ("error_rate", "goodput"):
+        return percent(value, 3)
+    return f"{num(value)}/s"
+
+
+def margin(slo: dict[str, Any]) -> str:
+    if slo["margin"] is None:
+        return DASH
+    if slo["metric"] in ("error_rate", "goodput"):
+        amount = f"{100.0 * slo['margin']:+.3f} pts"
+    else:
+        sign = "+" if slo["margin"] >= 0 else "-"
+        amount = sign + metric_value(abs(slo["margin"]), slo["metric"])
+    return f"{amount} ({signed_pct(slo['margin_pct'])})"
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False)
+
+
+@cache
+def environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        num=num,
+        percent=percent,
+        signed_pct=signed_pct,
+        metric_value=metric_value,
+        margin=margin,
+        pretty=pretty,
+    )
+    return env
+
+
+def render(template: str, **context: Any) -> str:
+    return environment().get_template(template).render(**context)

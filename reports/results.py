@@ -1,0 +1,157 @@
+"""A run's results folder: summary.json, junit.xml, the CSVs and report.html.
+
+Everything here is a function of :class:`~analysis.rundata.RunData` (and an
+optional baseline run), so ``slogate report DIR`` rebuilds the same files from
+``DIR/data/``. Files are written whole and then renamed into place: a crash
+never leaves half a report for CI to read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analysis.compare import DEFAULT_TOLERANCE, Comparison, compare
+from analysis.rundata import RunData
+from analysis.slo import evaluate_run
+from analysis.summary import build_summary
+from reports.charts import LABELS, percentile_charts, server_charts, timeseries_charts
+from reports.html import render
+from reports.junit import junit_xml
+from reports.tables import percentiles_csv, timeseries_csv
+
+SUMMARY_FILE = "summary.json"
+REPORT_FILE = "report.html"
+JUNIT_FILE = "junit.xml"
+PERCENTILES_FILE = "percentiles.csv"
+TIMESERIES_FILE = "timeseries.csv"
+METRIC_LABELS = {f"{name}_ms": label for name, label in LABELS.items()} | {
+    "max_stall_ms": "max stall per request",
+    "lag_ms": "generator lag",
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a rendering produced: the verdict, the exit code the CLI should
+    return, the files, and the baseline comparison when one was made."""
+
+    verdict: str
+    exit_code: int
+    out_dir: Path
+    files: dict[str, Path]
+    summary: dict[str, Any] = field(repr=False)
+    comparison: Comparison | None = None
+
+
+def write_atomic(path: Path, content: str | bytes) -> Path:
+    tmp = path.with_name(path.name + ".tmp")
+    if isinstance(content, bytes):
+        tmp.write_bytes(content)
+    else:
+        tmp.write_text(content, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def report_html(summary: dict[str, Any], run: RunData, baseline: RunData | None) -> str:
+    """The self-contained HTML page: summary text plus charts drawn from the run."""
+    scenarios = []
+    for name, block in summary["scenarios"].items():
+        rows = [r for r in run.timeseries if r.get("scenario") == name]
+        rows.sort(key=lambda r: r["t_s"])
+        scenarios.append(
+            {
+                "name": name,
+                "block": block,
+                "percentile_charts": percentile_charts(run, name, block["slo"], baseline),
+                "timeseries_charts": timeseries_charts(rows, block["slo"]),
+            }
+        )
+    slo_rows = [
+        {"scenario": name, **slo}
+        for name, block in summary["scenarios"].items()
+        for slo in block["slo"]
+    ]
+    total = sum(block["requests"]["total"] for block in summary["scenarios"].values())
+    return render(
+        "report.html.j2",
+        s=summary,
+        scenarios=scenarios,
+        slo_rows=slo_rows,
+        total_requests=total,
+        labels=METRIC_LABELS,
+        server_charts=server_charts(run.server_metrics),
+    )
+
+
+def write_results(
+    out_dir: str | os.PathLike[str],
+    run: RunData,
+    baseline: RunData | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
+) -> Outcome:
+    """Write every output file of ``run`` into ``out_dir``; with ``baseline`` the
+    comparison goes into the summary and the report. Returns the verdict and exit code."""
+    return render_run(Path(out_dir), run, baseline, tolerance, baseline_error=None)
+
+
+def render_run(
+    out: Path,
+    run: RunData,
+    baseline: RunData | None,
+    tolerance: float,
+    baseline_error: str | None,
+) -> Outcome:
+    """Evaluate, compare and write; a baseline that shares no scenario with the run
+    is reported in the summary rather than failing the whole rendering."""
+    out.mkdir(parents=True, exist_ok=True)
+    verdict = evaluate_run(run)
+    comparison = None
+    if baseline is not None:
+        try:
+            comparison = compare(baseline, run, tolerance)
+        except ValueError as exc:
+            baseline_error = str(exc)
+    summary = build_summary(run, verdict, comparison)
+    if baseline_error is not None:
+        summary["baseline"] = {"error": baseline_error}
+    return write_files(out, summary, run, baseline if comparison else None, comparison)
+
+
+def write_files(
+    out: Path,
+    summary: dict[str, Any],
+    run: RunData,
+    baseline: RunData | None,
+    comparison: Comparison | None,
+) -> Outcome:
+    files = {
+        "summary": write_atomic(
+            out / SUMMARY_FILE, json.dumps(summary, indent=1, ensure_ascii=False) + "\n"
+        ),
+        "junit": write_atomic(out / JUNIT_FILE, junit_xml(summary)),
+        "percentiles": write_atomic(out / PERCENTILES_FILE, percentiles_csv(summary)),
+        "timeseries": write_atomic(out / TIMESERIES_FILE, timeseries_csv(run.timeseries)),
+        "report": write_atomic(out / REPORT_FILE, report_html(summary, run, baseline)),
+    }
+    return Outcome(summary["verdict"], summary["exit_code"], out, files, summary, comparison)
+
+
+def rerender(out_dir: str | os.PathLike[str], tolerance: float = DEFAULT_TOLERANCE) -> Outcome:
+    """Rebuild a results folder's outputs from its ``data/``. The baseline named in
+    the run's metadata is compared again when its folder still exists; when it does
+    not, the report says so instead of failing."""
+    run = RunData.load(out_dir)
+    baseline_path = run.meta.get("baseline")
+    if not baseline_path:
+        return write_results(out_dir, run, tolerance=tolerance)
+    try:
+        baseline = RunData.load(baseline_path)
+    except (OSError, ValueError) as exc:
+        error = f"baseline {baseline_path}: {exc}"
+        return render_run(Path(out_dir), run, None, tolerance, baseline_error=error)
+    return write_results(out_dir, run, baseline, tolerance)

@@ -1,0 +1,293 @@
+"""Small inline SVG charts: lines on linear, log or time axes, threshold rules, sparklines.
+
+The report must open offline and without JavaScript, so charts are plain
+``<svg>`` elements written here; hovering a line shows its name through SVG's
+own ``<title>``. Every piece of text is escaped: series names come from
+servers. Long series are thinned to the chart's width keeping each group's
+minimum and maximum, so a one-window spike still shows.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from markupsafe import Markup
+
+PALETTE = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#7f7f7f", "#000")
+RULE_COLOR = "#c0392b"
+Point = tuple[float, float | None]
+
+
+def compact(value: float) -> str:
+    """1234 -> 1.23k, 0.0123 -> 0.0123: short tick labels."""
+    magnitude = abs(value)
+    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if magnitude >= limit:
+            return f"{value / limit:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def clock(seconds: float) -> str:
+    """Seconds as a short duration label: 45s, 12m, 1.5h."""
+    if abs(seconds) < 60:
+        return f"{seconds:g}s"
+    if abs(seconds) < 3600:
+        return f"{seconds / 60:g}m"
+    return f"{seconds / 3600:.3g}h"
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    points: Sequence[Point]
+    dashed: bool = False
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A horizontal threshold line; ``x`` also marks the point the threshold is on."""
+
+    y: float
+    label: str
+    x: float | None = None
+
+
+@dataclass(frozen=True)
+class Axis:
+    label: str = ""
+    log: bool = False
+    time: bool = False
+    ticks: Sequence[tuple[float, str]] | None = None
+    fmt: Callable[[float], str] = compact
+
+
+def thin(points: Sequence[Point], limit: int) -> list[Point]:
+    """At most about ``limit`` points: each group keeps its lowest and highest."""
+    if len(points) <= limit:
+        return list(points)
+    size = math.ceil(2 * len(points) / limit)
+    out: list[Point] = []
+    for start in range(0, len(points), size):
+        group = [p for p in points[start : start + size] if p[1] is not None]
+        if not group:
+            out.append((points[start][0], None))
+            continue
+        low = min(group, key=lambda p: p[1])
+        high = max(group, key=lambda p: p[1])
+        out.extend(sorted({low, high}))
+    return out
+
+
+def nice_step(span: float, count: int) -> float:
+    raw = span / max(count, 1)
+    power = 10 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+
+
+def linear_ticks(lo: float, hi: float, count: int = 5) -> tuple[float, float, list[float]]:
+    """A range widened to whole steps and the ticks in it."""
+    if hi <= lo:
+        hi = lo + (abs(lo) or 1.0)
+    step = nice_step(hi - lo, count)
+    start, stop = math.floor(lo / step) * step, math.ceil(hi / step) * step
+    ticks = [start + i * step for i in range(round((stop - start) / step) + 1)]
+    return start, stop, ticks
+
+
+def time_ticks(lo: float, hi: float) -> tuple[float, float, list[float]]:
+    steps = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 21600, 43200)
+    span = max(hi - lo, 1.0)
+    step = next((s for s in steps if span / s <= 7), 86400 * math.ceil(span / 86400 / 7))
+    start = math.floor(lo / step) * step
+    ticks = [start + i * step for i in range(math.floor((hi - start) / step) + 1)]
+    return start, max(hi, start + step), ticks
+
+
+def log_ticks(lo: float, hi: float) -> tuple[float, float, list[float]]:
+    """In log10 units: the range widened to the nearest 1-2-5 values around the data,
+    ticks at whole decades, and at 2 and 5 too when the range is narrow."""
+    steps = [
+        d + math.log10(m) for d in range(math.floor(lo) - 1, math.ceil(hi) + 2) for m in (1, 2, 5)
+    ]
+    start = max(s for s in steps if s <= lo + 1e-9)
+    stop = min(s for s in steps if s >= hi - 1e-9)
+    if stop <= start:
+        stop = min(s for s in steps if s > start)
+    inside = [s for s in steps if start - 1e-9 <= s <= stop + 1e-9]
+    decades = [s for s in inside if abs(s - round(s)) < 1e-9]
+    return start, stop, inside if len(decades) < 3 else decades
+
+
+def fit(values: list[float], axis: Axis, include_zero: bool) -> tuple[float, float, list[float]]:
+    lo, hi = min(values), max(values)
+    if axis.ticks:
+        positions = [t for t, _ in axis.ticks]
+        return min(lo, *positions), max(hi, *positions), positions
+    if axis.log:
+        return log_ticks(lo, hi)
+    if axis.time:
+        return time_ticks(lo, hi)
+    return linear_ticks(min(lo, 0.0) if include_zero else lo, hi)
+
+
+def tick_label(axis: Axis, position: float) -> str:
+    if axis.ticks:
+        return dict(axis.ticks)[position]
+    if axis.log:
+        return axis.fmt(10**position)
+    return clock(position) if axis.time else axis.fmt(position)
+
+
+def esc(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def line_chart(
+    series: Sequence[Series],
+    *,
+    title: str,
+    x: Axis | None = None,
+    y: Axis | None = None,
+    rules: Sequence[Rule] = (),
+    width: int = 520,
+    height: int = 210,
+) -> Markup:
+    """One chart; an empty one says "no data" rather than drawing nothing."""
+    x, y = x or Axis(), y or Axis()
+    left, right, top, bottom = 52, 24, 34, 30
+    tx = (lambda v: math.log10(v) if v > 0 else None) if x.log else (lambda v: v)
+    ty = (lambda v: math.log10(v) if v > 0 else None) if y.log else (lambda v: v)
+    lines = []
+    for s in series:
+        pts = [(tx(px), None if py is None else ty(py)) for px, py in thin(s.points, width)]
+        lines.append((s, [(px, py) for px, py in pts if px is not None]))
+    xs = [px for _, pts in lines for px, _ in pts]
+    ys = [py for _, pts in lines for _, py in pts if py is not None]
+    ys += [v for v in (ty(r.y) for r in rules) if v is not None]
+    head = (
+        f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+        f'role="img" aria-label="{esc(title)}"><title>{esc(title)}</title>'
+        f'<text x="{left}" y="14" class="ct">{esc(title)}</text>'
+    )
+    if not xs or not ys:
+        middle = f'<text x="{width / 2}" y="{height / 2}" class="nd">no data</text>'
+        return Markup(f"{head}{middle}</svg>")
+    x_lo, x_hi, x_ticks = fit(xs, x, include_zero=False)
+    y_lo, y_hi, y_ticks = fit(ys, y, include_zero=True)
+    plot_w, plot_h = width - left - right, height - top - bottom
+
+    def px(v: float) -> float:
+        return round(left + (v - x_lo) / ((x_hi - x_lo) or 1.0) * plot_w, 1)
+
+    def py(v: float) -> float:
+        return round(top + plot_h - (v - y_lo) / ((y_hi - y_lo) or 1.0) * plot_h, 1)
+
+    parts = [head, legend(series, left, width)]
+    for t in y_ticks:
+        parts.append(
+            f'<line x1="{left}" x2="{width - right}" y1="{py(t)}" y2="{py(t)}" class="g"/>'
+            f'<text x="{left - 4}" y="{py(t) + 3}" class="yl">{esc(tick_label(y, t))}</text>'
+        )
+    for t in x_ticks:
+        parts.append(
+            f'<text x="{px(t)}" y="{height - bottom + 13}" class="xl">'
+            f"{esc(tick_label(x, t))}</text>"
+        )
+    parts.append(
+        f'<text x="{width - right}" y="{height - 4}" class="al">{esc(x.label)}</text>'
+        f'<text x="4" y="{top - 6}" class="al0">{esc(y.label)}</text>'
+    )
+    for index, (s, pts) in enumerate(lines):
+        color = PALETTE[index % len(PALETTE)]
+        parts.append(path(s, pts, color, px, py))
+    for r in rules:
+        ry = ty(r.y)
+        if ry is None:
+            continue
+        label_y = py(ry) + 11 if py(ry) - top < 12 else py(ry) - 3
+        parts.append(
+            f'<g class="rule"><title>{esc(r.label)}</title>'
+            f'<line x1="{left}" x2="{width - right}" y1="{py(ry)}" y2="{py(ry)}" '
+            f'stroke="{RULE_COLOR}" stroke-dasharray="6 3"/>'
+            f'<text x="{left + 4}" y="{label_y}" class="rl">{esc(r.label)}</text>'
+        )
+        mark_x = None if r.x is None else tx(r.x)
+        if mark_x is not None and x_lo <= mark_x <= x_hi:
+            parts.append(f'<circle cx="{px(mark_x)}" cy="{py(ry)}" r="3.5" fill="{RULE_COLOR}"/>')
+        parts.append("</g>")
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def path(
+    s: Series,
+    pts: list[Point],
+    color: str,
+    px: Callable[[float], float],
+    py: Callable[[float], float],
+) -> str:
+    """One series as a polyline broken at missing values; a lone point as a dot."""
+    segments, current = [], []
+    for x_value, y_value in pts:
+        if y_value is None:
+            if current:
+                segments.append(current)
+            current = []
+        else:
+            current.append((px(x_value), py(y_value)))
+    if current:
+        segments.append(current)
+    dash = ' stroke-dasharray="5 3"' if s.dashed else ""
+    body = []
+    for seg in segments:
+        if len(seg) == 1:
+            body.append(f'<circle cx="{seg[0][0]}" cy="{seg[0][1]}" r="2.5" fill="{color}"/>')
+        else:
+            d = "M" + "L".join(f"{a},{b}" for a, b in seg)
+            body.append(f'<path d="{d}" fill="none" stroke="{color}" stroke-width="1.6"{dash}/>')
+    return f"<g><title>{esc(s.name)}</title>{''.join(body)}</g>"
+
+
+def legend(series: Sequence[Series], left: int, width: int) -> str:
+    """Swatches and names on the row under the title, as many as fit."""
+    out, x = [], float(left)
+    for index, s in enumerate(series):
+        name = s.name if len(s.name) <= 32 else s.name[:31] + "…"
+        room = 24 + 6.6 * len(name)
+        if x + room > width:
+            break
+        color = PALETTE[index % len(PALETTE)]
+        dash = ' stroke-dasharray="4 2"' if s.dashed else ""
+        out.append(
+            f'<line x1="{x}" x2="{x + 14}" y1="25" y2="25" stroke="{color}" '
+            f'stroke-width="2"{dash}/>'
+            f'<text x="{x + 18}" y="28" class="lg">{esc(name)}</text>'
+        )
+        x += room
+    return "".join(out)
+
+
+def sparkline(values: Sequence[float | None], width: int = 120, height: int = 26) -> Markup:
+    """A tiny trend line, the last value dotted; hover lists the values."""
+    known = [(i, v) for i, v in enumerate(values) if v is not None]
+    if not known:
+        return Markup(f'<svg class="spark" width="{width}" height="{height}"></svg>')
+    lo, hi = min(v for _, v in known), max(v for _, v in known)
+    span = (hi - lo) or 1.0
+    step = (width - 6) / max(len(values) - 1, 1)
+    coords = [
+        (round(3 + i * step, 1), round(height - 3 - (v - lo) / span * (height - 6), 1))
+        for i, v in known
+    ]
+    d = "M" + "L".join(f"{a},{b}" for a, b in coords)
+    tip = ", ".join(compact(v) for _, v in known)
+    last_x, last_y = coords[-1]
+    return Markup(
+        f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
+        f"<title>{esc(tip)}</title>"
+        f'<path d="{d}" fill="none" stroke="{PALETTE[0]}" stroke-width="1.4"/>'
+        f'<circle cx="{last_x}" cy="{last_y}" r="2.2" fill="{PALETTE[1]}"/></svg>'
+    )

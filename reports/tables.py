@@ -1,0 +1,82 @@
+"""CSV files: percentiles of every metric and span, and the time series.
+
+Both are flat tables for spreadsheets and notebooks; empty cells mean "not
+measured". Percentiles come from the summary, so the CSV and the JSON agree.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from analysis.percentiles import STANDARD_PERCENTILES
+
+STATS = ("min", "max", "mean")
+PERCENTILE_COLUMNS = [
+    *("scenario", "span", "metric", "unit", "count"),
+    *(f"{k}{suffix}" for k in STANDARD_PERCENTILES for suffix in ("", "_lower", "_upper")),
+    *STATS,
+]
+
+
+def percentile_row(scenario: str, span: str, metric: str, d: Mapping[str, Any]) -> dict:
+    """One CSV row from a summary distribution (full, or the quick form of stages)."""
+    unit = "ms" if metric.endswith("_ms") else "tokens"
+    row: dict[str, Any] = {
+        "scenario": scenario,
+        "span": span,
+        "metric": metric,
+        "unit": unit,
+        "count": d.get("count"),
+    }
+    for key in STANDARD_PERCENTILES:
+        ci = d.get("ci", {}).get(key) or d.get(f"{key}_ci") or [None, None]
+        row.update({key: d.get(key), f"{key}_lower": ci[0], f"{key}_upper": ci[1]})
+    row.update({stat: d.get(stat) for stat in STATS})
+    return row
+
+
+def percentile_rows(summary: Mapping[str, Any]) -> Iterable[dict[str, Any]]:
+    for name, block in summary["scenarios"].items():
+        for metric, d in block["metrics"].items():
+            yield percentile_row(name, "all", metric, d)
+        for metric, d in block["tokens"]["per_request"].items():
+            yield percentile_row(name, "all", metric, d)
+        for turn, d in block["ttft_by_turn_ms"].items():
+            yield percentile_row(name, f"turn:{turn}", "ttft_ms", d)
+        for stage, s in block["stages"].items():
+            for metric, d in s["metrics"].items():
+                yield percentile_row(name, f"stage:{stage}", metric, d)
+
+
+def to_csv(columns: list[str], rows: Iterable[Mapping[str, Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=columns, restval="", extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows({k: "" if v is None else v for k, v in row.items()} for row in rows)
+    return out.getvalue()
+
+
+def percentiles_csv(summary: Mapping[str, Any]) -> str:
+    return to_csv(PERCENTILE_COLUMNS, percentile_rows(summary))
+
+
+def flat_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """Nested counts (errors by kind) become ``errors_<kind>`` columns."""
+    flat: dict[str, Any] = {}
+    for key, value in row.items():
+        if isinstance(value, Mapping):
+            flat.update({f"{key}_{k}": v for k, v in value.items()})
+        else:
+            flat[key] = value
+    return flat
+
+
+def timeseries_csv(rows: Iterable[Mapping[str, Any]]) -> str:
+    flat = [flat_row(r) for r in rows]
+    columns: dict[str, None] = {}
+    for row in flat:
+        columns.update(dict.fromkeys(row))
+    return to_csv(list(columns), flat)

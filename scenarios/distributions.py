@@ -1,0 +1,246 @@
+"""Length and think-time distributions, and how a scenario file declares them.
+
+Token lengths drive prefill and decode cost, so they are what a workload most
+needs to get right. Each distribution draws floats; ``min``/``max`` clamp every
+draw, and integer quantities (tokens, turns) are rounded. ``lognormal`` is given
+by its median and p90 because those are the numbers people quote; ``empirical``
+resamples a column of a real trace, which keeps its tails exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from scenarios import traces
+from scenarios.schema import (
+    TEXT,
+    Field,
+    Reader,
+    choice,
+    join,
+    number,
+    optional,
+    required,
+)
+
+Z90 = 1.2815515655446004  # standard normal quantile at 0.9
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Dist:
+    """A distribution with optional clamps; subclasses define ``draw``."""
+
+    min: float | None = None
+    max: float | None = None
+
+    def draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def lower(self) -> float:
+        """The smallest value a draw can take (``-inf`` when unbounded)."""
+        return -math.inf if self.min is None else self.min
+
+    @property
+    def upper(self) -> float:
+        """The largest value a draw can take (``inf`` when unbounded)."""
+        return math.inf if self.max is None else self.max
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """``size`` clamped float draws."""
+        return self._clamp(self.draw(rng, size))
+
+    def sample_int(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """``size`` clamped draws rounded to integers."""
+        return self._clamp(np.rint(self.draw(rng, size))).astype(np.int64)
+
+    def _clamp(self, values: np.ndarray) -> np.ndarray:
+        if self.min is not None:
+            values = np.maximum(values, math.ceil(self.min))
+        if self.max is not None:
+            values = np.minimum(values, math.floor(self.max))
+        return values
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fixed(Dist):
+    value: float
+
+    @property
+    def lower(self) -> float:
+        return self.value if self.min is None else max(self.value, self.min)
+
+    @property
+    def upper(self) -> float:
+        return self.value if self.max is None else min(self.value, self.max)
+
+    def draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return np.full(size, float(self.value))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Uniform(Dist):
+    """Uniform on [min, max]; integer draws give each integer equal weight."""
+
+    def draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return rng.uniform(self.min, self.max, size)
+
+    def sample_int(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return rng.integers(math.ceil(self.min), math.floor(self.max) + 1, size)
+
+    @property
+    def upper(self) -> float:
+        return self.max
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Normal(Dist):
+    mean: float
+    std: float
+
+    def draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return rng.normal(self.mean, self.std, size)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogNormal(Dist):
+    median: float
+    p90: float
+
+    @property
+    def sigma(self) -> float:
+        return math.log(self.p90 / self.median) / Z90
+
+    def draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return rng.lognormal(math.log(self.median), self.sigma, size)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Gamma(Dist):
+    """Gamma with the given mean and coefficient of variation (std / mean)."""
+
+    mean: float
+    cv: float
+
+    def draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        shape = 1.0 / self.cv**2
+        return rng.gamma(shape, self.mean / shape, size)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Exponential(Dist):
+    mean: float
+
+    def draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return rng.exponential(self.mean, size)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Empirical(Dist):
+    """Resamples observed values, e.g. a trace's token-length column."""
+
+    source: str
+    values: np.ndarray = field(compare=False, repr=False)
+
+    def draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return self.values[rng.integers(0, len(self.values), size)]
+
+    @property
+    def lower(self) -> float:
+        bottom = float(self.values.min())
+        return bottom if self.min is None else max(bottom, self.min)
+
+    @property
+    def upper(self) -> float:
+        top = float(self.values.max())
+        return top if self.max is None else min(top, self.max)
+
+
+def _table(least: float) -> dict[str, dict[str, Field]]:
+    """Keys each kind of distribution takes; ``least`` is the smallest value allowed."""
+    bound = number(ge=least)
+    clamps = {"min": optional(bound), "max": optional(bound)}
+    positive = required(number(gt=0))
+    return {
+        "fixed": {"value": required(bound)},
+        "uniform": {"min": required(bound), "max": required(bound)},
+        "normal": {"mean": required(number()), "std": required(number(ge=0)), **clamps},
+        "lognormal": {"median": positive, "p90": positive, **clamps},
+        "gamma": {"mean": positive, "cv": positive, **clamps},
+        "exponential": {"mean": positive, **clamps},
+        "empirical": {
+            "file": required(TEXT),
+            "column": required(TEXT),
+            "format": optional(choice(*traces.FORMATS), "auto"),
+            **clamps,
+        },
+    }
+
+
+KINDS = tuple(_table(0))
+
+
+def read_dist(reader: Reader, value: Any, path: str, *, least: float) -> Dist | None:
+    """Build a distribution from its mapping (or a bare number meaning ``fixed``).
+
+    ``least`` is the smallest meaningful value (1 for tokens, 0 for seconds); it
+    is also the default lower clamp, so no draw falls below it.
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = {"dist": "fixed", "value": value}
+    kind_check = choice(*KINDS)
+    if not isinstance(value, dict) or value.get("dist") not in KINDS:
+        got = value.get("dist") if isinstance(value, dict) else value
+        reader.problem(
+            join(path, "dist") if isinstance(value, dict) else path,
+            f"expected a number or a mapping with dist: one of {', '.join(KINDS)}, got {got!r}",
+        )
+        return None
+    kind = value["dist"]
+    fields = {"dist": required(kind_check), **_table(least)[kind]}
+    f = reader.section(value, path, fields)
+    if f is None:
+        return None
+    f.pop("dist")
+    if f.get("min") is None and kind != "uniform":
+        f["min"] = least
+    return _build(reader, kind, f, path)
+
+
+def _build(reader: Reader, kind: str, f: dict[str, Any], path: str) -> Dist | None:
+    if f.get("max") is not None and f["min"] > f["max"]:
+        reader.problem(
+            join(path, "max"), f"expected a number >= min ({f['min']:g}), got {f['max']:g}"
+        )
+        return None
+    if kind == "lognormal" and f["p90"] <= f["median"]:
+        reader.problem(
+            join(path, "p90"),
+            f"expected a number greater than median ({f['median']:g}), got {f['p90']:g}",
+        )
+        return None
+    if kind == "empirical":
+        return _empirical(reader, f, path)
+    classes: dict[str, type[Dist]] = {
+        "fixed": Fixed,
+        "uniform": Uniform,
+        "normal": Normal,
+        "lognormal": LogNormal,
+        "gamma": Gamma,
+        "exponential": Exponential,
+    }
+    return classes[kind](**f)
+
+
+def _empirical(reader: Reader, f: dict[str, Any], path: str) -> Empirical | None:
+    try:
+        file = traces.resolve(f["file"], reader.base_dir)
+        values = traces.read_numbers(file, f["column"], f["format"])
+    except traces.TraceError as exc:
+        reader.problem(join(path, "file" if exc.key == "file" else exc.key), str(exc))
+        return None
+    return Empirical(min=f["min"], max=f["max"], source=f"{file.name}:{f['column']}", values=values)

@@ -1,0 +1,282 @@
+"""Loading scenario and mix files into validated ``Scenario`` objects.
+
+A scenario file describes one workload with its load and SLOs; a mix file
+(``scenarios:`` list) runs several scenario files together under one load,
+splitting users and arrivals by weight. Command-line overrides (users, rate,
+duration...) are applied to the file's mapping before validation, so an
+override gets the same checks and error messages as the file itself.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scenarios.errors import Problem, ScenarioError
+from scenarios.model import Scenario
+from scenarios.schema import (
+    LIST,
+    MAPPING,
+    NAME,
+    REQUIRED,
+    TEXT,
+    Field,
+    Reader,
+    choice,
+    integer,
+    join,
+    nested,
+    number,
+    optional,
+    required,
+)
+from scenarios.sections import read_load, read_request, read_slo, read_timeouts
+from scenarios.workloads import TraceWorkload, read_workload
+from scenarios.workloads.chat import ChatWorkload
+
+BUILTIN_DIR = Path(__file__).resolve().parent
+BUILTINS = ("chat", "rag", "code", "mixed", "azure-conv", "azure-code")
+OVERRIDES = ("users", "spawn_rate", "rate", "duration", "warmup", "seed")
+FLAT_LOAD_OVERRIDES = ("users", "spawn_rate", "rate", "duration")
+
+SCENARIO_FIELDS = {
+    "name": optional(NAME),
+    "description": optional(TEXT),
+    "api": optional(choice("chat", "completions"), "chat"),
+    "model": optional(TEXT, "auto"),
+    "seed": optional(integer(ge=0), 0),
+    "workload": Field(read_workload, REQUIRED, nested=True),
+    "load": optional(MAPPING, {}),
+    "request": nested(read_request, {}),
+    "timeouts": nested(read_timeouts, {}),
+    "slo": nested(read_slo, {}),
+}
+MIX_FIELDS = {
+    "name": optional(NAME),
+    "description": optional(TEXT),
+    "seed": optional(integer(ge=0)),
+    "load": optional(MAPPING, {}),
+    "scenarios": required(LIST),
+}
+MEMBER_FIELDS = {
+    "file": required(TEXT),
+    "weight": optional(number(ge=0), 1.0),
+    "name": optional(NAME),
+}
+
+
+def load(path: str | Path, overrides: dict[str, Any] | None = None) -> list[Scenario]:
+    """Validated scenarios of a scenario file (one) or a mix file (several,
+    weights summing to 1). ``path`` may also name a built-in scenario (``chat``).
+    Raises ``ScenarioError`` listing every problem with file and key path."""
+    file = resolve(path)
+    raw = read_yaml(file)
+    raw, notes = apply_overrides(file, raw, overrides or {})
+    if isinstance(raw, dict) and "scenarios" in raw:
+        return _load_mix(file, raw, notes)
+    reader = Reader(str(file), file.parent, notes)
+    scenario = _scenario(reader, file, raw)
+    if scenario is None or reader.problems:
+        raise ScenarioError(reader.problems)
+    return [scenario]
+
+
+def resolve(path: str | Path) -> Path:
+    """The file ``path`` names: itself if it exists, else a built-in scenario."""
+    file = Path(path).expanduser()
+    if not file.exists() and str(path) in BUILTINS:
+        return BUILTIN_DIR / f"{path}.yaml"
+    return file.resolve()
+
+
+def read_yaml(file: Path) -> Any:
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        builtin = ", ".join(BUILTINS)
+        raise _file_error(
+            file, f"cannot read the file ({exc}); built-in scenarios: {builtin}"
+        ) from exc
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise _file_error(file, f"not valid YAML: {exc.problem or exc.context}{where}") from exc
+    except yaml.YAMLError as exc:
+        raise _file_error(file, f"not valid YAML: {exc}") from exc
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe loader that rejects a key written twice in one mapping (PyYAML
+    would silently keep the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _file_error(file: Path, message: str) -> ScenarioError:
+    return ScenarioError([Problem(str(file), "", message)])
+
+
+def apply_overrides(file: Path, raw: Any, overrides: dict[str, Any]) -> tuple[Any, dict[str, str]]:
+    """The mapping with overrides written in, and notes naming the overridden
+    key paths so their problems say where the value came from."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    unknown = sorted(set(given) - set(OVERRIDES))
+    if unknown:
+        raise _file_error(
+            file, f"unknown override {', '.join(unknown)}; expected some of {', '.join(OVERRIDES)}"
+        )
+    if not given or not isinstance(raw, dict):
+        return raw, {}
+    raw = copy.deepcopy(raw)
+    notes = {}
+    load = raw.get("load") if isinstance(raw.get("load"), dict) else {}
+    flat = [k for k in FLAT_LOAD_OVERRIDES if k in given]
+    if load.get("stages") and flat:
+        raise ScenarioError(
+            [
+                Problem(
+                    str(file),
+                    "load.stages",
+                    f"the overrides {', '.join(flat)} set a flat load; this file's load has "
+                    "stages, so edit the stages instead",
+                )
+            ]
+        )
+    if "users" in given:
+        load.pop("rate", None)
+    if "rate" in given:
+        rate = load.get("rate")
+        rate = {k: v for k, v in rate.items() if k != "speedup"} if isinstance(rate, dict) else {}
+        load["rate"] = {**rate, "rps": given["rate"]}
+        load.pop("users", None)
+        load.pop("spawn_rate", None)
+        notes["load.rate.rps"] = "from the override rate"
+    for key in ("users", "spawn_rate", "duration", "warmup"):
+        if key in given:
+            load[key] = given[key]
+            notes[f"load.{key}"] = f"from the override {key}"
+    raw["load"] = load
+    if "seed" in given:
+        raw["seed"] = given["seed"]
+        notes["seed"] = "from the override seed"
+    return raw, notes
+
+
+def _scenario(
+    reader: Reader, file: Path, raw: Any, load_raw: Any = None, load_reader: Reader | None = None
+) -> Scenario | None:
+    """One scenario; ``load_raw``/``load_reader`` replace its load with a mix's."""
+    before = len(reader.problems)
+    f = reader.section(raw, "", SCENARIO_FIELDS, partial=True)
+    if f is None:
+        return None
+    workload = f["workload"]
+    _check_turns(reader, f["api"], workload)
+    load = None
+    workload_raw = raw.get("workload")
+    if workload is not None or not (
+        isinstance(workload_raw, dict) and workload_raw.get("kind") == "trace"
+    ):
+        # a broken trace workload would make every trace-arrival setting look wrong too
+        trace = workload.trace if isinstance(workload, TraceWorkload) else None
+        load_raw = f["load"] if load_raw is None else load_raw
+        load = read_load(load_reader or reader, load_raw, "load", trace)
+    if len(reader.problems) > before or load is None:
+        return None
+    return Scenario(
+        name=f["name"] or file.stem,
+        api=f["api"],
+        model=f["model"],
+        workload=workload,
+        load=load,
+        request=f["request"],
+        timeouts=f["timeouts"],
+        slo=f["slo"],
+        seed=f["seed"],
+        source=str(file),
+        raw={**raw, "load": load_raw},
+    )
+
+
+def _check_turns(reader: Reader, api: str, workload: Any) -> None:
+    if api == "completions" and isinstance(workload, ChatWorkload) and workload.turns.upper > 1:
+        reader.problem(
+            "workload.turns",
+            "multi-turn conversations need api: chat; set turns: 1 for the completions API",
+        )
+
+
+def _load_mix(file: Path, raw: dict, notes: dict[str, str]) -> list[Scenario]:
+    mix_reader = Reader(str(file), file.parent, notes)
+    f = mix_reader.section(raw, "", MIX_FIELDS)
+    if f is None:
+        mix_reader.finish()
+    members = []
+    for path, item in mix_reader.items(f["scenarios"], "scenarios", "scenario entries"):
+        entry = mix_reader.section(item, path, MEMBER_FIELDS)
+        if entry is not None:
+            members.append((path, entry))
+    member_readers = []
+    scenarios = []
+    for path, entry in members:
+        member_file = _member_file(mix_reader, file, entry["file"], join(path, "file"))
+        if member_file is None:
+            continue
+        member_raw = read_yaml(member_file)
+        if isinstance(member_raw, dict) and f["seed"] is not None:
+            member_raw = {**member_raw, "seed": f["seed"]}
+        reader = Reader(str(member_file), member_file.parent)
+        member_readers.append(reader)
+        scenario = _scenario(reader, member_file, member_raw, f["load"], mix_reader)
+        if scenario is not None:
+            scenarios.append((path, entry, scenario))
+    _check_members(mix_reader, members, scenarios)
+    problems = [p for r in (mix_reader, *member_readers) for p in r.problems]
+    if problems:
+        raise ScenarioError(list(dict.fromkeys(problems)))
+    total = sum(entry["weight"] for _, entry, _ in scenarios)
+    return [
+        replace(s, name=entry["name"] or s.name, weight=entry["weight"] / total)
+        for _, entry, s in scenarios
+    ]
+
+
+def _member_file(reader: Reader, mix_file: Path, value: str, path: str) -> Path | None:
+    candidate = Path(value).expanduser()
+    candidate = candidate if candidate.is_absolute() else mix_file.parent / candidate
+    if candidate.is_file():
+        return candidate.resolve()
+    if value in BUILTINS:
+        return BUILTIN_DIR / f"{value}.yaml"
+    reader.problem(path, f"file not found: {candidate} (built-in scenarios: {', '.join(BUILTINS)})")
+    return None
+
+
+def _check_members(reader: Reader, members: list, scenarios: list) -> None:
+    if members and sum(entry["weight"] for _, entry in members) <= 0:
+        reader.problem("scenarios", "expected weights with a sum > 0, got all zero")
+    names: dict[str, str] = {}
+    for path, entry, scenario in scenarios:
+        name = entry["name"] or scenario.name
+        if name in names:
+            reader.problem(
+                join(path, "name"),
+                f"scenario name {name!r} is already used by {names[name]}; set name: to tell "
+                "them apart",
+            )
+        names[name] = path

@@ -1,0 +1,74 @@
+"""The planner: turns a validated scenario into the requests one user or one
+worker sends, deterministically for ``(seed, stream)``.
+
+The load side makes one planner per closed-loop user (``stream`` = the user's
+number) or per open-loop worker (``stream`` = the worker's number, with
+``rate_scale = 1/N`` so that N workers split one arrival process exactly).
+Planning never does I/O; ``count_tokens`` lets the load side measure prompts
+with the engine's own tokenizer instead of the local one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from collections.abc import Iterator
+
+import numpy as np
+
+from scenarios.arrivals import arrival_events, has_arrivals
+from scenarios.model import Conversation, PlannedTurn, Scenario
+from scenarios.text import TokenCounter, make_writer
+from scenarios.workloads import Context, TraceWorkload
+
+STREAM_TAG = 0
+ARRIVALS_TAG = 2  # Context.shared_rng uses 1
+
+
+class Planner:
+    """Plans ``scenario``'s requests for one stream.
+
+    ``conversation()`` gives the next session of a closed-loop user;
+    ``arrivals()`` the open-loop requests of this stream with ``arrival_s`` set.
+    Text that must agree across streams (shared system prompts, RAG documents,
+    trace prefix blocks, arrival times) depends on ``seed`` alone.
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        seed: int,
+        stream: int = 0,
+        count_tokens: TokenCounter | None = None,
+    ) -> None:
+        self.scenario = scenario
+        self.seed = seed
+        self.stream = stream
+        self._entropy = (seed, zlib.crc32(scenario.name.encode()))
+        writer = make_writer(scenario.workload.corpus, scenario.request.tokenizer, count_tokens)
+        rng = np.random.default_rng([*self._entropy, STREAM_TAG, stream])
+        self._kind = scenario.workload.planner(Context(scenario, writer, rng, self._entropy))
+        self._next = 0
+
+    def conversation(self) -> Conversation:
+        """The next conversation (chat: several turns; other kinds: one)."""
+        index = self._take_index()
+        return Conversation(self.scenario.name, index, self._kind.conversation(index))
+
+    def arrivals(self, rate_scale: float = 1.0) -> Iterator[PlannedTurn]:
+        """This stream's open-loop requests, ``arrival_s`` increasing from the run's
+        start; ``rate_scale`` (0, 1] is its share of the scenario's arrivals."""
+        load = self.scenario.load
+        if not has_arrivals(load):
+            raise ValueError(f"scenario {self.scenario.name!r} has no open-loop rate (load.rate)")
+        workload = self.scenario.workload
+        trace = workload.trace if isinstance(workload, TraceWorkload) else None
+        rng = np.random.default_rng([*self._entropy, ARRIVALS_TAG])
+        for arrival_s, event in arrival_events(load, trace, rng, self.stream, rate_scale):
+            turn = self._kind.request(self._take_index(), event)
+            yield dataclasses.replace(turn, arrival_s=arrival_s)
+
+    def _take_index(self) -> int:
+        index = self._next
+        self._next += 1
+        return index

@@ -1,0 +1,301 @@
+"""The sections of a scenario file beside the workload: load, request,
+timeouts and slo, each a field table plus the checks that span several keys."""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+from scenarios.model import (
+    GoodputSpec,
+    LoadSpec,
+    RateSpec,
+    RequestOptions,
+    SloSpec,
+    Stage,
+    Threshold,
+    Timeouts,
+)
+from scenarios.schema import (
+    BOOLEAN,
+    LIST,
+    MAPPING,
+    NAME,
+    Check,
+    Reader,
+    choice,
+    duration,
+    integer,
+    join,
+    nested,
+    number,
+    optional,
+    required,
+)
+from scenarios.traces import Trace
+
+ARRIVALS = ("poisson", "gamma", "constant", "trace")
+TOKENIZERS = ("local", "server", "estimate")
+BODY_KEYS_WE_SET = ("model", "messages", "prompt", "stream", "stream_options", "max_tokens")
+LATENCY_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
+STATS = ("p50", "p90", "p95", "p99", "p999", "max", "mean")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _env_name(value: Any) -> str:
+    if not isinstance(value, str) or not _ENV_NAME.fullmatch(value):
+        raise ValueError
+    return value
+
+
+ENV_NAME = Check("an environment variable name", _env_name)
+
+# --- load -------------------------------------------------------------------
+
+RATE_FIELDS = {
+    "rps": optional(number(gt=0)),
+    "arrival": optional(choice(*ARRIVALS), "poisson"),
+    "cv": optional(number(gt=0)),
+    "speedup": optional(number(gt=0)),
+}
+
+
+def read_rate(reader: Reader, value: Any, path: str, trace: Trace | None) -> RateSpec | None:
+    """An open-loop rate; a bare number means ``{rps: N}`` with Poisson arrivals.
+    ``arrival: trace`` replays the trace's times, at ``speedup`` or at ``rps``."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = {"rps": value}
+    f = reader.section(value, path, RATE_FIELDS)
+    if f is None:
+        return None
+    before = len(reader.problems)
+    arrival = f["arrival"]
+    if f["cv"] is not None and arrival != "gamma":
+        reader.problem(join(path, "cv"), f"applies to arrival: gamma only, not {arrival}")
+    if arrival != "trace":
+        if f["speedup"] is not None:
+            reader.problem(join(path, "speedup"), "applies to arrival: trace only")
+        if f["rps"] is None:
+            reader.problem(
+                join(path, "rps"), "missing; expected a number > 0 (requests per second)"
+            )
+    elif trace is None:
+        reader.problem(join(path, "arrival"), "arrival: trace needs a workload of kind: trace")
+    elif f["rps"] is not None and f["speedup"] is not None:
+        reader.problem(path, "give either rps or speedup for arrival: trace, not both")
+    if len(reader.problems) > before:
+        return None
+    rps = f["rps"]
+    if arrival == "trace":
+        rps = rps or trace.rate_rps * (f["speedup"] or 1.0)
+    return RateSpec(rps=rps, arrival=arrival, cv=f["cv"] or 1.0)
+
+
+def _stage_fields(trace: Trace | None) -> dict:
+    return {
+        "name": optional(NAME),
+        "duration": required(duration(positive=True)),
+        "users": optional(integer(ge=1)),
+        "spawn_rate": optional(number(gt=0)),
+        "rate": nested(functools.partial(read_rate, trace=trace)),
+    }
+
+
+def read_load(reader: Reader, value: Any, path: str, trace: Trace | None) -> LoadSpec | None:
+    fields = {
+        "users": optional(integer(ge=1)),
+        "spawn_rate": optional(number(gt=0)),
+        "rate": nested(functools.partial(read_rate, trace=trace)),
+        "duration": optional(duration(positive=True)),
+        "warmup": optional(duration(), 0.0),
+        "stages": optional(LIST),
+        "max_in_flight": optional(integer(ge=1), 1024),
+        "max_lag_ms": optional(number(gt=0), 50.0),
+    }
+    f = reader.section(value, path, fields)
+    if f is None:
+        return None
+    before = len(reader.problems)
+    if f["users"] is not None and f["rate"] is not None:
+        reader.problem(path, "give either users (closed loop) or rate (open loop), not both")
+    if f["spawn_rate"] is not None and f["users"] is None:
+        reader.problem(join(path, "spawn_rate"), "applies to closed loop only (load.users)")
+    if f["users"] is None and f["rate"] is None and not f["stages"]:
+        f["users"] = 1
+    if f["users"] is not None and f["spawn_rate"] is None:
+        f["spawn_rate"] = float(f["users"])
+    stages = _read_stages(reader, f, join(path, "stages"), trace) if f["stages"] else ()
+    duration_s = f["duration"] if f["duration"] is not None else 60.0
+    if stages:
+        total = sum(s.duration_s for s in stages)
+        if f["duration"] is not None and abs(f["duration"] - total) > 1e-9:
+            reader.problem(
+                join(path, "duration"),
+                f"expected no duration or the stages' total ({total:g}s), got {f['duration']:g}s",
+            )
+        duration_s = total
+    if f["warmup"] >= duration_s:
+        reader.problem(
+            join(path, "warmup"),
+            f"expected a warm-up shorter than the duration ({duration_s:g}s), got {f['warmup']:g}s",
+        )
+    if len(reader.problems) > before:
+        return None
+    return LoadSpec(
+        users=f["users"],
+        spawn_rate=f["spawn_rate"],
+        rate=f["rate"],
+        duration_s=duration_s,
+        warmup_s=f["warmup"],
+        stages=stages,
+        max_in_flight=f["max_in_flight"],
+        max_lag_ms=f["max_lag_ms"],
+    )
+
+
+def _read_stages(
+    reader: Reader, load: dict[str, Any], path: str, trace: Trace | None
+) -> tuple[Stage, ...]:
+    """Stages in order; a stage without users or rate keeps the load's own."""
+    stages = []
+    fields = _stage_fields(trace)
+    for i, (item_path, item) in enumerate(reader.items(load["stages"], path, "stages")):
+        f = reader.section(item, item_path, fields)
+        if f is None:
+            continue
+        if f["users"] is not None and f["rate"] is not None:
+            reader.problem(item_path, "give either users or rate, not both")
+            continue
+        if f["users"] is None and f["rate"] is None:
+            f["users"], f["rate"] = load["users"], load["rate"]
+            if f["spawn_rate"] is None:
+                f["spawn_rate"] = load["spawn_rate"]
+        if f["users"] is None and f["rate"] is None:
+            reader.problem(item_path, "expected users or rate here or in load")
+            continue
+        if f["users"] is not None and f["spawn_rate"] is None:
+            f["spawn_rate"] = float(f["users"])
+        stages.append(
+            Stage(
+                name=f["name"] or f"stage{i + 1}",
+                duration_s=f["duration"],
+                users=f["users"],
+                spawn_rate=f["spawn_rate"],
+                rate=f["rate"],
+            )
+        )
+    names = [s.name for s in stages]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        reader.problem(path, f"stage names must be unique; {name!r} is used twice or more")
+    return tuple(stages)
+
+
+# --- request and timeouts ----------------------------------------------------
+
+REQUEST_FIELDS = {
+    "include_usage": optional(BOOLEAN, True),
+    "continuous_usage": optional(BOOLEAN, False),
+    "ignore_eos": optional(BOOLEAN, False),
+    "min_tokens": optional(BOOLEAN, False),
+    "temperature": optional(number(ge=0, le=2)),
+    "extra_body": optional(MAPPING, {}),
+    "api_key_env": optional(ENV_NAME, "OPENAI_API_KEY"),
+    "tokenizer": optional(choice(*TOKENIZERS), "local"),
+}
+
+
+def read_request(reader: Reader, value: Any, path: str) -> RequestOptions | None:
+    f = reader.section(value, path, REQUEST_FIELDS)
+    if f is None:
+        return None
+    clashes = sorted(set(f["extra_body"]) & set(BODY_KEYS_WE_SET))
+    if clashes:
+        reader.problem(
+            join(path, "extra_body"),
+            f"expected fields the load side does not set itself; remove {', '.join(clashes)}",
+        )
+        return None
+    return RequestOptions(**f)
+
+
+TIMEOUT_FIELDS = {
+    "connect": optional(duration(positive=True), 10.0),
+    "first_token": optional(duration(positive=True), 120.0),
+    "stall": optional(duration(positive=True), 60.0),
+}
+
+
+def read_timeouts(reader: Reader, value: Any, path: str) -> Timeouts | None:
+    f = reader.section(value, path, TIMEOUT_FIELDS)
+    if f is None:
+        return None
+    return Timeouts(connect_s=f["connect"], first_token_s=f["first_token"], stall_s=f["stall"])
+
+
+# --- slo --------------------------------------------------------------------
+
+LATENCY_FIELDS = {stat: optional(number(gt=0)) for stat in STATS}
+MINIMUM_FIELDS = {"min": required(number(gt=0))}
+GOODPUT_FIELDS = {
+    "min": optional(number(ge=0, le=1)),
+    "ttft_ms": optional(number(gt=0)),
+    "tpot_ms": optional(number(gt=0)),
+    "e2e_ms": optional(number(gt=0)),
+}
+
+
+def _latency(reader: Reader, value: Any, path: str) -> dict[str, float] | None:
+    f = reader.section(value, path, LATENCY_FIELDS)
+    return None if f is None else {k: v for k, v in f.items() if v is not None}
+
+
+def _minimum(reader: Reader, value: Any, path: str) -> float | None:
+    f = reader.section(value, path, MINIMUM_FIELDS)
+    return None if f is None else f["min"]
+
+
+def _goodput(reader: Reader, value: Any, path: str) -> GoodputSpec | None:
+    f = reader.section(value, path, GOODPUT_FIELDS)
+    if f is None:
+        return None
+    if f["ttft_ms"] is None and f["tpot_ms"] is None and f["e2e_ms"] is None:
+        reader.problem(path, "expected at least one per-request limit: ttft_ms, tpot_ms or e2e_ms")
+        return None
+    return GoodputSpec(
+        min_fraction=f["min"], ttft_ms=f["ttft_ms"], tpot_ms=f["tpot_ms"], e2e_ms=f["e2e_ms"]
+    )
+
+
+SLO_FIELDS = {
+    **{metric: nested(_latency) for metric in LATENCY_METRICS},
+    "error_rate": nested(lambda r, v, p: r.section(v, p, {"max": required(number(ge=0, le=1))})),
+    "throughput": nested(
+        lambda r, v, p: r.section(
+            v, p, {"requests_per_s": nested(_minimum), "output_tokens_per_s": nested(_minimum)}
+        )
+    ),
+    "goodput": nested(_goodput),
+}
+
+
+def read_slo(reader: Reader, value: Any, path: str) -> SloSpec | None:
+    """SLOs as thresholds: latency stats must stay at or below their limits, the
+    error rate at or below its maximum, throughput and goodput at or above theirs."""
+    f = reader.section(value, path, SLO_FIELDS)
+    if f is None:
+        return None
+    thresholds = [
+        Threshold(metric, stat, limit)
+        for metric in LATENCY_METRICS
+        for stat, limit in (f[metric] or {}).items()
+    ]
+    if f["error_rate"]:
+        thresholds.append(Threshold("error_rate", "rate", f["error_rate"]["max"]))
+    for metric, limit in (f["throughput"] or {}).items():
+        if limit is not None:
+            thresholds.append(Threshold(metric, "rate", limit, "min"))
+    goodput = f["goodput"]
+    if goodput is not None and goodput.min_fraction is not None:
+        thresholds.append(Threshold("goodput", "fraction", goodput.min_fraction, "min"))
+    return SloSpec(thresholds=tuple(thresholds), goodput=goodput)

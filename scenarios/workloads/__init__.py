@@ -1,0 +1,47 @@
+"""Workload kinds: what each request of a scenario contains.
+
+Each kind's module holds its field table (what a scenario file may write under
+``workload:``), its validated spec, and the planner that turns the spec into
+requests. ``read_workload`` picks the module by ``kind``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scenarios.schema import Reader, join
+from scenarios.workloads import chat, code, rag, trace
+from scenarios.workloads.chat import ChatWorkload
+from scenarios.workloads.code import CodeWorkload
+from scenarios.workloads.common import Context, SystemPrompt
+from scenarios.workloads.rag import Documents, RagWorkload
+from scenarios.workloads.trace import TraceWorkload
+
+KINDS = {"chat": chat, "rag": rag, "code": code, "trace": trace}
+
+Workload = ChatWorkload | RagWorkload | CodeWorkload | TraceWorkload
+
+__all__ = [
+    "KINDS",
+    "ChatWorkload",
+    "CodeWorkload",
+    "Context",
+    "Documents",
+    "RagWorkload",
+    "SystemPrompt",
+    "TraceWorkload",
+    "Workload",
+    "read_workload",
+]
+
+
+def read_workload(reader: Reader, value: Any, path: str) -> Workload | None:
+    """Validate a ``workload:`` mapping into the spec of its kind."""
+    kind = value.get("kind") if isinstance(value, dict) else None
+    if kind not in KINDS:
+        where = join(path, "kind") if isinstance(value, dict) else path
+        reader.problem(where, f"expected kind: one of {', '.join(KINDS)}, got {kind!r}")
+        return None
+    module = KINDS[kind]
+    f = reader.section(value, path, module.FIELDS)
+    return None if f is None else module.build(reader, f, path)

@@ -1,0 +1,109 @@
+"""What every workload kind shares: the planning context, system prompts, and
+the field helpers their tables are written with."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from scenarios.distributions import Dist, read_dist
+from scenarios.model import PlannedTurn, Scenario
+from scenarios.schema import (
+    BOOLEAN,
+    Field,
+    Reader,
+    choice,
+    integer,
+    nested,
+    optional,
+)
+from scenarios.text import CORPORA, Writer, nonce
+
+SHARED_TAG = 1  # planner.py tags stream (0) and arrival (2) randomness
+SALT_SYSTEM = 1
+SALT_DOCUMENTS = 2
+SALT_BLOCKS = 3
+
+
+def tokens(default: Any) -> Field:
+    """A token-length distribution field (values >= 1); ``default`` as a file writes it."""
+    return nested(functools.partial(read_dist, least=1), default)
+
+
+def seconds(default: Any) -> Field:
+    """A think-time distribution field in seconds (values >= 0)."""
+    return nested(functools.partial(read_dist, least=0), default)
+
+
+TEXT_FIELD = optional(choice(*CORPORA), "prose")
+
+
+@dataclass(frozen=True, slots=True)
+class SystemPrompt:
+    """A system prompt of ``tokens`` tokens; ``shared`` gives every conversation
+    the same one (a prefix-cache hit by design), else each gets its own."""
+
+    tokens: int = 0
+    shared: bool = True
+
+
+SYSTEM_FIELDS = {
+    "tokens": optional(integer(ge=0), 0),
+    "shared": optional(BOOLEAN, True),
+}
+
+
+def read_system(reader: Reader, value: Any, path: str) -> SystemPrompt | None:
+    f = reader.section(value, path, SYSTEM_FIELDS)
+    return None if f is None else SystemPrompt(**f)
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What a kind's planner works with. ``rng`` is this stream's; ``entropy``
+    seeds randomness that must agree across streams and workers (shared prompts,
+    RAG documents, trace prefix blocks)."""
+
+    scenario: Scenario
+    writer: Writer
+    rng: np.random.Generator
+    entropy: tuple[int, ...]
+
+    def shared_rng(self, *salt: int) -> np.random.Generator:
+        return np.random.default_rng([*self.entropy, SHARED_TAG, *salt])
+
+    def turn(self, conversation: int, turn: int, **fields: Any) -> PlannedTurn:
+        return PlannedTurn(
+            scenario=self.scenario.name, conversation=conversation, turn=turn, **fields
+        )
+
+    def pick(self, options: tuple[str, ...]) -> str:
+        return options[int(self.rng.integers(0, len(options)))]
+
+    def draw(self, dist: Dist) -> int:
+        return int(dist.sample_int(self.rng, 1)[0])
+
+
+class SystemTexts:
+    """Hands out system prompts: one shared text, or a fresh one per call that
+    starts with a unique tag so different conversations never share it."""
+
+    def __init__(self, ctx: Context, spec: SystemPrompt) -> None:
+        self.ctx = ctx
+        self.spec = spec
+        self.shared: tuple[str, int] | None = None
+        if spec.tokens and spec.shared:
+            self.shared = ctx.writer.fill(ctx.shared_rng(SALT_SYSTEM), spec.tokens, suffix="\n")
+
+    def next(self) -> tuple[str | None, int, str | None]:
+        """(text, tokens, prefix id) for the next conversation or request."""
+        if not self.spec.tokens:
+            return None, 0, None
+        if self.shared is not None:
+            return self.shared[0], self.shared[1], f"system:{self.ctx.scenario.name}"
+        prefix = f"Session {nonce(self.ctx.rng)}.\n"
+        text, count = self.ctx.writer.fill(self.ctx.rng, self.spec.tokens, prefix, suffix="\n")
+        return text, count, None

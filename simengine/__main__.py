@@ -1,0 +1,123 @@
+"""``python -m simengine``: run the simulated engine (``slogate engine`` delegates here)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from simengine.config import build_config, parse_assignments
+from simengine.faults import FaultError
+from simengine.profiles import DEFAULT_PROFILE, WEIGHT_BYTES, ProfileError, gpus, models
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="simengine",
+        description="A simulated GPU inference server (vLLM-compatible API) for load tests.",
+        epilog=(
+            "Profiles: MODEL@[TPx]GPU[:DTYPE][:KEY=VALUE]..., "
+            "e.g. llama-3.1-70b@2xh100:fp8:kv=fp8, "
+            "or a .yaml file. Use --list-profiles for the models and GPUs. See docs/simengine.md."
+        ),
+    )
+    parser.add_argument("--profile", default=DEFAULT_PROFILE, help=f"default {DEFAULT_PROFILE}")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    parser.add_argument(
+        "--speedup", type=float, default=None, help="model seconds per wall second (default 1)"
+    )
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--stream-interval", type=int, default=None, help="tokens per SSE chunk")
+    parser.add_argument("--served-model-name", default=None)
+    parser.add_argument("--max-num-seqs", type=int, default=None)
+    parser.add_argument("--max-num-batched-tokens", type=int, default=None)
+    parser.add_argument("--max-model-len", type=int, default=None)
+    parser.add_argument("--gpu-memory-utilization", type=float, default=None)
+    parser.add_argument("--num-gpu-blocks", type=int, default=None, help="override KV capacity")
+    parser.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="default on, as in vLLM",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="any engine or profile setting (repeatable), e.g. --set eos_median=200",
+    )
+    parser.add_argument(
+        "--fault",
+        action="append",
+        metavar="KEY=VALUE",
+        help="fault injection setting (repeatable), e.g. --fault http_429_rate=0.05",
+    )
+    parser.add_argument("--list-profiles", action="store_true", help="list models and GPUs, exit")
+    parser.add_argument("--exit-with-stdin", action="store_true", help=argparse.SUPPRESS)
+    return parser
+
+
+def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The flat settings :func:`simengine.config.build_config` takes."""
+    overrides: dict[str, Any] = {}
+    for key in (
+        "speedup",
+        "seed",
+        "stream_interval",
+        "served_model_name",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "max_model_len",
+        "gpu_memory_utilization",
+        "num_gpu_blocks",
+        "enable_prefix_caching",
+    ):
+        value = getattr(args, key)
+        if value is not None:
+            overrides[key] = value
+    for key, value in parse_assignments(args.set, "--set").items():
+        overrides[key] = yaml.safe_load(value)
+    faults = parse_assignments(args.fault, "--fault")
+    if faults:
+        overrides["faults"] = faults
+    return overrides
+
+
+def _list_profiles() -> str:
+    lines = ["models:"]
+    lines += [f"  {key:16} {m.hf_id}" for key, m in models().items()]
+    lines.append("gpus:")
+    lines += [f"  {key:16} {g.name}" for key, g in gpus().items()]
+    lines.append(f"weight dtypes: {', '.join(WEIGHT_BYTES)}; kv dtypes: auto, bf16, fp16, fp8")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.list_profiles:
+        print(_list_profiles())
+        return 0
+    from simengine.server import serve
+
+    try:
+        overrides = overrides_from_args(args)
+        config = build_config(args.profile, **overrides)
+    except (ProfileError, FaultError, ValueError) as exc:
+        print(f"simengine: {exc}", file=sys.stderr)
+        return 2
+    import asyncio
+
+    try:
+        asyncio.run(serve(config, args.host, args.port, exit_with_stdin=args.exit_with_stdin))
+    except OSError as exc:
+        print(f"simengine: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

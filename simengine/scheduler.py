@@ -1,0 +1,266 @@
+"""Continuous batching as vLLM (v1) does it, in discrete steps, without a clock.
+
+Every step the scheduler fills a token budget (``max_num_batched_tokens``):
+first the running sequences, one token each when decoding or a chunk of the
+rest of their prompt (chunked prefill), then waiting sequences in arrival order
+while the budget, ``max_num_seqs`` and free KV blocks allow. A running sequence
+that needs a block when none is free preempts the most recently admitted one,
+which loses its KV cache and goes back to the head of the queue to recompute
+its prompt and output so far. Tokens computed in a step appear when it ends.
+
+The caller owns time: :meth:`Scheduler.schedule` returns a :class:`Step` with
+its modelled duration, and :meth:`Scheduler.complete` applies it at a given
+instant. The real-time server (``engine.py``) sleeps in between; the offline
+simulator (``simulate.py``) just adds the durations up.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence as SequenceType
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from simengine.kvcache import KVCache
+from simengine.model import StepModel, StepWork
+from simengine.profiles import Profile
+
+
+class Status(IntEnum):
+    WAITING = 0
+    RUNNING = 1
+    FINISHED = 2
+    ABORTED = 3
+
+
+class Sequence:
+    """One request's life in the engine. Lengths are in tokens.
+
+    ``max_output`` is decided before arrival (by ``sampling.plan_output``): the
+    engine generates exactly that many tokens, the last being EOS when
+    ``stops_at_eos`` (finish reason ``stop``) or not (``length``)."""
+
+    __slots__ = (
+        "arrival",
+        "first_token_time",
+        "last_token_time",
+        "max_output",
+        "num_blocks",
+        "num_computed",
+        "num_preemptions",
+        "num_shared",
+        "num_tokens",
+        "output_len",
+        "prompt_hashes",
+        "prompt_len",
+        "request_id",
+        "sink",
+        "status",
+        "stops_at_eos",
+    )
+
+    def __init__(
+        self,
+        request_id: str,
+        prompt_len: int,
+        max_output: int,
+        *,
+        stops_at_eos: bool = False,
+        arrival: float = 0.0,
+        prompt_hashes: SequenceType[int] = (),
+        sink: Any = None,
+    ) -> None:
+        if prompt_len < 1 or max_output < 1:
+            raise ValueError("a sequence needs at least one prompt and one output token")
+        self.request_id = request_id
+        self.prompt_len = prompt_len
+        self.max_output = max_output
+        self.stops_at_eos = stops_at_eos
+        self.arrival = arrival
+        self.prompt_hashes = prompt_hashes
+        self.sink = sink  # opaque to the scheduler: the server's per-request stream
+        self.status = Status.WAITING
+        self.num_tokens = prompt_len  # prompt + output so far
+        self.num_computed = 0  # tokens whose KV is in the cache
+        self.output_len = 0
+        self.num_blocks = 0
+        self.num_shared = 0
+        self.num_preemptions = 0
+        self.first_token_time: float | None = None
+        self.last_token_time = 0.0
+
+    @property
+    def finished(self) -> bool:
+        return self.status >= Status.FINISHED
+
+    @property
+    def finish_reason(self) -> str | None:
+        if self.status != Status.FINISHED:
+            return None
+        return "stop" if self.stops_at_eos else "length"
+
+
+@dataclass(slots=True)
+class Step:
+    """One scheduled forward pass: sequence ``seqs[i]`` computes ``counts[i]`` tokens."""
+
+    seqs: list[Sequence]
+    counts: list[int]
+    work: StepWork
+    duration: float
+
+
+class Scheduler:
+    """The batching policy and the engine-wide counters vLLM exports."""
+
+    def __init__(self, profile: Profile, step_model: StepModel | None = None) -> None:
+        self.profile = profile
+        self.model = step_model or StepModel(profile)
+        self.kv = KVCache(profile.kv_blocks, profile.block_size, profile.enable_prefix_caching)
+        self.max_num_seqs = profile.scheduler_max_num_seqs
+        self.max_num_batched_tokens = profile.scheduler_max_num_batched_tokens
+        self.max_model_len = profile.effective_max_model_len
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        # Counters (vLLM's names in metrics.py).
+        self.num_preemptions = 0
+        self.prompt_tokens = 0
+        self.generation_tokens = 0
+        self.prefix_queries = 0
+        self.prefix_hits = 0
+        self.num_steps = 0
+
+    # -- requests ------------------------------------------------------------------
+    def add(self, seq: Sequence) -> None:
+        if seq.prompt_len + seq.max_output > self.max_model_len:
+            raise ValueError(
+                f"{seq.prompt_len} prompt + {seq.max_output} output tokens exceed "
+                f"max_model_len {self.max_model_len}"
+            )
+        seq.status = Status.WAITING
+        self.waiting.append(seq)
+
+    def abort(self, seq: Sequence) -> None:
+        """Drop a sequence (client gone): its blocks return to the pool."""
+        if seq.finished:
+            return
+        if seq.status == Status.RUNNING:
+            self.running.remove(seq)
+            self.kv.release(seq)
+        else:
+            self.waiting.remove(seq)
+        seq.status = Status.ABORTED
+
+    def has_work(self) -> bool:
+        return bool(self.running or self.waiting)
+
+    # -- one step --------------------------------------------------------------------
+    def schedule(self) -> Step:
+        """Pick this step's batch; may preempt. An empty step means nothing can run."""
+        kv = self.kv
+        block_size = kv.block_size
+        budget = self.max_num_batched_tokens
+        running = self.running
+        seqs: list[Sequence] = []
+        counts: list[int] = []
+        new_tokens = sampled = context = pairs = 0
+        preempted = False
+
+        i = 0
+        while i < len(running) and budget > 0:
+            seq = running[i]
+            computed = seq.num_computed
+            n = seq.num_tokens - computed
+            if n > budget:
+                n = budget
+            need = (computed + n + block_size - 1) // block_size - seq.num_blocks
+            if need > 0 and not kv.grow(seq, need):
+                while need > kv.num_free:
+                    victim = running.pop()
+                    self._preempt(victim)
+                    preempted = True
+                    if victim is seq:
+                        break
+                if seq.status != Status.RUNNING:
+                    break
+                kv.grow(seq, need)
+            seqs.append(seq)
+            counts.append(n)
+            budget -= n
+            new_tokens += n
+            context += computed
+            pairs += n * computed + n * (n + 1) // 2
+            if computed + n == seq.num_tokens:
+                sampled += 1
+            i += 1
+
+        waiting = self.waiting
+        while waiting and budget > 0 and not preempted and len(running) < self.max_num_seqs:
+            seq = waiting[0]
+            hits = kv.cached_prefix(seq, (seq.num_tokens - 1) // block_size)
+            computed = hits * block_size
+            n = seq.num_tokens - computed
+            if n > budget:
+                n = budget
+            need = (computed + n + block_size - 1) // block_size - hits
+            if not kv.admit(seq, hits, need):
+                break
+            waiting.popleft()
+            seq.status = Status.RUNNING
+            seq.num_computed = computed
+            running.append(seq)
+            self.prefix_queries += seq.num_tokens
+            self.prefix_hits += computed
+            seqs.append(seq)
+            counts.append(n)
+            budget -= n
+            new_tokens += n
+            context += computed
+            pairs += n * computed + n * (n + 1) // 2
+            if computed + n == seq.num_tokens:
+                sampled += 1
+
+        work = StepWork(len(seqs), new_tokens, sampled, context, pairs)
+        return Step(seqs, counts, work, self.model.seconds(work) if seqs else 0.0)
+
+    def complete(self, step: Step, now: float) -> list[Sequence]:
+        """Apply ``step`` as finished at ``now``: advance KV, emit tokens, retire
+        finished sequences. Returns the sequences that got a token (finished
+        ones included, with their final status)."""
+        self.num_steps += 1
+        kv = self.kv
+        publish = kv.prefix_caching
+        emitted: list[Sequence] = []
+        finished = False
+        for seq, n in zip(step.seqs, step.counts, strict=True):
+            if seq.status != Status.RUNNING:  # aborted or preempted meanwhile
+                continue
+            seq.num_computed += n
+            if publish and seq.num_shared < len(seq.prompt_hashes):
+                kv.publish(seq)
+            if seq.num_computed == seq.num_tokens:
+                if seq.output_len == 0:
+                    seq.first_token_time = now
+                    self.prompt_tokens += seq.prompt_len
+                seq.output_len += 1
+                seq.num_tokens += 1
+                seq.last_token_time = now
+                emitted.append(seq)
+                if seq.output_len >= seq.max_output:
+                    seq.status = Status.FINISHED
+                    kv.release(seq)
+                    finished = True
+        self.generation_tokens += len(emitted)
+        if finished:
+            self.running = [s for s in self.running if s.status == Status.RUNNING]
+        return emitted
+
+    def _preempt(self, seq: Sequence) -> None:
+        """Recompute preemption: drop the KV cache, requeue at the head."""
+        self.kv.release(seq)
+        seq.status = Status.WAITING
+        seq.num_computed = 0
+        seq.num_preemptions += 1
+        self.num_preemptions += 1
+        self.waiting.appendleft(seq)

@@ -1,0 +1,481 @@
+"""The HTTP face of the simulated engine: vLLM's OpenAI-compatible routes.
+
+Routes: ``POST /v1/chat/completions``, ``POST /v1/completions`` (streaming and
+not), ``GET /v1/models``, ``POST /tokenize``, ``GET /health``, ``GET /metrics``,
+and for tests and benchmarks ``GET|POST|DELETE /admin/faults`` and
+``GET /admin/stats[?reset=1]``. Request validation, error bodies and stream
+shapes follow vLLM, so a client that works here meets no surprise there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import resource
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from simengine import text
+from simengine.config import EngineConfig, build_config
+from simengine.engine import Engine, TokenStream
+from simengine.faults import FaultError, FaultInjector, FaultPlan
+from simengine.kvcache import block_hashes
+from simengine.profiles import DEFAULT_PROFILE
+from simengine.sampling import plan_output
+from simengine.scheduler import Sequence
+from simengine.sse import ChunkEncoder, SseStream
+
+READY_PREFIX = "SIMENGINE_READY "  # the stdout line launch.py waits for
+
+
+class ApiError(Exception):
+    """An error answered as ``{"error": {...}}`` with an HTTP status."""
+
+    def __init__(self, status: int, message: str, kind: str = "BadRequestError") -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
+def error_response(status: int, message: str, kind: str) -> web.Response:
+    body = {"error": {"message": message, "type": kind, "param": None, "code": status}}
+    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
+
+
+@dataclass
+class State:
+    """Per-application state: one engine, its faults, text and tokenizer pool."""
+
+    config: EngineConfig
+    engine: Engine
+    faults: FaultInjector
+    prose: text.Prose
+    rng: random.Random
+    pool: ThreadPoolExecutor
+    created: int
+
+    @property
+    def model_names(self) -> frozenset[str]:
+        profile = self.config.profile
+        return frozenset({self.config.model_name, profile.model.hf_id, profile.model.key})
+
+    async def encode(self, chars: int, fn: Callable[..., list[int]], *args: Any) -> list[int]:
+        """Tokenize inline when short, in the pool (GIL released) when long."""
+        if chars < text.OFFLOAD_CHARS:
+            return fn(*args)
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
+
+
+STATE = web.AppKey("simengine_state", State)
+
+
+# -- request parsing ------------------------------------------------------------------
+async def _json_body(request: web.Request) -> dict[str, Any]:
+    try:
+        body = orjson.loads(await request.read())
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(400, f"request body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise ApiError(400, "request body must be a JSON object")
+    return body
+
+
+def _int_field(body: Mapping[str, Any], key: str, default: int | None, minimum: int) -> int | None:
+    value = body.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ApiError(400, f"{key} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ApiError(400, "messages must be a non-empty list")
+    for message in messages:
+        if not isinstance(message, dict) or "role" not in message:
+            raise ApiError(400, "each message must be an object with a role")
+        try:
+            text.message_text(message.get("content"))
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from exc
+    return messages
+
+
+async def _prompt_ids(state: State, body: Mapping[str, Any], chat: bool) -> list[int]:
+    if chat or "messages" in body:
+        messages = _messages(body)
+        add = bool(body.get("add_generation_prompt", True))
+        return await state.encode(text.prompt_chars(messages), text.encode_chat, messages, add)
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+        prompt = prompt[0]  # a batch of one
+    if isinstance(prompt, str):
+        return await state.encode(len(prompt), text.encode_text, prompt)
+    if isinstance(prompt, list) and all(
+        isinstance(t, int) and not isinstance(t, bool) for t in prompt
+    ):
+        return prompt
+    raise ApiError(400, "prompt must be a string, a list of token ids, or a batch of one of them")
+
+
+# -- generation -----------------------------------------------------------------------
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, chat=True)
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, chat=False)
+
+
+async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
+    state = request.app[STATE]
+    try:
+        body = await _json_body(request)
+        model = body.get("model")
+        if model is not None and model not in state.model_names:
+            raise ApiError(404, f"The model `{model}` does not exist.", "NotFoundError")
+        if body.get("n") not in (None, 1):
+            raise ApiError(400, "the simulated engine supports n=1 only")
+        if chat:
+            max_tokens = _int_field(body, "max_completion_tokens", None, 1)
+            if max_tokens is None:
+                max_tokens = _int_field(body, "max_tokens", None, 1)
+        else:
+            max_tokens = _int_field(body, "max_tokens", 16, 1)  # vLLM/OpenAI default
+        min_tokens = _int_field(body, "min_tokens", 0, 0) or 0
+        ids = await _prompt_ids(state, body, chat)
+        if not ids:
+            raise ApiError(400, "the prompt is empty")
+        max_len = state.engine.scheduler.max_model_len
+        limit = max_len - len(ids) if max_tokens is None else max_tokens
+        if limit < 1 or len(ids) + limit > max_len:
+            raise ApiError(
+                400,
+                f"This model's maximum context length is {max_len} tokens. However, you "
+                f"requested {len(ids) + max(limit, 0)} tokens ({len(ids)} in the messages, "
+                f"{max(limit, 0)} in the completion). Please reduce the length of the "
+                "messages or completion.",
+            )
+        if min_tokens > limit:
+            raise ApiError(400, f"min_tokens ({min_tokens}) must be <= max_tokens ({limit})")
+    except ApiError as exc:
+        return error_response(exc.status, str(exc), exc.kind)
+
+    config = state.config
+    plan = plan_output(
+        state.rng,
+        config.eos,
+        limit=limit,
+        min_tokens=min_tokens,
+        ignore_eos=bool(body.get("ignore_eos")),
+    )
+    faults = state.faults.draw(plan.tokens)
+    if faults.header_delay_s:
+        await asyncio.sleep(faults.header_delay_s)
+    if faults.http_status is not None:
+        kinds = {429: "RateLimitError", 500: "InternalServerError", 503: "ServiceUnavailableError"}
+        return error_response(
+            faults.http_status, "simulated failure (fault injection)", kinds[faults.http_status]
+        )
+
+    profile = config.profile
+    hashes = block_hashes(ids, profile.block_size) if profile.enable_prefix_caching else ()
+    request_id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+    seq = Sequence(
+        request_id, len(ids), plan.tokens, stops_at_eos=plan.stops_at_eos, prompt_hashes=hashes
+    )
+    text_start = state.rng.choice(state.prose.word_starts)
+    try:
+        if body.get("stream"):
+            options = body.get("stream_options") or {}
+            encoder = ChunkEncoder(
+                chat=chat,
+                request_id=request_id,
+                created=int(time.time()),
+                model=config.model_name,
+                prompt_tokens=seq.prompt_len,
+                continuous_usage=bool(options.get("continuous_usage_stats")),
+            )
+            sink = SseStream(
+                seq,
+                encoder=encoder,
+                prose=state.prose,
+                text_start=text_start,
+                interval=config.stream_interval,
+                include_usage=bool(options.get("include_usage")),
+                faults=faults,
+            )
+            state.engine.submit(seq)
+            return await _stream(request, sink)
+        tokens = TokenStream(seq)
+        state.engine.submit(seq)
+        return await _whole(request, state, tokens, faults, chat, request_id, text_start)
+    except ConnectionResetError:  # the client went away
+        return web.Response(status=499)  # never sent: the connection is gone
+    finally:
+        state.engine.abort(seq)  # no-op when finished; frees blocks if the client left
+
+
+async def _stream(request: web.Request, sink: SseStream) -> web.StreamResponse:
+    """Send the headers, let the sink write the chunks, end the body."""
+    response = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
+    )
+    await response.prepare(request)
+    if request.transport is None:
+        raise ConnectionResetError("client gone before the stream started")
+    chunked = response.headers.get("Transfer-Encoding", "").lower() == "chunked"
+    sink.attach(request.transport, chunked)
+    if await sink.over in ("done", "error"):
+        await response.write_eof()
+    return response
+
+
+async def _whole(
+    request: web.Request,
+    state: State,
+    tokens: TokenStream,
+    faults: FaultPlan,
+    chat: bool,
+    request_id: str,
+    text_start: int,
+) -> web.StreamResponse:
+    """A non-streamed reply, sent when the sequence is done (or its fault strikes)."""
+    seq = tokens.seq
+    stop_at = min(p for p in (faults.error_at, faults.cut_at, seq.max_output) if p is not None)
+    await tokens.wait(stop_at)
+    if faults.stall_at is not None:
+        await asyncio.sleep(faults.stall_s)
+    if stop_at == faults.error_at:
+        return error_response(
+            500, "simulated engine error (fault injection)", "InternalServerError"
+        )
+    if stop_at == faults.cut_at:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        if request.transport is not None:
+            request.transport.close()  # headers sent, body never ends
+        return response
+    # The EOS token, when the sequence stops on it, has no text.
+    content = state.prose.text_slice(text_start, seq.max_output - (1 if seq.stops_at_eos else 0))
+    if chat:
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": content, "tool_calls": []},
+        }
+    else:
+        choice = {"index": 0, "text": content}
+    choice.update(logprobs=None, finish_reason=seq.finish_reason, stop_reason=None)
+    body = orjson.dumps(
+        {
+            "id": request_id,
+            "object": "chat.completion" if chat else "text_completion",
+            "created": int(time.time()),
+            "model": state.config.model_name,
+            "choices": [choice],
+            "usage": {
+                "prompt_tokens": seq.prompt_len,
+                "total_tokens": seq.prompt_len + seq.output_len,
+                "completion_tokens": seq.output_len,
+            },
+        }
+    )
+    if faults.malformed_at is not None:
+        body = body[: len(body) // 2]
+    return web.Response(body=body, content_type="application/json")
+
+
+# -- other routes -----------------------------------------------------------------------
+async def models(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    name = state.config.model_name
+    card = {
+        "id": name,
+        "object": "model",
+        "created": state.created,
+        "owned_by": "slogate-simengine",
+        "root": state.config.profile.model.hf_id,
+        "parent": None,
+        "max_model_len": state.engine.scheduler.max_model_len,
+        "permission": [],
+    }
+    return web.json_response({"object": "list", "data": [card]}, dumps=_dumps)
+
+
+async def tokenize(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    try:
+        body = await _json_body(request)
+        if "messages" not in body and "prompt" not in body:
+            raise ApiError(400, "tokenize needs 'prompt' or 'messages'")
+        ids = await _prompt_ids(state, body, chat="messages" in body)
+    except ApiError as exc:
+        return error_response(exc.status, str(exc), exc.kind)
+    payload = {
+        "count": len(ids),
+        "max_model_len": state.engine.scheduler.max_model_len,
+        "tokens": ids,
+        "token_strs": None,
+    }
+    return web.json_response(payload, dumps=_dumps)
+
+
+async def health(request: web.Request) -> web.Response:
+    return web.Response(status=200)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = request.app[STATE].engine.metrics.render()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def get_faults(request: web.Request) -> web.Response:
+    return web.json_response(request.app[STATE].faults.faults.as_dict(), dumps=_dumps)
+
+
+async def post_faults(request: web.Request) -> web.Response:
+    """Merge the posted settings into the current ones (``stall_count`` restarts)."""
+    state = request.app[STATE]
+    try:
+        changes = await _json_body(request)
+        state.faults.set(state.faults.faults.updated(changes))
+    except ApiError as exc:
+        return error_response(exc.status, str(exc), exc.kind)
+    except FaultError as exc:
+        return error_response(400, str(exc), "BadRequestError")
+    return web.json_response(state.faults.faults.as_dict(), dumps=_dumps)
+
+
+async def delete_faults(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    state.faults.set(type(state.faults.faults)())
+    return web.json_response(state.faults.faults.as_dict(), dumps=_dumps)
+
+
+async def stats(request: web.Request) -> web.Response:
+    reset = request.query.get("reset", "0") not in ("0", "", "false")
+    return web.json_response(request.app[STATE].engine.stats(reset=reset), dumps=_dumps)
+
+
+def _dumps(obj: Any) -> str:
+    return orjson.dumps(obj).decode()
+
+
+# -- application ------------------------------------------------------------------------
+def create_app(config: EngineConfig | None = None, *, manage_gc: bool = False) -> web.Application:
+    """The aiohttp application of one simulated engine (default profile if None).
+    The engine loop starts and stops with the application. ``manage_gc`` hands
+    the process's full garbage collections to the engine loop (``engine.py``):
+    for a process that serves only this engine."""
+    config = config or build_config(DEFAULT_PROFILE)
+    app = web.Application(client_max_size=64 * 1024**2)
+    app[STATE] = State(
+        config=config,
+        engine=Engine(config, manage_gc=manage_gc),
+        faults=FaultInjector(config.faults, random.Random(config.seed + 1)),
+        prose=text.Prose(),
+        rng=random.Random(config.seed),
+        pool=ThreadPoolExecutor(max_workers=2, thread_name_prefix="simengine-tokenize"),
+        created=int(time.time()),
+    )
+
+    async def start(app: web.Application) -> None:
+        app[STATE].engine.start()
+
+    async def stop(app: web.Application) -> None:
+        await app[STATE].engine.stop()
+        app[STATE].pool.shutdown(wait=False, cancel_futures=True)
+
+    app.on_startup.append(start)
+    app.on_cleanup.append(stop)
+    app.add_routes(
+        [
+            web.post("/v1/chat/completions", chat_completions),
+            web.post("/v1/completions", completions),
+            web.get("/v1/models", models),
+            web.post("/tokenize", tokenize),
+            web.get("/health", health),
+            web.get("/metrics", metrics),
+            web.get("/admin/faults", get_faults),
+            web.post("/admin/faults", post_faults),
+            web.delete("/admin/faults", delete_faults),
+            web.get("/admin/stats", stats),
+        ]
+    )
+    return app
+
+
+async def serve(
+    config: EngineConfig, host: str, port: int, *, exit_with_stdin: bool = False
+) -> None:
+    """Serve until SIGINT/SIGTERM (or stdin closing, when asked); print the
+    ``SIMENGINE_READY <url>`` line once the socket is bound."""
+    _raise_open_files_limit()
+    runner = web.AppRunner(
+        create_app(config, manage_gc=True),
+        access_log=None,
+        handle_signals=False,
+        shutdown_timeout=1.0,  # streams in flight are cut on shutdown, not awaited
+    )
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, backlog=4096, reuse_address=True)
+    await site.start()
+    bound_host, bound_port = runner.addresses[0][:2]
+    url_host = f"[{bound_host}]" if ":" in bound_host else bound_host
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    if exit_with_stdin:
+        fd = sys.stdin.fileno()
+
+        def on_stdin() -> None:
+            if not os.read(fd, 4096):
+                loop.remove_reader(fd)
+                stop.set()
+
+        loop.add_reader(fd, on_stdin)
+    summary = config.profile.describe()
+    print(
+        f"simengine: {summary['profile']} ({summary['gpu']}), KV cache "
+        f"{summary['kv_capacity_tokens']} tokens, max_model_len {summary['max_model_len']}, "
+        f"speedup {config.speedup:g}",
+        file=sys.stderr,
+        flush=True,
+    )
+    print(f"{READY_PREFIX}http://{url_host}:{bound_port}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def _raise_open_files_limit() -> None:
+    """One socket per stream: a thousand streams need more than the usual 1024
+    descriptors (vLLM raises the limit the same way)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = 65536 if hard == resource.RLIM_INFINITY else hard
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
+def run(
+    profile: str = DEFAULT_PROFILE, host: str = "127.0.0.1", port: int = 8000, **overrides: Any
+) -> None:
+    """Run a simulated engine in the foreground until interrupted. ``overrides``
+    are :func:`simengine.config.build_config` settings (e.g. ``speedup=4``,
+    ``max_num_seqs=64``, ``faults={"http_429_rate": 0.1}``)."""
+    asyncio.run(serve(build_config(profile, **overrides), host, port))

@@ -1,0 +1,241 @@
+"""Server-sent events in vLLM's shapes, built from pre-encoded bytes.
+
+One request streams many chunks that differ only in their text, token count
+and finish reason, so each :class:`ChunkEncoder` encodes the constant parts
+(id, model, timestamps) once and a chunk is a few byte concatenations, and
+:class:`SseStream` writes it to the socket from inside the engine loop, with
+no task switch per token: that is what lets one core stream a thousand
+requests. Fault injection that happens inside a stream is applied here.
+
+Chat (``/v1/chat/completions``): a role-only first chunk (``{"role":
+"assistant", "content": ""}``), content chunks, the finish reason on the last
+content chunk, then with ``stream_options.include_usage`` a ``"choices": []``
+chunk carrying usage, then ``data: [DONE]``. Completions: the same without the
+role chunk, with ``text`` instead of ``delta``. ``continuous_usage_stats`` adds
+cumulative usage to every chunk, as vLLM does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+
+from simengine.engine import TokenStream
+from simengine.faults import FaultPlan
+from simengine.scheduler import Sequence
+from simengine.text import Prose
+
+DONE = b"data: [DONE]\n\n"
+WRITE_BUFFER_LIMIT = 1 << 16  # above this the client lags: tokens merge into later chunks
+
+
+def _usage(prompt: int, completion: int) -> bytes:
+    return b'"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}' % (
+        prompt,
+        prompt + completion,
+        completion,
+    )
+
+
+def error_event(message: str, kind: str, code: int) -> bytes:
+    """An error inside a stream, as vLLM sends it (then ``[DONE]``)."""
+    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return b"data: " + orjson.dumps(body) + b"\n\n"
+
+
+class ChunkEncoder:
+    """Encodes one request's chunks; ``chat`` selects the chat shape."""
+
+    __slots__ = ("_continuous", "_head", "_mid", "_prompt_tokens", "_role", "chat")
+
+    def __init__(
+        self,
+        *,
+        chat: bool,
+        request_id: str,
+        created: int,
+        model: str,
+        prompt_tokens: int,
+        continuous_usage: bool,
+    ) -> None:
+        self.chat = chat
+        self._prompt_tokens = prompt_tokens
+        self._continuous = continuous_usage
+        obj = b"chat.completion.chunk" if chat else b"text_completion"
+        self._head = b'data: {"id":%s,"object":"%s","created":%d,"model":%s,"choices":' % (
+            orjson.dumps(request_id),
+            obj,
+            created,
+            orjson.dumps(model),
+        )
+        # Between the text and the finish reason.
+        self._mid = (
+            b'"},"logprobs":null,"finish_reason":'
+            if chat
+            else b'","logprobs":null,"finish_reason":'
+        )
+        self._role = self._head + (
+            b'[{"index":0,"delta":{"role":"assistant","content":""},'
+            b'"logprobs":null,"finish_reason":null}]'
+        )
+
+    def _tail(self, completion_tokens: int) -> bytes:
+        if self._continuous:
+            return b"," + _usage(self._prompt_tokens, completion_tokens) + b"}\n\n"
+        return b"}\n\n"
+
+    def role(self) -> bytes:
+        """Chat's first chunk, sent when the first token is ready."""
+        return self._role + self._tail(0)
+
+    def content(
+        self, escaped_text: bytes, completion_tokens: int, finish_reason: str | None
+    ) -> bytes:
+        """A chunk with JSON-escaped ``escaped_text``; ``completion_tokens`` is the
+        cumulative count (used only with continuous usage stats)."""
+        opening = b'[{"index":0,"delta":{"content":"' if self.chat else b'[{"index":0,"text":"'
+        if finish_reason is None:
+            end = b'null,"stop_reason":null}]'
+        else:
+            end = b'"%s","stop_reason":null}]' % finish_reason.encode()
+        return self._head + opening + escaped_text + self._mid + end + self._tail(completion_tokens)
+
+    def usage(self, completion_tokens: int) -> bytes:
+        """The final ``"choices": []`` chunk with the request's usage."""
+        return self._head + b"[]," + _usage(self._prompt_tokens, completion_tokens) + b"}\n\n"
+
+    def malformed(self) -> bytes:
+        """A chunk cut off in the middle of its JSON (fault injection)."""
+        return self._head + b'[{"index":0,"delta":{"content":"\n\n'
+
+
+class SseStream(TokenStream):
+    """Writes one request's chunks when the engine loop hands it tokens.
+
+    A chunk goes out when ``stream_interval`` tokens are pending (the first
+    token at once) and the socket is not backed up; tokens that wait merge
+    into the next chunk, as vLLM merges them for a lagging client. The handler
+    awaits :attr:`over`, which resolves to ``done``, ``error``, ``cut`` or
+    ``gone`` (client disconnected)."""
+
+    __slots__ = (
+        "_chunked",
+        "_encoder",
+        "_faults",
+        "_include_usage",
+        "_interval",
+        "_malformed_at",
+        "_paused",
+        "_prose",
+        "_stall_at",
+        "_stop_at",
+        "_text_start",
+        "_text_tokens",
+        "_transport",
+        "over",
+        "sent",
+    )
+
+    def __init__(
+        self,
+        seq: Sequence,
+        *,
+        encoder: ChunkEncoder,
+        prose: Prose,
+        text_start: int,
+        interval: int,
+        include_usage: bool,
+        faults: FaultPlan,
+    ) -> None:
+        super().__init__(seq)
+        self._encoder = encoder
+        self._prose = prose
+        self._text_start = text_start
+        # The EOS token, when the sequence stops on it, has no text.
+        self._text_tokens = seq.max_output - (1 if seq.stops_at_eos else 0)
+        self._interval = interval
+        self._include_usage = include_usage
+        self._faults = faults
+        self._stop_at = min(
+            p for p in (faults.error_at, faults.cut_at, seq.max_output) if p is not None
+        )
+        self._stall_at = faults.stall_at
+        self._malformed_at = faults.malformed_at
+        self._transport: asyncio.Transport | None = None
+        self._chunked = True
+        self._paused = False
+        self.sent = 0
+        self.over: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    def attach(self, transport: asyncio.Transport, chunked: bool) -> None:
+        """Start writing (response headers are out); ``chunked``: HTTP/1.1 framing."""
+        self._transport = transport
+        self._chunked = chunked
+        self.on_tokens()
+
+    def on_tokens(self) -> None:
+        if self._transport is None or self._paused or self.over.done():
+            return
+        seq = self.seq
+        pending = min(seq.output_len, self._stop_at) - self.sent
+        if self.sent + pending < self._stop_at:
+            if pending < (1 if self.sent == 0 else self._interval):
+                return
+            if self._transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT:
+                return
+        self._flush()
+
+    def _flush(self) -> None:
+        transport, seq, faults = self._transport, self.seq, self._faults
+        assert transport is not None
+        if transport.is_closing():
+            self._end("gone")
+            return
+        if self._stall_at is not None and self.sent > 0 and seq.output_len >= self._stall_at:
+            self._stall_at = None
+            self._paused = True
+            asyncio.get_running_loop().call_later(faults.stall_s, self._resume)
+            return
+        encoder = self._encoder
+        upto = min(seq.output_len, self._stop_at)
+        parts = []
+        if self.sent == 0 and encoder.chat:
+            parts.append(encoder.role())
+        if self._malformed_at is not None and upto >= self._malformed_at:
+            self._malformed_at = None
+            parts.append(encoder.malformed())
+        start, end = min(self.sent, self._text_tokens), min(upto, self._text_tokens)
+        text = self._prose.escaped_slice(self._text_start + start, end - start)
+        done = upto == seq.max_output
+        parts.append(encoder.content(text, upto, seq.finish_reason if done else None))
+        outcome = None
+        if done:
+            if self._include_usage:
+                parts.append(encoder.usage(upto))
+            parts.append(DONE)
+            outcome = "done"
+        elif upto == faults.error_at:
+            parts.append(
+                error_event("simulated engine error (fault injection)", "InternalServerError", 500)
+            )
+            parts.append(DONE)
+            outcome = "error"
+        elif upto == faults.cut_at:
+            outcome = "cut"
+        self.sent = upto
+        payload = b"".join(parts)
+        transport.write(b"%x\r\n%b\r\n" % (len(payload), payload) if self._chunked else payload)
+        if outcome == "cut":
+            transport.close()  # after the buffered bytes: the body never ends properly
+        if outcome is not None:
+            self._end(outcome)
+
+    def _resume(self) -> None:
+        self._paused = False
+        if not self.over.done() and self.seq.output_len > self.sent:
+            self._flush()
+
+    def _end(self, outcome: str) -> None:
+        if not self.over.done():
+            self.over.set_result(outcome)

@@ -1,0 +1,176 @@
+"""The `slogate` command: wires the rooms together, holds no logic of its own.
+
+Exit codes (DESIGN.md): 0 every SLO passed, 1 an SLO failed, 2 bad
+configuration, 3 the run itself failed or is invalid, 4 inconclusive.
+Subcommand modules are imported only when used, so `slogate --help` and
+`slogate scenario check` stay fast and never import Locust.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+
+from slogate.args import duration
+
+
+def add_run_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run a scenario's load and gate on its SLOs")
+    p.add_argument("scenario", help="scenario or mix YAML file, or a built-in name (chat, rag...)")
+    p.add_argument("--host", help="engine base URL; without it the simulated engine is started")
+    p.add_argument("--profile", default=None, help="simulated engine profile (without --host)")
+    p.add_argument("--users", "-u", type=int, help="closed loop: concurrent users")
+    p.add_argument("--spawn-rate", "-r", type=float, help="users started per second")
+    p.add_argument("--rate", type=float, help="open loop: requests per second")
+    p.add_argument("--duration", "-t", type=duration, help="run time, e.g. 30s, 5m")
+    p.add_argument("--processes", type=int, help="load-generating worker processes")
+    p.add_argument("--out", help="results folder (default results/<time>-<scenario>)")
+    p.add_argument("--baseline", help="results folder of a run to compare with")
+    p.add_argument("--seed", type=int, help="workload seed")
+    p.add_argument("--max-lag-ms", type=float, help="open loop: generator lag bound")
+    p.add_argument("--metrics-url", help="engine Prometheus URL ('off' disables)")
+    p.add_argument("--dcgm-url", help="NVIDIA DCGM exporter metrics URL")
+    p.add_argument("--gpu-price-per-hour", type=float, help="price of one GPU-hour, for cost")
+    p.add_argument("--gpus", type=int, help="GPUs the engine runs on (with the price)")
+    p.add_argument(
+        "--selftest",
+        type=int,
+        metavar="STREAMS",
+        help="first measure the generator's error at STREAMS streams; recorded in the summary",
+    )
+    p.add_argument("--web-ui", action="store_true", help="run with Locust's web UI, not headless")
+
+
+def add_engine_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "engine",
+        help="serve an engine: the simulated one, or llama.cpp's llama-server with --llama-cpp",
+        description="Options after the first are passed to the engine; "
+        "see `slogate engine --help-engine` or `slogate engine --llama-cpp --help-engine`.",
+    )
+    p.add_argument("--llama-cpp", action="store_true", help="llama-server with SmolLM2-135M")
+    p.add_argument("--help-engine", action="store_true", help="the engine's own options")
+
+
+def add_scenario_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("scenario", help="check or sample a scenario file")
+    ssub = p.add_subparsers(dest="scenario_command", required=True)
+    check = ssub.add_parser("check", help="validate only")
+    check.add_argument("file")
+    sample = ssub.add_parser("sample", help="print the planned requests as JSON lines")
+    sample.add_argument("file")
+    sample.add_argument("-n", type=int, default=20, help="number of requests")
+    sample.add_argument("--seed", type=int, default=None, help="default: the scenario's own")
+
+
+def add_small_parsers(sub: argparse._SubParsersAction) -> None:
+    report = sub.add_parser("report", help="re-render a results folder from its saved data")
+    report.add_argument("dir")
+    compare = sub.add_parser("compare", help="regression verdict of NEW against BASE")
+    compare.add_argument("base")
+    compare.add_argument("new")
+    compare.add_argument("--tolerance", type=float, default=0.10, help="relative, default 0.10")
+    compare.add_argument("--all", action="store_true", help="print every percentile, not the gated")
+    selftest = sub.add_parser("selftest", help="this machine's measurement error and capacity")
+    selftest.add_argument("--streams", type=int, default=64)
+    selftest.add_argument("--duration", type=duration, default=10.0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from slogate.experiment import add_experiment_parser
+    from slogate.plan import add_plan_parser
+    from slogate.sweep import add_sweep_parser
+
+    parser = argparse.ArgumentParser(
+        prog="slogate", description="Load tests and SLO gates for LLM inference servers."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_run_parser(sub)
+    add_engine_parser(sub)
+    add_scenario_parser(sub)
+    add_small_parsers(sub)
+    add_experiment_parser(sub)
+    add_sweep_parser(sub)
+    add_plan_parser(sub)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    from slogate.run_cmd import run as run_load
+
+    return run_load(args)
+
+
+def engine(args: argparse.Namespace, rest: list[str]) -> int:
+    if args.help_engine:
+        rest = [*rest, "--help"]
+    if args.llama_cpp:
+        from engines.llamacpp import main as llama_main
+
+        return llama_main(rest)
+    from simengine.__main__ import main as sim_main
+
+    return sim_main(rest)
+
+
+def scenario(args: argparse.Namespace) -> int:
+    from slogate.scenario_cmd import scenario_command
+
+    return scenario_command(args)
+
+
+def report(args: argparse.Namespace) -> int:
+    from reports import rerender
+
+    return rerender(args.dir).exit_code
+
+
+def compare(args: argparse.Namespace) -> int:
+    from slogate.compare_cmd import compare_command
+
+    return compare_command(args)
+
+
+def selftest(args: argparse.Namespace) -> int:
+    from locustfiles.selftest import run_selftest
+
+    result = run_selftest(streams=args.streams, duration_s=args.duration)
+    print("\n".join(result.lines()))
+    return 0
+
+
+def delegated(name: str) -> Callable[[argparse.Namespace], int]:
+    """The ``<name>_command`` of module ``slogate.<name>``, imported when called."""
+
+    def call(args: argparse.Namespace) -> int:
+        return getattr(importlib.import_module(f"slogate.{name}"), f"{name}_command")(args)
+
+    return call
+
+
+COMMANDS = {
+    "run": run,
+    "scenario": scenario,
+    "report": report,
+    "compare": compare,
+    "selftest": selftest,
+    "experiment": delegated("experiment"),
+    "sweep": delegated("sweep"),
+    "plan": delegated("plan"),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "engine":
+        return engine(args, rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    return COMMANDS[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

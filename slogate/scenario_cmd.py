@@ -1,0 +1,25 @@
+"""`slogate scenario check|sample`: see what a scenario will send before sending it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import scenarios
+from analysis.slo import EXIT_CONFIG
+
+
+def scenario_command(args: argparse.Namespace) -> int:
+    try:
+        loaded = scenarios.load(args.file)
+    except scenarios.ScenarioError as error:
+        print(f"slogate: {error}", file=sys.stderr)
+        return EXIT_CONFIG
+    if args.scenario_command == "check":
+        names = ", ".join(f"{s.name} (weight {s.weight:g})" for s in loaded)
+        print(f"{args.file}: ok: {names}")
+        return 0
+    for row in scenarios.sample_requests(loaded, args.n, seed=args.seed):
+        print(json.dumps(row, ensure_ascii=False))
+    return 0

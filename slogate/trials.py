@@ -1,0 +1,175 @@
+"""One trial of an experiment or sweep: a plain `slogate run` at one setting.
+
+Each trial is its own `slogate run` process writing its own results folder
+(summary, report, data), so any trial can be opened, re-rendered or compared
+like a run; the experiment or sweep only reads those folders. The engine is
+the one the user names (``--host``) or a simulated engine started here for
+the trials that share a profile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from analysis.capacity import Pricing, throughput_cost
+from analysis.experiment import point_block
+from analysis.rundata import RunData
+from simengine.launch import start_engine
+from simengine.profiles import DEFAULT_PROFILE, load_profile
+from slogate.args import duration as duration_arg
+
+EXIT_CONFIG = 2
+EXIT_RUN_FAILED = 3
+
+
+def add_trial_options(p: argparse.ArgumentParser) -> None:
+    """Options every experiment and sweep shares: where to send, for how long, cost."""
+    p.add_argument("--host", help="engine base URL; without it a simulated engine is started")
+    p.add_argument("--profile", help="simulated engine profile (no --host)")
+    p.add_argument(
+        "--speedup",
+        type=float,
+        default=1.0,
+        help="simulated engine: model seconds per wall second (default 1)",
+    )
+    p.add_argument(
+        "--duration",
+        "-t",
+        type=duration_arg,
+        default=20.0,
+        help="length of each trial, e.g. 20s (default 20s)",
+    )
+    p.add_argument("--seed", type=int, help="workload seed")
+    p.add_argument("--out", help="results folder (default results/<time>-<name>)")
+    p.add_argument("--gpu-price-per-hour", type=float, help="price of one GPU-hour, for cost")
+    p.add_argument(
+        "--gpus", type=int, help="GPUs the deployment uses (default 1, or the profile's)"
+    )
+
+
+def pricing_of(args: argparse.Namespace) -> Pricing | None:
+    """The price flags; on the simulated engine the GPU count defaults to the
+    profile's tensor parallelism."""
+    gpus = args.gpus
+    if gpus is None and args.gpu_price_per_hour is not None and not args.host and args.profile:
+        gpus = load_profile(args.profile).tp
+    return Pricing.from_options(args.gpu_price_per_hour, gpus)
+
+
+@contextlib.contextmanager
+def engine_at(host: str | None, profile: str | None, speedup: float) -> Iterator[str]:
+    """The given host, or a simulated engine started for the block's duration."""
+    if host:
+        yield host
+        return
+    with start_engine(profile or DEFAULT_PROFILE, speedup=speedup) as engine:
+        yield engine.url
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """A finished trial: its folder, `slogate run`'s exit code and summary (None
+    when the run wrote none: it failed before measuring)."""
+
+    out: Path
+    exit_code: int
+    summary: dict[str, Any] | None
+
+    @property
+    def verdict(self) -> str:
+        return "error" if self.summary is None else str(self.summary["verdict"])
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
+
+def write_scenario(path: Path, raw: Mapping[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(dict(raw), sort_keys=False), encoding="utf-8")
+    return path
+
+
+def run_command(scenario: Path, host: str, out: Path, load: Mapping[str, Any]) -> list[str]:
+    """`slogate run` with ``load`` (users, rate, duration, seed) as its flags."""
+    cmd = [sys.executable, "-m", "slogate.cli", "run", str(scenario), "--host", host]
+    cmd += ["--out", str(out)]
+    for key, value in load.items():
+        if value is not None:
+            cmd += [
+                f"--{key.replace('_', '-')}",
+                f"{value:g}" if isinstance(value, float) else str(value),
+            ]
+    return cmd
+
+
+def log_path(out: Path) -> Path:
+    """Where a trial's console output goes: beside its results folder."""
+    return out.with_name(out.name + ".log")
+
+
+def run_trial(scenario: Path, host: str, out: Path, **load: Any) -> TrialResult:
+    """Run `slogate run` once; its console output goes to ``<out>.log``. No
+    timeout here: the run ends itself at its duration, and killing it would
+    orphan its Locust process (which runs in a session of its own)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with log_path(out).open("wb") as log:
+        completed = subprocess.run(
+            run_command(scenario, host, out, load),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
+    summary_path = out / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else None
+    return TrialResult(out, completed.returncode, summary)
+
+
+def log_tail(result: TrialResult, lines: int = 15) -> str:
+    """The end of a trial's console output, for an error message."""
+    path = log_path(result.out)
+    if not path.is_file():
+        return ""
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def run_entry(result: TrialResult, base: Path, repeat: int | None = None) -> dict[str, Any]:
+    """How a point lists one of its runs: folder (relative), verdict, exit code and
+    the run's scenario block (the first scenario's, for the per-run CSV)."""
+    scenarios = (result.summary or {}).get("scenarios") or {}
+    return {
+        "dir": str(result.out.relative_to(base)),
+        "repeat": repeat,
+        "verdict": result.verdict,
+        "exit_code": result.exit_code,
+        "scenario": next(iter(scenarios.values()), None),
+    }
+
+
+def point_of(
+    label: str,
+    x: float,
+    results: list[TrialResult],
+    base: Path,
+    pricing: Pricing | None,
+) -> dict[str, Any]:
+    """A point: its trials' data pooled, each trial listed, and its cost."""
+    runs = [RunData.load(r.out) for r in results if (r.out / "data" / "run.json").is_file()]
+    block = point_block(runs)
+    return {
+        "label": label,
+        "x": x,
+        "runs": [run_entry(r, base, i + 1) for i, r in enumerate(results)],
+        **block,
+        "cost": throughput_cost(pricing, block["throughput"]),
+    }

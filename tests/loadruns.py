@@ -1,0 +1,52 @@
+"""Helpers for tests that run real loads: scenario files, slogate/locust processes."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN_LOCUSTFILE = ROOT / "locustfiles" / "run.py"
+
+
+def scenario_file(tmp_path: Path, base: str, **changes: Any) -> Path:
+    """A copy of tests/data/<base>.yaml with top-level sections updated."""
+    data = yaml.safe_load((ROOT / "tests" / "data" / f"{base}.yaml").read_text())
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    path = tmp_path / f"{base}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def slogate(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "slogate.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+
+
+def locust_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "locust", "-f", str(RUN_LOCUSTFILE), *args]
+
+
+def summary(out: Path) -> dict[str, Any]:
+    return json.loads((out / "summary.json").read_text())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

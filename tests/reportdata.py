@@ -1,0 +1,169 @@
+"""Hand-built runs for the SLO, summary, compare and report tests.
+
+Histograms are filled directly with known samples (no load, no server), so a
+test knows the true distribution behind every percentile it checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from analysis.histograms import HistogramSet
+from analysis.recorder import Bucket, Counters
+from analysis.rundata import RunData
+
+HOSTILE = '<script>alert("x")</script> \' " & ' + "A" * 3000
+
+
+def bucket(
+    samples_ms: Mapping[str, Sequence[float]],
+    *,
+    ok: int | None = None,
+    failed: Mapping[str, int] | None = None,
+    good: int | None = None,
+    output_tokens: int = 0,
+    error_samples: Mapping[str, list[str]] | None = None,
+) -> Bucket:
+    """A bucket whose histograms hold ``samples_ms`` (milliseconds) exactly.
+    ``ok`` defaults to the number of e2e (else ttft) samples."""
+    histograms = HistogramSet()
+    for name, values in samples_ms.items():
+        for value in values:
+            histograms.record_us(name, round(value * 1000))
+    first = samples_ms.get("e2e", samples_ms.get("ttft", ()))
+    counters = Counters(ok=len(first) if ok is None else ok, output_tokens=output_tokens)
+    counters.good = counters.ok if good is None else good
+    for kind, count in (failed or {}).items():
+        counters.failed += count
+        counters.errors[kind] += count
+    counters.error_samples = {k: list(v) for k, v in (error_samples or {}).items()}
+    return Bucket(histograms, counters)
+
+
+def run_of(
+    buckets: Mapping[str, Bucket],
+    slo: Mapping[str, list[dict[str, Any]]] | None = None,
+    **meta: Any,
+) -> RunData:
+    """A complete, healthy run of the given scenario buckets; ``meta`` overrides keys."""
+    base: dict[str, Any] = {
+        "run_id": "test-run",
+        "started_at": "2026-01-02T03:04:05+00:00",
+        "ended_at": "2026-01-02T03:05:05+00:00",
+        "measured_s": 60.0,
+        "complete": True,
+        "host": "http://127.0.0.1:8000",
+        "engine": {"owned_by": "vllm", "model": "test-model"},
+        "tool_version": "0.1.0",
+        "git_revision": "abc123",
+        "window_s": 5.0,
+        "generator": {"lag_p99_ms": 1.0, "max_lag_ms": 50.0, "cpu_warning": False},
+        "scenarios": {
+            name: {"source": f"{name}.yaml", "api": "chat", "slo": (slo or {}).get(name, [])}
+            for name in buckets
+        },
+        "baseline": None,
+    }
+    base.update(meta)
+    return RunData(meta=base, buckets={(name, "all"): b for name, b in buckets.items()})
+
+
+def lognormal_ms(median: float, sigma: float, n: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).lognormal(np.log(median), sigma, n)
+
+
+def realistic_run(n: int = 4000, seed: int = 1, scale: float = 1.0) -> RunData:
+    """A one-scenario chat run with every histogram, two stages, a time series,
+    server metrics and a few errors (one message hostile); ``scale`` multiplies
+    every latency, to plant a regression."""
+    ttft = lognormal_ms(300, 0.5, n, seed) * scale
+    itl = lognormal_ms(25, 0.3, n * 20, seed + 1) * scale
+    tpot = lognormal_ms(26, 0.2, n, seed + 2) * scale
+    e2e = ttft + tpot * 120
+    samples = {
+        "ttft": ttft,
+        "itl": itl,
+        "tpot": tpot,
+        "e2e": e2e,
+        "ttft_sched": ttft * 1.02,
+        "e2e_sched": e2e * 1.01,
+        "chunk_gap": itl * 1.1,
+        "max_stall": tpot * 4,
+        "ttft_turn_1": ttft[: n // 2],
+        "ttft_turn_2": ttft[n // 2 :] * 1.3,
+    }
+    errors = {"http_5xx": 7, "timeout_stall": 2}
+    chat = bucket(
+        samples,
+        failed=errors,
+        good=int(n * 0.97),
+        output_tokens=n * 120,
+        error_samples={"http_5xx": [HOSTILE, "upstream overloaded"], "timeout_stall": ["stall"]},
+    )
+    tokens = chat.histograms
+    rng = np.random.default_rng(seed + 3)
+    for value in rng.integers(800, 1200, n):
+        tokens.record_us("input_tokens", int(value))
+        tokens.record_us("intended_input_tokens", int(value) - 2)
+    for _ in range(n):
+        tokens.record_us("output_tokens", 120)
+        tokens.record_us("intended_output_tokens", 128)
+    c = chat.counters
+    c.input_tokens, c.intended_input_tokens = n * 1000, n * 998
+    c.intended_output_tokens = n * 128
+    c.count_methods.update(usage=n)
+    c.chunk_token_methods.update(proportional=n)
+    run = run_of(
+        {"chat": chat},
+        slo={
+            "chat": [
+                {"metric": "ttft_ms", "stat": "p99", "limit": 2000.0, "kind": "max"},
+                {"metric": "itl_ms", "stat": "p95", "limit": 60.0, "kind": "max"},
+                {"metric": "error_rate", "stat": "max", "limit": 0.01, "kind": "max"},
+            ]
+        },
+    )
+    for stage, part in (("warm", slice(0, n // 2)), ("hot", slice(n // 2, n))):
+        run.buckets[("chat", f"stage:{stage}")] = bucket(
+            {k: v[part] for k, v in samples.items() if k in ("ttft", "itl", "tpot", "e2e")}
+        )
+    run.timeseries = [
+        {
+            "scenario": "chat",
+            "t_s": 5.0 * i,
+            "window_s": 5.0,
+            "requests_ok": 60 + i % 7,
+            "requests_failed": int(i == 5),
+            "errors": {"http_5xx": 1} if i == 5 else {},
+            "requests_per_s": 12.0,
+            "output_tokens_per_s": 1440.0 + 10 * i,
+            "input_tokens_per_s": 12000.0,
+            "ttft_p50_ms": 300.0 + i,
+            "ttft_p99_ms": 900.0 + 20 * (i % 4),
+            "itl_p50_ms": 25.0,
+            "itl_p99_ms": 48.0 + i % 3,
+            "tpot_p50_ms": 26.0,
+            "tpot_p99_ms": 40.0,
+            "e2e_p50_ms": 3400.0,
+            "e2e_p99_ms": 5200.0,
+            "users": 16,
+            "in_flight": 14 + i % 3,
+        }
+        for i in range(12)
+    ]
+    run.server_metrics = [
+        {
+            "t_s": 5.0 * i,
+            "source": "engine",
+            "series": {
+                "running": 14 + i % 3,
+                "kv_cache_usage": 0.4 + 0.02 * i,
+                "generation_tokens_total": 7200.0 * i,
+            },
+        }
+        for i in range(12)
+    ]
+    return run

@@ -1,0 +1,100 @@
+"""Run against baseline: planted regressions are flagged, noise and small changes are not."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from reportdata import bucket, lognormal_ms, run_of
+
+from analysis.compare import (
+    BETTER,
+    EXIT_NO_REGRESSION,
+    EXIT_REGRESSION,
+    MISSING,
+    UNCERTAIN,
+    WORSE,
+    compare,
+)
+from analysis.rundata import RunData
+
+
+def chat_run(scale: float, seed: int, n: int = 20000, ok: int | None = None) -> RunData:
+    """TTFT and ITL from the same lognormal, every latency multiplied by ``scale``."""
+    samples = {
+        "ttft": lognormal_ms(300, 0.5, n, seed) * scale,
+        "itl": lognormal_ms(25, 0.3, n, seed + 1) * scale,
+        "e2e": lognormal_ms(3000, 0.4, n, seed + 2) * scale,
+    }
+    return run_of({"chat": bucket(samples, ok=ok, output_tokens=100 * n)})
+
+
+def p99(comparison, metric: str = "ttft_ms"):
+    return next(d for d in comparison.deltas if d.metric == metric and d.stat == "p99")
+
+
+def test_a_planted_20_percent_p99_regression_is_flagged() -> None:
+    result = compare(chat_run(1.0, seed=1), chat_run(1.2, seed=2))
+    delta = p99(result)
+    assert delta.status == WORSE
+    assert delta.regression
+    assert delta.change_pct == pytest.approx(20.0, abs=5.0)
+    assert result.exit_code == EXIT_REGRESSION
+    assert {d.metric for d in result.regressions} == {"ttft_ms", "itl_ms", "e2e_ms"}
+
+
+def test_a_2_percent_change_is_ignored() -> None:
+    result = compare(chat_run(1.0, seed=1), chat_run(1.02, seed=2))
+    assert not result.regressions
+    assert result.exit_code == EXIT_NO_REGRESSION
+    assert result.verdict == "no regression"
+
+
+def test_a_large_change_on_too_few_samples_is_uncertain_not_a_regression() -> None:
+    result = compare(chat_run(1.0, seed=1, n=100), chat_run(1.3, seed=2, n=100))
+    assert p99(result).status == UNCERTAIN
+    assert not p99(result).regression
+
+
+def test_faster_is_better_and_not_a_regression() -> None:
+    result = compare(chat_run(1.0, seed=1), chat_run(0.7, seed=2))
+    assert p99(result).status == BETTER
+    assert result.exit_code == EXIT_NO_REGRESSION
+
+
+def test_tolerance_is_configurable() -> None:
+    base, new = chat_run(1.0, seed=1), chat_run(1.2, seed=2)
+    assert not compare(base, new, tolerance=0.5).regressions
+
+
+def test_throughput_is_reported_but_does_not_gate() -> None:
+    result = compare(chat_run(1.0, seed=1), chat_run(1.0, seed=1, ok=10000))
+    throughput = next(d for d in result.deltas if d.metric == "requests_per_s")
+    assert throughput.status == WORSE
+    assert not throughput.regression
+    assert result.exit_code == EXIT_NO_REGRESSION
+
+
+def test_metrics_missing_on_one_side() -> None:
+    base = chat_run(1.0, seed=1)
+    new = run_of({"chat": bucket({"ttft": lognormal_ms(300, 0.5, 1000, 3)})})
+    statuses = {d.status for d in compare(base, new).deltas if d.metric == "itl_ms"}
+    assert statuses == {MISSING}
+
+
+def test_runs_without_a_common_scenario_and_bad_options_are_rejected() -> None:
+    other = run_of({"rag": bucket({"ttft": [1.0]})})
+    with pytest.raises(ValueError, match="no scenario in common"):
+        compare(chat_run(1.0, seed=1, n=100), other)
+    with pytest.raises(ValueError, match="tolerance"):
+        compare(other, other, tolerance=-0.1)
+    with pytest.raises(ValueError, match="p98"):
+        compare(other, other, gated=("p98",))
+
+
+def test_the_comparison_serializes_to_strict_json() -> None:
+    result = compare(chat_run(1.0, seed=1, n=500), chat_run(1.2, seed=2, n=500))
+    data = json.loads(json.dumps(result.to_dict(), allow_nan=False))
+    assert data["verdict"] in ("regression", "no regression")
+    assert data["exit_code"] == result.exit_code
+    assert len(data["deltas"]) == len(result.deltas)

@@ -1,0 +1,209 @@
+"""Diagnosis: each troubleshooting path claims its cause with numbers, and only with them."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.bands import length_band, tpot_band, ttft_band
+from analysis.diagnosis import diagnose, findings_to_dicts
+from analysis.recorder import Recorder
+from analysis.records import ErrorKind, RequestRecord
+from analysis.rundata import RunData
+
+MS = 1_000_000
+HDR = 2e-3  # histograms keep 3 significant digits
+
+
+def request(ttft_ms: float, itl_ms: float = 20.0, tokens: int = 32, input_tokens: int = 512):
+    start = 1_000 * MS
+    first = start + int(ttft_ms * MS)
+    chunks = [first + int(i * itl_ms * MS) for i in range(tokens)]
+    return RequestRecord(
+        scenario="chat",
+        start_ns=start,
+        end_ns=chunks[-1] + MS,
+        chunk_ns=chunks,
+        chunk_chars=[4] * tokens,
+        output_tokens=tokens,
+        input_tokens=input_tokens,
+        finish_reason="length",
+    )
+
+
+def run_of(
+    records, slo=None, load=None, server_metrics=None, generator=None, measured_s=10.0
+) -> RunData:
+    recorder = Recorder()
+    for r in records:
+        recorder.record(r, wall_s=1.0)
+    meta = {
+        "measured_s": measured_s,
+        "complete": True,
+        "generator": generator or {},
+        "scenarios": {"chat": {"slo": slo or [], "load": load or {"users": 4}}},
+    }
+    return RunData(meta=meta, buckets=recorder.buckets, server_metrics=server_metrics or [])
+
+
+TTFT_P99 = {"metric": "ttft_ms", "stat": "p50", "limit": 200.0, "kind": "max"}
+
+
+def engine_sample(t_s, **series):
+    return {"t_s": t_s, "source": "engine", "engine": "vllm", "series": series, "counters": {}}
+
+
+def test_a_healthy_run_gets_no_findings():
+    run = run_of(
+        [request(50) for _ in range(50)],
+        slo=[TTFT_P99],
+        server_metrics=[engine_sample(t, running=3, waiting=0, kv_cache_usage=0.2) for t in (0, 5)],
+    )
+    assert diagnose(run) == []
+
+
+def test_engine_queue_and_full_kv_cache_explain_a_ttft_failure():
+    samples = [
+        engine_sample(0, running=10, waiting=0, kv_cache_usage=0.5, preemptions_total=0),
+        engine_sample(5, running=64, waiting=12, kv_cache_usage=0.97, preemptions_total=3),
+        engine_sample(10, running=64, waiting=30, kv_cache_usage=0.99, preemptions_total=9),
+    ]
+    run = run_of([request(900) for _ in range(40)], slo=[TTFT_P99], server_metrics=samples)
+    findings = diagnose(run)
+    by_text = {f.text.split(":")[0]: f for f in findings}
+    queue = by_text["Requests waited in the engine's queue"]
+    assert queue.cause == "capacity-bound"
+    assert queue.evidence["waiting_max"] == 30 and queue.evidence["scrapes_with_queue"] == 2
+    assert "up to 30 waiting while up to 64 ran" in queue.text
+    assert queue.explains == ("chat: ttft_ms p50 <= 200",)
+    kv = by_text["The KV cache was near full"]
+    assert kv.evidence["kv_usage_max"] == 0.99 and "99%" in kv.text
+    preempted = next(f for f in findings if "preempted" in f.text)
+    assert preempted.evidence["preemptions"] == 9
+
+
+def test_errors_are_admission_limits_with_counts_and_shares():
+    records = [request(50) for _ in range(90)]
+    for _ in range(10):
+        failed = RequestRecord(scenario="chat", start_ns=0)
+        records.append(failed.fail(ErrorKind.HTTP_429, "Too Many Requests", 1000))
+    slo = [{"metric": "error_rate", "stat": "rate", "limit": 0.01, "kind": "max"}]
+    findings = diagnose(run_of(records, slo=slo))
+    assert len(findings) == 1
+    f = findings[0]
+    assert f.cause == "admission limits"
+    assert f.evidence == {"errors": 10, "requests": 100, "share": 0.1, "kind": "http_429"}
+    assert "10 of 100 requests (10.0%) were refused with HTTP 429" in f.text
+    assert f.explains == ("chat: error_rate rate <= 0.01",)
+
+
+def test_open_loop_that_cannot_keep_up_is_capacity_bound():
+    run = run_of(
+        [request(300) for _ in range(40)],
+        load={"rate": {"rps": 10.0, "arrival": "poisson"}},
+        measured_s=10.0,
+    )
+    (f,) = diagnose(run)
+    assert f.cause == "capacity-bound"
+    # E2E is 300 + 31 x 20 + 1 = 921 ms: requests arriving in the window's last
+    # 0.921 s cannot finish in it, so a server keeping up completes 9.079/s.
+    assert f.evidence["offered_per_s"] == 10.0 and f.evidence["completed_per_s"] == 4.0
+    assert f.evidence["expected_per_s"] == pytest.approx(9.079, rel=HDR)
+    assert "10 requests/s arrived, 4.00/s completed, 44% of the 9.08/s" in f.text
+
+
+def test_open_loop_that_keeps_up_says_nothing():
+    """8.2/s completed of 10/s offered: short of the rate, but not of the 9.08/s that
+    can complete in the window (the last E2E's arrivals are still running)."""
+    run = run_of([request(300) for _ in range(82)], load={"rate": {"rps": 10.0}})
+    assert diagnose(run) == []
+
+
+def test_a_queue_seen_in_one_scrape_is_no_claim():
+    samples = [engine_sample(t, running=2, waiting=w) for t, w in ((0, 0), (5, 1), (10, 0))]
+    assert diagnose(run_of([request(50) for _ in range(20)], server_metrics=samples)) == []
+
+
+def test_generator_lag_voids_the_verdicts_and_comes_first():
+    run = run_of(
+        [request(50) for _ in range(20)] + [request(900) for _ in range(20)],
+        slo=[TTFT_P99],
+        generator={"lag_p99_ms": 180.0, "max_lag_ms": 50.0},
+        server_metrics=[engine_sample(0, waiting=4), engine_sample(5, waiting=6)],
+    )
+    findings = diagnose(run)
+    assert findings[0].cause == "load generator"
+    assert findings[0].evidence == {"lag_p99_ms": 180.0, "max_lag_ms": 50.0}
+    assert "180.0 ms" in findings[0].text
+
+
+def test_ttft_rising_with_input_length_bands_is_prefill_bound():
+    records = [
+        request(ttft_ms, input_tokens=input_tokens)
+        for input_tokens, ttft_ms in ((256, 40), (1024, 120), (4096, 600))
+        for _ in range(20)
+    ]  # the recorder files each TTFT under its input-length band
+    (f,) = diagnose(run_of(records, slo=[TTFT_P99]))
+    assert f.cause == "prefill-bound"
+    bands = {"256-511": 40.0, "1024-2047": 120.0, "4096-8191": 600.0}
+    assert f.evidence["bands"] == pytest.approx(bands, rel=HDR)
+    assert f.evidence["growth"] == pytest.approx(15.0, rel=HDR)
+    assert f.evidence["rank_correlation"] == 1.0
+    assert "x15.0 for x16 the tokens" in f.text
+
+
+def test_flat_ttft_across_bands_makes_no_prefill_claim():
+    run = run_of([request(40, input_tokens=0) for _ in range(10)])
+    hist = run.overall("chat").histograms
+    for lower in (256, 1024, 4096):
+        for _ in range(20):
+            hist.record_ns(ttft_band(lower), 40 * MS)
+    assert diagnose(run) == []
+
+
+def test_ttft_rising_with_turn_index():
+    records = []
+    for turn, ttft in enumerate((40, 80, 200, 400)):
+        for _ in range(10):
+            r = request(ttft)
+            r.turn = turn
+            records.append(r)
+    (f,) = diagnose(run_of(records))
+    assert f.cause == "prefill-bound"
+    turns = {"1": 40.0, "2": 80.0, "3": 200.0, "4": 400.0}
+    assert f.evidence["turns"] == pytest.approx(turns, rel=HDR)
+
+
+def test_tpot_rising_with_context_is_attention_and_kv_reads():
+    slo = [{"metric": "tpot_ms", "stat": "p50", "limit": 25.0, "kind": "max"}]
+    run = run_of([request(40, itl_ms=30, input_tokens=0) for _ in range(10)], slo=slo)
+    hist = run.overall("chat").histograms
+    for lower, tpot_ms in ((512, 20), (2048, 26), (8192, 38)):
+        for _ in range(20):
+            hist.record_ns(tpot_band(lower + 100), tpot_ms * MS)
+    (f,) = diagnose(run)
+    assert f.cause == "attention / KV reads"
+    assert f.evidence["growth"] == pytest.approx(1.9, rel=HDR)
+    assert f.explains == ("chat: tpot_ms p50 <= 25",)
+    assert findings_to_dicts([f])[0]["explains"] == ["chat: tpot_ms p50 <= 25"]
+
+
+def test_bands_with_too_few_samples_are_ignored():
+    run = run_of([request(40, input_tokens=0) for _ in range(10)])
+    hist = run.overall("chat").histograms
+    for lower, ttft_ms in ((256, 40), (1024, 120), (4096, 600)):
+        hist.record_ns(ttft_band(lower), ttft_ms * MS)
+    assert diagnose(run) == []
+
+
+def test_length_band_is_the_power_of_two_below():
+    assert (ttft_band(3000), tpot_band(3000 + 200)) == ("ttft_in_2048", "tpot_ctx_2048")
+    assert [length_band(n) for n in (0, 1, 2, 3, 511, 512, 513, 4095)] == [
+        0,
+        1,
+        2,
+        2,
+        256,
+        512,
+        512,
+        2048,
+    ]

@@ -1,0 +1,182 @@
+"""Whole runs through Locust against the exact-schedule server: the CLI and plain
+Locust agree, distributed runs lose nothing, the gate's exit codes, interrupts."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from loadruns import free_port, locust_command, scenario_file, slogate, summary
+
+from exactengine.launcher import ExactEngine
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def engine():
+    with ExactEngine({"ttft_ms": 50, "itl_ms": 20}) as server:
+        yield server
+
+
+def scenario_stats(out, name="exact-chat"):
+    return summary(out)["scenarios"][name]
+
+
+def served(engine) -> dict[str, int]:
+    outcomes: dict[str, int] = {}
+    for entry in engine.truth():
+        outcomes[entry.outcome] = outcomes.get(entry.outcome, 0) + 1
+    return outcomes
+
+
+def test_plain_locust_and_slogate_run_write_equivalent_results(engine, tmp_path):
+    scenario = "tests/data/exact-chat.yaml"
+    via_cli = slogate("run", scenario, "--host", engine.url, "--out", str(tmp_path / "cli"))
+    assert via_cli.returncode == 0, via_cli.stderr[-3000:]
+    assert "[slogate]" in via_cli.stderr  # the headless status line
+    via_locust = subprocess.run(
+        locust_command("--headless", "-u", "4", "-r", "4", "-t", "8s", "--host", engine.url,
+                       "--scenario", scenario, "--out", str(tmp_path / "locust")),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert via_locust.returncode == 0, via_locust.stderr[-3000:]
+    a, b = scenario_stats(tmp_path / "cli"), scenario_stats(tmp_path / "locust")
+    assert summary(tmp_path / "cli")["verdict"] == summary(tmp_path / "locust")["verdict"] == "pass"
+    for s in (a, b):
+        assert s["requests"]["failed"] == 0
+        assert s["tokens"]["count_method"] == "usage"
+        assert s["tokens"]["output"] == 16 * s["requests"]["ok"]
+    assert abs(a["requests"]["ok"] - b["requests"]["ok"]) <= 0.15 * a["requests"]["ok"]
+    for metric, tolerance in (("ttft_ms", 3.0), ("itl_ms", 1.0), ("tpot_ms", 1.0)):
+        assert abs(a["metrics"][metric]["p50"] - b["metrics"][metric]["p50"]) < tolerance, metric
+    assert a["metrics"]["ttft_ms"]["p50"] == pytest.approx(50, abs=3)
+    assert a["metrics"]["itl_ms"]["p50"] == pytest.approx(20, abs=1)
+
+
+def counted(out, name="exact-chat") -> tuple[int, int]:
+    s = summary(out)
+    r = s["scenarios"][name]["requests"]
+    return r["ok"] + r["failed"], s["run"]["cancelled_at_stop"]
+
+
+def test_processes_2_counts_every_request_the_server_answered(engine, tmp_path):
+    done = slogate("run", "tests/data/exact-chat.yaml", "--host", engine.url, "--processes", "2",
+                   "--users", "6", "--out", str(tmp_path / "out"))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    finished, cancelled = counted(tmp_path / "out")
+    outcomes = served(engine)
+    assert finished > 50
+    assert finished == outcomes.get("done", 0)
+    # cut off at the end: each user had at most one request in flight, and the
+    # server saw some of those before the connection closed
+    assert outcomes.get("client_closed", 0) <= cancelled <= 6
+    assert summary(tmp_path / "out")["generator"]["processes"] == 2
+
+
+def test_master_and_two_workers_lose_nothing_at_shutdown(engine, tmp_path):
+    port = free_port()
+    common = ["--master-port", str(port)]
+    workers = [
+        subprocess.Popen(locust_command("--worker", "--master-host", "127.0.0.1", *common),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]  # fmt: skip
+    try:
+        master = subprocess.run(
+            locust_command("--master", "--master-bind-port", str(port), "--expect-workers", "2",
+                           "--headless", "-u", "6", "-t", "8s", "--host", engine.url,
+                           "--scenario", "tests/data/exact-chat.yaml",
+                           "--out", str(tmp_path / "out")),
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        for w in workers:
+            try:
+                w.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                w.kill()
+    assert master.returncode == 0, master.stderr[-3000:]
+    finished, cancelled = counted(tmp_path / "out")
+    outcomes = served(engine)
+    assert finished > 50
+    assert finished == outcomes.get("done", 0)
+    assert outcomes.get("client_closed", 0) <= cancelled <= 6
+
+
+def test_sigterm_mid_run_leaves_a_complete_folder_marked_incomplete(engine, tmp_path):
+    out = tmp_path / "out"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "slogate.cli", "run", "tests/data/exact-chat.yaml",
+         "--host", engine.url, "--duration", "60s", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(8)
+    run.send_signal(signal.SIGTERM)
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 3, stderr[-3000:]
+    s = summary(out)
+    assert s["verdict"] == "invalid"
+    assert s["run"]["complete"] is False
+    for name in ("report.html", "junit.xml", "percentiles.csv", "data/run.json"):
+        assert (out / name).exists(), name
+    finished, cancelled = counted(out)
+    outcomes = served(engine)
+    assert finished > 10
+    assert finished == outcomes.get("done", 0)
+    assert outcomes.get("client_closed", 0) <= cancelled <= 4
+
+
+def test_unreachable_host_exits_3_with_a_clear_message(tmp_path):
+    done = slogate("run", "tests/data/exact-chat.yaml", "--host", f"http://127.0.0.1:{free_port()}",
+                   "--out", str(tmp_path / "out"))  # fmt: skip
+    assert done.returncode == 3
+    assert "127.0.0.1" in done.stderr and "reach" in done.stderr.lower()
+
+
+def test_bad_scenario_exits_2_before_any_load(tmp_path):
+    bad = scenario_file(tmp_path, "exact-chat", load={"users": -3})
+    done = slogate("run", str(bad), "--host", "http://127.0.0.1:9", "--out", str(tmp_path / "o"))
+    assert done.returncode == 2
+    assert "load.users" in done.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_web_ui_shows_hdr_percentiles_and_slo_status(engine, tmp_path):
+    port = free_port()
+    ui = subprocess.Popen(
+        locust_command("--autostart", "-u", "2", "-t", "20s", "--host", engine.url,
+                       "--scenario", "tests/data/exact-chat.yaml", "--out", str(tmp_path / "o"),
+                       "--web-host", "127.0.0.1", "--web-port", str(port)),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        rows = []
+        while time.monotonic() < deadline and not rows:
+            time.sleep(1)
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats/requests") as r:
+                    stats = json.loads(r.read())
+            except OSError:
+                continue
+            rows = [
+                row
+                for table in stats.get("extended_stats", [])
+                for row in table["data"]
+                if row["ttft_p50"] is not None
+            ]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/") as r:
+            page = r.read().decode()
+    finally:
+        ui.terminate()
+        ui.wait(timeout=30)
+    assert rows and rows[0]["scenario"] == "exact-chat"
+    assert rows[0]["ttft_p50"] == pytest.approx(50, abs=5)
+    assert rows[0]["slo"] == "ok so far"
+    assert "slogate SLOs" in page

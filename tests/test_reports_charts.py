@@ -1,0 +1,116 @@
+"""The chart module and the percentile curves, on known inputs."""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+from analysis.histograms import HistogramSet
+from reports.charts import counter_rate, server_charts, threshold_rules
+from reports.curves import nines, percentile_curve
+from reports.svg import Axis, Rule, Series, line_chart, log_ticks, sparkline, thin
+
+
+def parse(svg: str) -> ET.Element:
+    """Charts must be well-formed XML (inline SVG in HTML tolerates less than it seems)."""
+    return ET.fromstring(svg)
+
+
+def test_nines_axis_positions() -> None:
+    assert nines(90.0) == pytest.approx(1.0)
+    assert nines(99.0) == pytest.approx(2.0)
+    assert nines(99.9) == pytest.approx(3.0)
+
+
+def test_percentile_curve_matches_the_histogram_and_ends_at_the_max() -> None:
+    histograms = HistogramSet()
+    for value in np.random.default_rng(3).exponential(50_000, 5000):
+        histograms.record_us("x", int(value))
+    h = histograms.histogram("x")
+    curve = percentile_curve(h)
+    assert curve[-1] == (pytest.approx(math.log10(5000)), h.get_max_value() / 1000)
+    for x, value in curve[1:-1:7]:
+        expected = h.get_value_at_percentile(100.0 * (1.0 - 10.0**-x)) / 1000
+        assert value == pytest.approx(expected)
+    assert [v for _, v in curve] == sorted(v for _, v in curve)
+    assert percentile_curve(HistogramSet().histogram("empty")) == []
+
+
+def test_thinning_keeps_the_spike() -> None:
+    points = [(float(i), 1.0) for i in range(10_000)]
+    points[7777] = (7777.0, 500.0)
+    thinned = thin(points, 200)
+    assert len(thinned) <= 220
+    assert (7777.0, 500.0) in thinned
+
+
+def test_log_ticks_cover_the_data() -> None:
+    lo, hi, ticks = log_ticks(math.log10(45), math.log10(1958))
+    assert 10**lo <= 45 and 10**hi >= 1958
+    assert [round(10**t) for t in ticks] == [20, 50, 100, 200, 500, 1000, 2000]
+
+
+def test_chart_escapes_names_and_draws_rules() -> None:
+    svg = line_chart(
+        [Series('<b>"x"</b>', [(0.0, 1.0), (1.0, None), (2.0, 3.0), (3.0, 4.0)])],
+        title="t & <u>",
+        y=Axis(log=True),
+        rules=[Rule(2.0, "p99 ≤ 2 ms", x=1.0)],
+    )
+    root = parse(svg)
+    assert "<b>" not in svg and "&lt;b&gt;" in svg
+    assert root.find("title").text == "t & <u>"
+    paths = root.findall(".//path")
+    circles = root.findall(".//circle")
+    assert len(paths) == 1  # the gap splits the line: a lone dot, then a segment
+    assert len(circles) == 2  # that dot and the rule's mark
+    assert any(t.text == "p99 ≤ 2 ms" for t in root.iter("text"))
+
+
+def test_empty_chart_says_so() -> None:
+    svg = line_chart([Series("a", [])], title="nothing")
+    assert "no data" in svg
+    parse(svg)
+
+
+def test_sparkline_hover_lists_the_values() -> None:
+    root = parse(sparkline([1.0, None, 3.0, 2000.0]))
+    assert root.find("title").text == "1, 3, 2k"
+    assert parse(sparkline([None])).tag == "svg"
+
+
+def test_threshold_rules_sit_at_their_percentile() -> None:
+    slos = [
+        {"metric": "ttft_ms", "stat": "p99", "threshold": 2000.0},
+        {"metric": "ttft_ms", "stat": "max", "threshold": 5000.0},
+        {"metric": "itl_ms", "stat": "p95", "threshold": 60.0},
+    ]
+    rules = threshold_rules(slos, "ttft", top=4.0)
+    assert [(r.y, r.x) for r in rules] == [(2000.0, pytest.approx(2.0)), (5000.0, 4.0)]
+
+
+def test_counters_are_charted_as_rates_with_gaps_at_resets() -> None:
+    assert counter_rate([(0.0, 0.0), (5.0, 50.0), (10.0, 20.0), (15.0, 70.0)]) == [
+        (5.0, 10.0),
+        (10.0, None),
+        (15.0, 10.0),
+    ]
+    charts = server_charts(
+        [
+            {
+                "t_s": 0.0,
+                "source": "engine",
+                "series": {"running": 1, "generation_tokens_total": 0},
+            },
+            {
+                "t_s": 5.0,
+                "source": "engine",
+                "series": {"running": 2, "generation_tokens_total": 50},
+            },
+        ]
+    )
+    assert len(charts) == 2
+    assert "generation_tokens_total per second" in charts[0]

@@ -1,0 +1,140 @@
+"""summary.json: DESIGN.md's contract keys, units, empty metrics, secrets masked."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from reportdata import bucket, realistic_run, run_of
+
+from analysis.recorder import Bucket
+from analysis.summary import SCHEMA, build_summary, redact, redact_text
+
+CONTRACT_STATS = ("count", "p50", "p90", "p95", "p99", "p999", "max", "mean")
+
+
+@pytest.fixture(scope="module")
+def summary() -> dict:
+    return build_summary(realistic_run())
+
+
+def test_contract_keys(summary: dict) -> None:
+    assert summary["schema"] == SCHEMA == "slogate.summary/1"
+    assert summary["verdict"] in ("pass", "fail", "inconclusive", "invalid")
+    chat = summary["scenarios"]["chat"]
+    assert set(chat["requests"]) >= {"ok", "failed", "errors"}
+    assert chat["requests"]["errors"] == {"http_5xx": 7, "timeout_stall": 2}
+    assert set(chat["tokens"]) >= {"input", "output", "count_method"}
+    for metric in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
+        assert set(chat["metrics"][metric]) >= set(CONTRACT_STATS)
+    assert set(chat["throughput"]) >= {"requests_per_s", "output_tokens_per_s"}
+    for entry in chat["slo"]:
+        assert set(entry) >= {"metric", "stat", "threshold", "value", "verdict"}
+    json.dumps(summary, allow_nan=False)
+
+
+def test_times_are_milliseconds_with_intervals() -> None:
+    values = [float(v) for v in range(1, 1001)]
+    s = build_summary(run_of({"a": bucket({"ttft": values, "e2e": values})}))
+    ttft = s["scenarios"]["a"]["metrics"]["ttft_ms"]
+    assert ttft["count"] == 1000
+    assert ttft["p50"] == pytest.approx(500.0, rel=1e-3)
+    assert ttft["max"] == pytest.approx(1000.0, rel=1e-3)
+    assert ttft["mean"] == pytest.approx(500.5, rel=1e-3)
+    lower, upper = ttft["ci"]["p99"]
+    assert lower <= ttft["p99"] <= upper
+    assert s["scenarios"]["a"]["throughput"]["requests_per_s"] == pytest.approx(1000 / 60.0, 1e-3)
+
+
+def test_metric_without_samples_has_nulls_not_zeros() -> None:
+    s = build_summary(run_of({"a": bucket({"e2e": [5.0]})}))
+    tpot = s["scenarios"]["a"]["metrics"]["tpot_ms"]
+    assert tpot["count"] == 0
+    assert all(tpot[k] is None for k in CONTRACT_STATS if k != "count")
+
+
+def test_workload_tokens_methods_and_deviation(summary: dict) -> None:
+    tokens = summary["scenarios"]["chat"]["tokens"]
+    assert tokens["count_method"] == "usage"
+    assert tokens["approximate"] is False
+    assert tokens["deviation_pct"]["output"] == pytest.approx(-6.25)
+    assert tokens["per_request"]["output_tokens"]["p50"] == 120
+    assert tokens["chunk_token_method"] == "proportional"
+
+
+def test_the_least_exact_count_method_wins() -> None:
+    b = bucket({"e2e": [5.0, 6.0]})
+    b.counters.count_methods.update(usage=1, chunks=1)
+    tokens = build_summary(run_of({"a": b}))["scenarios"]["a"]["tokens"]
+    assert tokens["count_method"] == "chunks"
+    assert tokens["approximate"] is True
+
+
+def test_scheduled_turns_stages_goodput(summary: dict) -> None:
+    chat = summary["scenarios"]["chat"]
+    assert chat["metrics"]["ttft_sched_ms"]["p50"] > chat["metrics"]["ttft_ms"]["p50"]
+    assert list(chat["ttft_by_turn_ms"]) == ["1", "2"]
+    assert set(chat["stages"]) == {"warm", "hot"}
+    assert chat["stages"]["hot"]["metrics"]["ttft_ms"]["count"] == 2000
+    assert chat["goodput"]["fraction"] == pytest.approx(3880 / 4009, abs=1e-6)
+
+
+def test_turns_sort_numerically_and_stage_rates_use_the_planned_duration() -> None:
+    b = bucket({"ttft": [1.0], "e2e": [1.0], "ttft_turn_10": [1.0], "ttft_turn_2": [1.0]})
+    run = run_of({"a": b})
+    run.meta["scenarios"]["a"]["load"] = {"stages": [{"name": "s1", "duration_s": 4.0}]}
+    run.buckets[("a", "stage:s1")] = bucket({"e2e": [1.0] * 8})
+    s = build_summary(run)["scenarios"]["a"]
+    assert list(s["ttft_by_turn_ms"]) == ["2", "10"]
+    assert s["stages"]["s1"]["throughput"]["requests_per_s"] == pytest.approx(2.0)
+
+
+def test_secrets_are_masked_everywhere_in_the_summary() -> None:
+    run = run_of(
+        {
+            "a": bucket(
+                {"e2e": [1.0]},
+                failed={"http_4xx": 1},
+                error_samples={"http_4xx": ["bad key sk-live1234567890abcdef"]},
+            )
+        },
+        command="slogate run chat.yaml --api-key hunter2secret --host http://u:pw0rd@h:1",
+        host="http://user:pa55word@example.invalid:8000/v1?api_key=qwerty123",
+    )
+    run.meta["scenarios"]["a"]["raw"] = {
+        "request": {"api_key": "plainkey999", "api_key_env": "OPENAI_API_KEY", "max_tokens": 64},
+        "headers": {"Authorization": "Bearer tok-abc-123456"},
+    }
+    text = json.dumps(build_summary(run))
+    for secret in (
+        "hunter2secret",
+        "pw0rd",
+        "pa55word",
+        "qwerty123",
+        "plainkey999",
+        "tok-abc-123456",
+        "sk-live1234567890abcdef",
+    ):
+        assert secret not in text
+    assert "OPENAI_API_KEY" in text
+    assert '"max_tokens": 64' in text
+
+
+def test_redaction_leaves_ordinary_text_alone() -> None:
+    for text in (
+        "max_tokens=64 input_tokens: 10",
+        "Authorization header missing",
+        "password is wrong",
+        "the secret sauce",
+    ):
+        assert redact_text(text) == text
+    assert redact_text("Authorization: Basic dXNlcjpwYXNz") == "Authorization: ***"
+    assert redact_text('{"api_key": "abc123"}') == '{"api_key": "***"}'
+    assert redact({"output_tokens": 5, "token": "abc"}) == {"output_tokens": 5, "token": "***"}
+
+
+def test_an_empty_run_summarizes_as_invalid() -> None:
+    s = build_summary(run_of({"a": Bucket()}))
+    assert s["verdict"] == "invalid"
+    assert s["exit_code"] == 3
+    assert s["scenarios"]["a"]["requests"]["error_rate"] is None
