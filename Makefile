@@ -30,6 +30,5 @@ lint: setup
 	$(BIN)/ruff check .
 
 # pytest exits 5 when it collected no test: that is not a failure of the code.
-test: setup llama-cpp chromium
-	$(BIN)/ruff check .
+test: setup llama-cpp chromium lint
 	$(BIN)/pytest -q -ra; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc

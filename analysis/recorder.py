@@ -163,24 +163,22 @@ def count_into(counters: Counters, record: RequestRecord, m: RequestMetrics, goo
     counters.chunk_token_methods[m.chunk_token_method.value] += 1
 
 
-def record_window(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: bool) -> None:
-    """A time window keeps only the headline latencies: it lives a few seconds."""
-    count_into(bucket.counters, record, m, good)
-    if not record.ok:
-        return
-    hist = bucket.histograms
+def record_headline(hist: HistogramSet, m: RequestMetrics) -> None:
+    """E2E, TTFT, TPOT and per-token ITL: what every bucket and window keeps."""
     hist.record_ns("e2e", m.e2e_ns)
     if m.ttft_ns is not None:
         hist.record_ns("ttft", m.ttft_ns)
     if m.tpot_ns is not None:
         hist.record_ns("tpot", m.tpot_ns)
-    record_itl(hist, m)
-
-
-def record_itl(hist: HistogramSet, m: RequestMetrics) -> None:
-    """Each chunk's per-token gap, weighted by its token count, in one batch."""
-    if m.itl_ns:
+    if m.itl_ns:  # each chunk's per-token gap, weighted by its tokens, in one batch
         hist.record_many_ns("itl", [gap for gap, _ in m.itl_ns], [k for _, k in m.itl_ns])
+
+
+def record_window(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: bool) -> None:
+    """A time window keeps only the headline latencies: it lives a few seconds."""
+    count_into(bucket.counters, record, m, good)
+    if record.ok:
+        record_headline(bucket.histograms, m)
 
 
 def record_into(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: bool) -> None:
@@ -189,12 +187,9 @@ def record_into(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: 
     if not record.ok:
         return
     hist = bucket.histograms
-    hist.record_ns("e2e", m.e2e_ns)
+    record_headline(hist, m)
     if m.ttft_ns is not None:
-        hist.record_ns("ttft", m.ttft_ns)
         hist.record_ns(f"ttft_turn_{min(record.turn + 1, MAX_TURN_BUCKET)}", m.ttft_ns)
-    if m.tpot_ns is not None:
-        hist.record_ns("tpot", m.tpot_ns)
     if record.input_tokens:
         if m.ttft_ns is not None:
             hist.record_ns(ttft_band(record.input_tokens), m.ttft_ns)
@@ -202,21 +197,20 @@ def record_into(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: 
             hist.record_ns(tpot_band(record.input_tokens + m.output_tokens), m.tpot_ns)
     if m.max_stall_ns is not None:
         hist.record_ns("max_stall", m.max_stall_ns)
-    record_itl(hist, m)
     hist.record_many_ns("chunk_gap", m.chunk_gaps_ns)
-    if m.ttft_sched_ns is not None:
-        hist.record_ns("ttft_sched", m.ttft_sched_ns)
-    if m.e2e_sched_ns is not None:
-        hist.record_ns("e2e_sched", m.e2e_sched_ns)
-    if m.lag_ns is not None:
-        hist.record_ns("lag", m.lag_ns)
+    scheduled = (("ttft_sched", m.ttft_sched_ns), ("e2e_sched", m.e2e_sched_ns), ("lag", m.lag_ns))
+    for name, value in scheduled:
+        if value is not None:
+            hist.record_ns(name, value)
     hist.record_us("output_tokens", m.output_tokens)
-    if record.input_tokens is not None:
-        hist.record_us("input_tokens", record.input_tokens)
-    if record.intended_output_tokens is not None:
-        hist.record_us("intended_output_tokens", record.intended_output_tokens)
-    if record.intended_input_tokens is not None:
-        hist.record_us("intended_input_tokens", record.intended_input_tokens)
+    lengths = (
+        ("input_tokens", record.input_tokens),
+        ("intended_output_tokens", record.intended_output_tokens),
+        ("intended_input_tokens", record.intended_input_tokens),
+    )
+    for name, tokens in lengths:
+        if tokens is not None:
+            hist.record_us(name, tokens)
 
 
 class Recorder:

@@ -26,7 +26,7 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import gevent
 from locust import events
@@ -41,6 +41,7 @@ from locustfiles.engine_info import EngineUnreachable, discover
 from locustfiles.session import RunSession
 from locustfiles.webview import install_web_view
 from scenarios.loader import resolve
+from scenarios.model import Scenario
 
 log = logging.getLogger("slogate")
 
@@ -156,9 +157,8 @@ def add_options(parser: Any) -> None:
 
 
 def build_context(
-    options: Any, host: str, model: str, shards: int, origin: float | None
+    options: Any, loaded: list[Scenario], host: str, model: str, shards: int, origin: float | None
 ) -> LoadContext:
-    loaded = scenarios.load(scenario_path(options), overrides(options))
     return LoadContext(
         scenarios=loaded,
         host=host,
@@ -175,6 +175,12 @@ def default_out_dir(first_scenario: str) -> Path:
     return Path("results") / f"{stamp}-{first_scenario}"
 
 
+def fail(code: int, message: object) -> NoReturn:
+    """Stop before any load is sent: 2 for bad configuration, 3 for an unreachable engine."""
+    log.error("slogate: %s", message)
+    sys.exit(code)
+
+
 @events.init.add_listener
 def on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> None:
     global _session
@@ -185,52 +191,48 @@ def on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> None
         runner.register_message("slogate_final", on_final)
     if isinstance(runner, WorkerRunner):
         return
+    _session = start_session(options, runner)
+    if web_ui is not None:
+        install_web_view(web_ui, _session)
+    gevent.signal_handler(signal.SIGTERM, on_sigterm, environment)
+
+
+def start_session(options: Any, runner: Any) -> RunSession:
+    """Validate everything, find the engine's model, prepare the judging session."""
     if options.run_time:
         options.slogate_duration = float(options.run_time)
         options.run_time = None  # the shape ends the run; Locust's own timer would cut warm-up
     if not options.host:
-        log.error("slogate: no host: pass --host URL")
-        sys.exit(EXIT_CONFIG)
+        fail(EXIT_CONFIG, "no host: pass --host URL")
     try:
-        scenario_file = scenario_path(options)
-        scenarios.load(scenario_file, overrides(options))
-    except scenarios.ScenarioError as error:
-        log.error("slogate: %s", error)
-        sys.exit(EXIT_CONFIG)
-    try:
+        loaded = scenarios.load(scenario_path(options), overrides(options))
         pricing = Pricing.from_options(options.gpu_price_per_hour, options.gpus)
-    except ValueError as error:
-        log.error("slogate: %s", error)
-        sys.exit(EXIT_CONFIG)
+    except (scenarios.ScenarioError, ValueError) as error:
+        fail(EXIT_CONFIG, error)
     try:
         engine = discover(options.host, timeout=10.0)
     except EngineUnreachable as error:
-        log.error("slogate: %s", error)
-        sys.exit(EXIT_INVALID)
+        fail(EXIT_INVALID, error)
     shards = options.processes if options.processes and options.processes > 0 else 1
     if isinstance(runner, MasterRunner):
         shards = max(shards, options.expect_workers or 1)
     options.slogate_model = engine.model
     options.slogate_shards = shards
-    ctx = build_context(options, options.host, engine.model, shards, origin=None)
+    ctx = build_context(options, loaded, options.host, engine.model, shards, origin=None)
     state.install(ctx)
-    out_dir = Path(options.out) if options.out else default_out_dir(ctx.scenarios[0].name)
-    max_lag = options.max_lag_ms or ctx.scenarios[0].load.max_lag_ms
-    _session = RunSession(
+    session = RunSession(
         ctx,
         engine,
-        out_dir,
+        Path(options.out) if options.out else default_out_dir(loaded[0].name),
         host=options.host,
         command=shlex.join(sys.argv),
-        max_lag_ms=max_lag,
+        max_lag_ms=options.max_lag_ms or loaded[0].load.max_lag_ms,
         baseline=options.baseline or None,
         pricing=pricing,
     )
     if options.selftest > 0:
-        _session.selftest = measure_generator(options.selftest)
-    if web_ui is not None:
-        install_web_view(web_ui, _session)
-    gevent.signal_handler(signal.SIGTERM, on_sigterm, environment)
+        session.selftest = measure_generator(options.selftest)
+    return session
 
 
 def measure_generator(streams: int) -> dict[str, Any]:
@@ -287,8 +289,10 @@ def on_test_start(environment: Any, **_: Any) -> None:
     runner = environment.runner
     options = environment.parsed_options
     if isinstance(runner, WorkerRunner):
+        loaded = scenarios.load(scenario_path(options), overrides(options))
         ctx = build_context(
             options,
+            loaded,
             environment.host,  # a worker gets the host with its spawn message, not as an option
             options.slogate_model,
             options.slogate_shards,

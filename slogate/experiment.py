@@ -30,13 +30,12 @@ from typing import Any
 import scenarios
 from analysis.capacity import Pricing
 from analysis.experiment import EXPECTATIONS, trend
+from analysis.slo import EXIT_CONFIG, EXIT_INVALID
 from reports.experiments import write_experiment
 from reports.results import write_atomic
 from scenarios.loader import read_yaml, resolve
 from simengine.profiles import DEFAULT_PROFILE, WEIGHT_BYTES, load_profile
 from slogate.trials import (
-    EXIT_CONFIG,
-    EXIT_RUN_FAILED,
     TrialResult,
     add_trial_options,
     engine_at,
@@ -354,4 +353,4 @@ def experiment_command(args: argparse.Namespace) -> int:
         print(f"slogate: {t['text']}")
     print(f"slogate: report {files['report']}")
     failed = [r for rs in results.values() for r in rs if r.summary is None]
-    return EXIT_RUN_FAILED if failed else 0
+    return EXIT_INVALID if failed else 0

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from analysis.capacity import Pricing, cost_block, kv_plan, seed_formula
+from analysis.slo import EXIT_CONFIG
 from simengine.profiles import Profile, ProfileError, load_profile
 from simengine.simulate import simulate_closed_loop
 
-EXIT_CONFIG = 2
 GB = 1e9
 SEEDS_EXAMPLE = {"model": "llama-2-7b", "gpu": "l4", "dtype": "fp16", "batch": 4, "context": 4096}
 ESTIMATE_MAX_CONCURRENCY = 1024

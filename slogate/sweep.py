@@ -25,13 +25,11 @@ from typing import Any
 import scenarios
 from analysis.capacity import MaxSearch, Pricing, knee_index, limiting_slo, throughput_cost
 from analysis.experiment import lookup
-from analysis.slo import percentile_of_stat
+from analysis.slo import EXIT_CONFIG, EXIT_INVALID, percentile_of_stat
 from reports.experiments import write_sweep
 from reports.results import write_atomic
 from slogate.args import duration as duration_arg
 from slogate.trials import (
-    EXIT_CONFIG,
-    EXIT_RUN_FAILED,
     TrialResult,
     add_trial_options,
     engine_at,
@@ -380,5 +378,5 @@ def sweep_command(args: argparse.Namespace) -> int:
     print(f"slogate: report {files['report']}")
     if not finished:
         print(f"slogate: search unfinished after {args.max_trials} trials", file=sys.stderr)
-        return EXIT_RUN_FAILED
+        return EXIT_INVALID
     return 0

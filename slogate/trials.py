@@ -28,9 +28,6 @@ from simengine.launch import start_engine
 from simengine.profiles import DEFAULT_PROFILE, load_profile
 from slogate.args import duration as duration_arg
 
-EXIT_CONFIG = 2
-EXIT_RUN_FAILED = 3
-
 
 def add_trial_options(p: argparse.ArgumentParser) -> None:
     """Options every experiment and sweep shares: where to send, for how long, cost."""

@@ -16,11 +16,13 @@ RUN_LOCUSTFILE = ROOT / "locustfiles" / "run.py"
 
 
 def scenario_file(tmp_path: Path, base: str, **changes: Any) -> Path:
-    """A copy of tests/data/<base>.yaml with top-level sections updated."""
+    """A copy of tests/data/<base>.yaml with top-level sections updated; a key
+    given as None inside a section is removed from it."""
     data = yaml.safe_load((ROOT / "tests" / "data" / f"{base}.yaml").read_text())
     for key, value in changes.items():
         if isinstance(value, dict) and isinstance(data.get(key), dict):
-            data[key] = {**data[key], **value}
+            merged = {**data[key], **value}
+            data[key] = {k: v for k, v in merged.items() if v is not None}
         else:
             data[key] = value
     path = tmp_path / f"{base}.yaml"

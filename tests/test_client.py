@@ -55,9 +55,21 @@ def exchange(engine: ExactEngine, **kwargs: object) -> tuple[StreamResult, Truth
         result = client.send(TURN)
     finally:
         client.close()
-    truth = engine.truth()
+    truth = settled_truth(engine)
     assert len(truth) <= 1
     return result, (truth[0] if truth else None)
+
+
+def settled_truth(engine: ExactEngine, wait_s: float = 2.0) -> list[TruthEntry]:
+    """The server's finished requests, waiting a moment for one: the client may
+    stop reading (an error event, a bad chunk) before the server files the
+    request as finished, and a late entry would land in the next test's log."""
+    deadline = time.monotonic() + wait_s
+    truth = engine.truth()
+    while not truth and time.monotonic() < deadline:
+        time.sleep(0.02)
+        truth = engine.truth()
+    return truth
 
 
 def expected_text(n: int, utf8: bool = False) -> str:

@@ -180,3 +180,28 @@ def test_web_ui_shows_hdr_percentiles_and_slo_status(engine, tmp_path):
     assert rows[0]["ttft_p50"] == pytest.approx(50, abs=5)
     assert rows[0]["slo"] == "ok so far"
     assert "slogate SLOs" in page
+
+
+def test_stages_get_their_own_histograms_and_warmup_is_excluded(engine, tmp_path):
+    scenario = scenario_file(
+        tmp_path,
+        "exact-chat",
+        load={
+            "users": None,
+            "spawn_rate": None,
+            "duration": None,
+            "warmup": "2s",
+            "stages": [
+                {"name": "low", "duration": "5s", "users": 1},
+                {"name": "high", "duration": "5s", "users": 6},
+            ],
+        },
+    )
+    done = slogate("run", str(scenario), "--host", engine.url, "--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    s = scenario_stats(tmp_path / "out")
+    low, high = s["stages"]["low"], s["stages"]["high"]
+    assert high["requests"]["ok"] > 3 * low["requests"]["ok"] > 0
+    # the whole run's bucket holds every stage's requests but the warm-up's
+    assert s["requests"]["ok"] < low["requests"]["ok"] + high["requests"]["ok"]
+    assert s["requests"]["ok"] >= high["requests"]["ok"]
