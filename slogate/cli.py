@@ -134,6 +134,9 @@ def compare(args: argparse.Namespace) -> int:
 
 
 def selftest(args: argparse.Namespace) -> int:
+    from gevent import monkey
+
+    monkey.patch_all()  # as in a real run: importing Locust patches the whole process
     from locustfiles.selftest import run_selftest
 
     result = run_selftest(streams=args.streams, duration_s=args.duration)
