@@ -83,9 +83,12 @@ class LoadContext:
         return self.shards * len(self.scenarios)
 
     def start_clock(self, origin_s: float | None = None) -> float:
-        """Fix the run's origin (wall time, shared by every process of the run)."""
-        if self.origin_s is None or origin_s is not None:
-            self.origin_s = time.time() if origin_s is None else origin_s
+        """Fix the run's origin (wall time, shared by every process of the run):
+        the one given (a worker gets the master's), else now unless already set."""
+        if origin_s is not None:
+            self.origin_s = origin_s
+        elif self.origin_s is None:
+            self.origin_s = time.time()
         self.recorder.origin_s = self.origin_s
         return self.origin_s
 

@@ -17,8 +17,7 @@ from gevent.pool import Pool
 from locust import User, task
 from locust.exception import StopUser
 
-from analysis.records import RequestRecord
-from locustfiles.client import StreamClient, chat_messages
+from locustfiles.client import StreamClient, StreamResult, chat_messages
 from locustfiles.state import current_context
 from scenarios.model import PlannedTurn
 
@@ -35,9 +34,15 @@ class _ScenarioUser(User):
         self.planner = self.ctx.planner(self.scenario, self.stream)
 
     def send(
-        self, client: StreamClient, turn: PlannedTurn, messages: list | None, scheduled_ns=None
-    ) -> RequestRecord | None:
-        """Send one request and record it; None when the run stopped it midway."""
+        self,
+        client: StreamClient,
+        turn: PlannedTurn,
+        messages: list[dict] | None,
+        scheduled_ns: int | None = None,
+    ) -> StreamResult:
+        """Send one request and record it, in slogate's histograms and in Locust's
+        own statistics. A request the end of the run cuts off is counted as
+        cancelled, outside latencies and errors."""
         ctx = self.ctx
         ctx.in_flight += 1
         try:
@@ -54,7 +59,7 @@ class _ScenarioUser(User):
             name=self.scenario.name,
             response_time=(record.end_ns - record.start_ns) / 1e6,
             response_length=record.output_tokens or len(record.chunk_ns),
-            exception=None if record.ok else RuntimeError(f"{record.error.value}"),
+            exception=None if record.ok else RuntimeError(record.error.value),
             context={},
         )
         return result
@@ -67,11 +72,11 @@ class SlogateUser(_ScenarioUser):
     def converse(self) -> None:
         client = self.ctx.client(self.scenario, concurrency=self.ctx.timeline.max_users())
         conversation = self.planner.conversation()
+        chat = self.scenario.api == "chat"
         history: list[dict[str, str]] = []
         for turn in conversation.turns:
             if turn.think_time_s > 0:
                 gevent.sleep(turn.think_time_s)
-            chat = self.scenario.api == "chat"
             result = self.send(client, turn, chat_messages(turn, history) if chat else None)
             if not result.record.ok:
                 return
