@@ -10,6 +10,7 @@ resamples a column of a real trace, which keeps its tails exactly.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,14 +32,15 @@ Z90 = 1.2815515655446004  # standard normal quantile at 0.9
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Dist:
+class Dist(ABC):
     """A distribution with optional clamps; subclasses define ``draw``."""
 
     min: float | None = None
     max: float | None = None
 
+    @abstractmethod
     def draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        raise NotImplementedError
+        """``size`` unclamped draws."""
 
     @property
     def lower(self) -> float:

@@ -93,6 +93,10 @@ def run_locust(cmd: list[str]) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.host and args.profile:
+        print("slogate: --profile chooses the simulated engine; it has no effect with --host",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_CONFIG
     scenario = resolve(args.scenario)
     try:
         loaded = scenarios.load(scenario, scenario_overrides(args))

@@ -205,3 +205,9 @@ def test_stages_get_their_own_histograms_and_warmup_is_excluded(engine, tmp_path
     # the whole run's bucket holds every stage's requests but the warm-up's
     assert s["requests"]["ok"] < low["requests"]["ok"] + high["requests"]["ok"]
     assert s["requests"]["ok"] >= high["requests"]["ok"]
+
+
+def test_a_simulated_engine_profile_with_a_host_is_a_configuration_error():
+    done = slogate("run", "chat", "--host", "http://127.0.0.1:9", "--profile", "llama-3.1-8b@h100")
+    assert done.returncode == 2
+    assert "--profile" in done.stderr and "--host" in done.stderr
