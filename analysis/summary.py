@@ -23,7 +23,7 @@ from analysis.diagnosis import diagnose, findings_to_dicts
 from analysis.percentiles import STANDARD_PERCENTILES, estimate, summarize
 from analysis.recorder import Bucket, Counters
 from analysis.rundata import RunData
-from analysis.slo import RunVerdict, SloResult, evaluate_run, proportion_interval
+from analysis.slo import RunVerdict, SloResult, evaluate_run, lag_p99_ms, proportion_interval
 
 SCHEMA = "slogate.summary/1"
 US_PER_MS = 1000.0
@@ -328,7 +328,7 @@ def build_summary(
             for v in ("pass", "fail", "inconclusive")
         },
         "run": redact({key: meta.get(key) for key in RUN_KEYS}),
-        "generator": redact(meta.get("generator") or {}),
+        "generator": redact({**(meta.get("generator") or {}), "lag_p99_ms": lag_p99_ms(run)}),
         "scenarios": {name: scenario_block(run, name, verdict) for name in run.scenario_names()},
     }
     summary["diagnosis"] = findings_to_dicts(diagnose(run, verdict))

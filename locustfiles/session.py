@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from analysis.capacity import Pricing
-from analysis.histograms import HistogramSet
 from analysis.recorder import OVERALL, Recorder
 from analysis.rundata import RunData
 from analysis.summary import redact
@@ -141,15 +140,6 @@ class RunSession:
             parts.append(text)
         return " | ".join(parts)
 
-    def lag_p99_ms(self) -> float | None:
-        merged = HistogramSet()
-        for (_, span), bucket in self.collector.buckets.items():
-            if span == OVERALL and "lag" in bucket.histograms:
-                merged.histogram("lag").add(bucket.histograms.histogram("lag"))
-        if "lag" not in merged:
-            return None
-        return merged.histogram("lag").get_value_at_percentile(99) / 1000
-
     def meta(self, complete: bool, reason: str | None) -> dict[str, Any]:
         ended = time.time()
         measured = self.ctx.timeline.measured_s
@@ -173,7 +163,6 @@ class RunSession:
             "stages": [asdict(p) for p in self.ctx.timeline.phases],
             "cancelled_at_stop": self.cancelled(),
             "generator": {
-                "lag_p99_ms": self.lag_p99_ms(),
                 "max_lag_ms": self.max_lag_ms,
                 "cpu_warning": self.cpu_warning,
                 "processes": max(len(self.workers_seen), 1),
