@@ -24,13 +24,13 @@ import ssl as ssl_module
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 import orjson
 from geventhttpclient._parser import HTTPParseError, HTTPResponseParser
 
 from analysis.records import ErrorKind, RequestRecord
 from locustfiles.connections import ConnectError, Connection, Pool
+from locustfiles.engine_info import parse_base_url
 from locustfiles.openai_stream import MESSAGE_CHARS, StreamInterpreter
 from locustfiles.sse import SSEParser
 from scenarios.model import Api, PlannedTurn, RequestOptions, Timeouts
@@ -148,9 +148,7 @@ class StreamClient:
         concurrency: int,
         kernel_timestamps: bool = True,
     ) -> None:
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"base URL {base_url!r}: expected http://host[:port] or https://...")
+        parts = parse_base_url(base_url)
         if api not in _PATHS:
             raise ValueError(f"api {api!r}: expected one of {sorted(_PATHS)}")
         if concurrency < 1:

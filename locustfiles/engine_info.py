@@ -17,8 +17,16 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import SplitResult, urlsplit
 
-__all__ = ["EngineError", "EngineInfo", "EngineUnreachable", "discover", "remote_token_counter"]
+__all__ = [
+    "EngineError",
+    "EngineInfo",
+    "EngineUnreachable",
+    "discover",
+    "parse_base_url",
+    "remote_token_counter",
+]
 
 PROBE_TEXT = "hello world"
 
@@ -36,6 +44,19 @@ class EngineInfo:
     model: str  # the first model id: what ``model: auto`` resolves to
     owned_by: str
     models: tuple[str, ...]
+
+
+def parse_base_url(base_url: str) -> SplitResult:
+    """The parts of an engine's base URL; ValueError (a configuration error) when
+    it is not http(s)://host[:port][/path]."""
+    parts = urlsplit(base_url)
+    try:
+        port = parts.port
+    except ValueError as error:  # out of range, or not a number
+        raise ValueError(f"host {base_url!r}: {error}") from error
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
+        raise ValueError(f"host {base_url!r}: expected http://host[:port] or https://...")
+    return parts
 
 
 def _root(base_url: str) -> str:
@@ -73,12 +94,17 @@ def _call(
 def discover(
     base_url: str, timeout: float = 10.0, api_key_env: str | None = "OPENAI_API_KEY"
 ) -> EngineInfo:
-    """The engine's models from ``GET /v1/models``. Raises EngineUnreachable when
-    nothing answers, EngineError when the answer is not a model list."""
+    """The engine's models from ``GET /v1/models``. Raises ValueError for a URL
+    that names no HTTP server, EngineUnreachable when nothing answers,
+    EngineError when the answer is not a model list."""
+    parse_base_url(base_url)
     url = _root(base_url) + "/v1/models"
     status, payload = _call(url, timeout, api_key_env)
     if status != 200:
-        raise EngineError(f"GET {url} answered HTTP {status}: {str(payload)[:300]}")
+        detail = "" if payload is None else f": {str(payload)[:300]}"
+        raise EngineError(
+            f"GET {url} answered HTTP {status}{detail} (not an OpenAI-compatible server?)"
+        )
     data = payload.get("data") if isinstance(payload, dict) else None
     entries = (
         [m for m in data if isinstance(m, dict) and m.get("id")] if isinstance(data, list) else []

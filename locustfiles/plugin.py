@@ -34,10 +34,11 @@ from locust.runners import MasterRunner, WorkerRunner
 
 import scenarios
 from analysis.capacity import Pricing
+from analysis.rundata import RunData
 from analysis.slo import EXIT_CONFIG, EXIT_INVALID
 from locustfiles import state
 from locustfiles.context import LoadContext
-from locustfiles.engine_info import EngineUnreachable, discover
+from locustfiles.engine_info import EngineError, discover
 from locustfiles.session import RunSession
 from locustfiles.webview import install_web_view
 from scenarios.loader import resolve
@@ -207,32 +208,52 @@ def start_session(options: Any, runner: Any) -> RunSession:
     try:
         loaded = scenarios.load(scenario_path(options), overrides(options))
         pricing = Pricing.from_options(options.gpu_price_per_hour, options.gpus)
-    except (scenarios.ScenarioError, ValueError) as error:
-        fail(EXIT_CONFIG, error)
-    try:
+        check_options(options)
+        baseline = RunData.load(options.baseline) if options.baseline else None
         engine = discover(options.host, timeout=10.0)
-    except EngineUnreachable as error:
+    except (scenarios.ScenarioError, ValueError, FileNotFoundError) as error:
+        fail(EXIT_CONFIG, error)
+    except EngineError as error:
         fail(EXIT_INVALID, error)
     shards = options.processes if options.processes and options.processes > 0 else 1
     if isinstance(runner, MasterRunner):
         shards = max(shards, options.expect_workers or 1)
     options.slogate_model = engine.model
     options.slogate_shards = shards
+    out_dir = Path(options.out) if options.out else default_out_dir(loaded[0].name)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        fail(EXIT_CONFIG, f"--out {out_dir}: cannot make the results folder: {error}")
     ctx = build_context(options, loaded, options.host, engine.model, shards, origin=None)
     state.install(ctx)
     session = RunSession(
         ctx,
         engine,
-        Path(options.out) if options.out else default_out_dir(loaded[0].name),
+        out_dir,
         host=options.host,
         command=shlex.join(sys.argv),
         max_lag_ms=options.max_lag_ms or loaded[0].load.max_lag_ms,
-        baseline=options.baseline or None,
+        baseline=(options.baseline, baseline) if baseline else None,
         pricing=pricing,
     )
     if options.selftest > 0:
         session.selftest = measure_generator(options.selftest)
     return session
+
+
+def check_options(options: Any) -> None:
+    """The flags no scenario file checks (ValueError naming the flag)."""
+    positive = {
+        "--window": options.window,
+        "--status-interval": options.status_interval,
+        "--max-lag-ms": options.max_lag_ms,
+    }
+    for flag, value in positive.items():
+        if value is not None and not value > 0:
+            raise ValueError(f"{flag}: expected a number > 0, got {value:g}")
+    if options.selftest < 0:
+        raise ValueError(f"--selftest: expected a number of streams >= 0, got {options.selftest}")
 
 
 def measure_generator(streams: int) -> dict[str, Any]:

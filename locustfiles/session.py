@@ -53,9 +53,11 @@ class RunSession:
         host: str,
         command: str,
         max_lag_ms: float,
-        baseline: str | None = None,
+        baseline: tuple[str, RunData] | None = None,
         pricing: Pricing | None = None,
     ) -> None:
+        """``baseline``: the folder of a run to compare with, and its data (read
+        before the run, so a bad folder stops it before any load)."""
         self.ctx = ctx
         self.engine = engine
         self.out_dir = out_dir
@@ -168,7 +170,7 @@ class RunSession:
                 "processes": max(len(self.workers_seen), 1),
                 "selftest": self.selftest,
             },
-            "baseline": self.baseline,
+            "baseline": self.baseline[0] if self.baseline else None,
             "pricing": asdict(self.pricing) if self.pricing else None,
             "pid": os.getpid(),
         }
@@ -189,7 +191,7 @@ class RunSession:
             server_metrics=samples,
         )
         run.save(self.out_dir)
-        baseline = RunData.load(self.baseline) if self.baseline else None
+        baseline = self.baseline[1] if self.baseline else None
         outcome = write_results(self.out_dir, run, baseline)
         write_index(self.out_dir.parent)
         log.info("slogate: verdict %s -> %s", outcome.verdict, self.out_dir / "report.html")

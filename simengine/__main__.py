@@ -104,6 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from simengine.server import serve
 
     try:
+        if not 0 <= args.port <= 65535:
+            raise ValueError(f"--port {args.port}: expected 0 to 65535")
         overrides = overrides_from_args(args)
         config = build_config(args.profile, **overrides)
     except (ProfileError, FaultError, ValueError) as exc:

@@ -1,8 +1,11 @@
-"""argparse types shared by the subcommands."""
+"""argparse types shared by the subcommands: a bad value stops the command at
+once, with the flag's name, before any engine is started."""
 
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Callable
 
 from scenarios.units import parse_duration
 
@@ -13,3 +16,36 @@ def duration(text: str) -> float:
         return parse_duration(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from error
+
+
+def _checked(text: str, kind: type, ok: Callable[[float], bool], what: str) -> int | float:
+    try:
+        value = kind(text)
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value) or not ok(value):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    return _checked(text, int, lambda v: v >= 1, "an integer >= 1")
+
+
+def non_negative_int(text: str) -> int:
+    return _checked(text, int, lambda v: v >= 0, "an integer >= 0")
+
+
+def positive_float(text: str) -> float:
+    return _checked(text, float, lambda v: v > 0, "a number > 0")
+
+
+def non_negative_float(text: str) -> float:
+    return _checked(text, float, lambda v: v >= 0, "a number >= 0")
+
+
+def positive_duration(text: str) -> float:
+    seconds = duration(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"expected a duration > 0, got {text!r}")
+    return seconds

@@ -13,7 +13,14 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
-from slogate.args import duration
+from slogate.args import (
+    duration,
+    non_negative_float,
+    non_negative_int,
+    positive_duration,
+    positive_float,
+    positive_int,
+)
 
 
 def add_run_parser(sub: argparse._SubParsersAction) -> None:
@@ -29,14 +36,16 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="results folder (default results/<time>-<scenario>)")
     p.add_argument("--baseline", help="results folder of a run to compare with")
     p.add_argument("--seed", type=int, help="workload seed")
-    p.add_argument("--max-lag-ms", type=float, help="open loop: generator lag bound")
+    p.add_argument("--max-lag-ms", type=positive_float, help="open loop: generator lag bound")
     p.add_argument("--metrics-url", help="engine Prometheus URL ('off' disables)")
     p.add_argument("--dcgm-url", help="NVIDIA DCGM exporter metrics URL")
-    p.add_argument("--gpu-price-per-hour", type=float, help="price of one GPU-hour, for cost")
-    p.add_argument("--gpus", type=int, help="GPUs the engine runs on (with the price)")
+    p.add_argument(
+        "--gpu-price-per-hour", type=positive_float, help="price of one GPU-hour, for cost"
+    )
+    p.add_argument("--gpus", type=positive_int, help="GPUs the engine runs on (with the price)")
     p.add_argument(
         "--selftest",
-        type=int,
+        type=non_negative_int,
         metavar="STREAMS",
         help="first measure the generator's error at STREAMS streams; recorded in the summary",
     )
@@ -61,7 +70,7 @@ def add_scenario_parser(sub: argparse._SubParsersAction) -> None:
     check.add_argument("file")
     sample = ssub.add_parser("sample", help="print the planned requests as JSON lines")
     sample.add_argument("file")
-    sample.add_argument("-n", type=int, default=20, help="number of requests")
+    sample.add_argument("-n", type=non_negative_int, default=20, help="number of requests")
     sample.add_argument("--seed", type=int, default=None, help="default: the scenario's own")
 
 
@@ -71,11 +80,13 @@ def add_small_parsers(sub: argparse._SubParsersAction) -> None:
     compare = sub.add_parser("compare", help="regression verdict of NEW against BASE")
     compare.add_argument("base")
     compare.add_argument("new")
-    compare.add_argument("--tolerance", type=float, default=0.10, help="relative, default 0.10")
+    compare.add_argument(
+        "--tolerance", type=non_negative_float, default=0.10, help="relative, default 0.10"
+    )
     compare.add_argument("--all", action="store_true", help="print every percentile, not the gated")
     selftest = sub.add_parser("selftest", help="this machine's measurement error and capacity")
-    selftest.add_argument("--streams", type=int, default=64)
-    selftest.add_argument("--duration", type=duration, default=10.0)
+    selftest.add_argument("--streams", type=positive_int, default=64)
+    selftest.add_argument("--duration", type=positive_duration, default=10.0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -122,9 +133,14 @@ def scenario(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
+    from analysis.slo import EXIT_CONFIG
     from reports import rerender
 
-    return rerender(args.dir).exit_code
+    try:
+        return rerender(args.dir).exit_code
+    except (OSError, ValueError) as error:
+        print(f"slogate report: {error}", file=sys.stderr)
+        return EXIT_CONFIG
 
 
 def compare(args: argparse.Namespace) -> int:

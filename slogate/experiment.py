@@ -35,10 +35,11 @@ from reports.experiments import write_experiment
 from reports.results import write_atomic
 from scenarios.loader import read_yaml, resolve
 from simengine.profiles import DEFAULT_PROFILE, WEIGHT_BYTES, load_profile
+from slogate.args import positive_int
+from slogate.target import TargetError, target_engine
 from slogate.trials import (
     TrialResult,
     add_trial_options,
-    engine_at,
     log_tail,
     point_of,
     pricing_of,
@@ -77,15 +78,19 @@ def add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("factor", choices=FACTORS)
     p.add_argument("--values", help="comma-separated settings (default depends on the factor)")
-    p.add_argument("--repeats", type=int, default=1, help="runs per setting (default 1)")
+    p.add_argument("--repeats", type=positive_int, default=1, help="runs per setting (default 1)")
     p.add_argument("--scenario", help="base scenario YAML (default: single-turn chat, ignore_eos)")
     p.add_argument(
         "--users",
-        type=int,
+        type=positive_int,
         help="concurrent users held (default: the scenario's; 1 for the built-in one)",
     )
-    p.add_argument("--input-tokens", type=int, default=512, help="prompt tokens held (default 512)")
-    p.add_argument("--output-tokens", type=int, default=64, help="output tokens held (default 64)")
+    p.add_argument(
+        "--input-tokens", type=positive_int, default=512, help="prompt tokens held (default 512)"
+    )
+    p.add_argument(
+        "--output-tokens", type=positive_int, default=64, help="output tokens held (default 64)"
+    )
     p.add_argument(
         "--endpoint",
         action="append",
@@ -259,7 +264,7 @@ def run_settings(
     results: dict[str, list[TrialResult]] = {s.label: [] for s in items}
     total, done = len(items) * args.repeats, 0
     for group in engine_groups(items):
-        with engine_at(group[0].host, group[0].profile, args.speedup) as host:
+        with target_engine(group[0].host, group[0].profile, args.speedup) as host:
             for repeat, s in trial_order(group, args.repeats):
                 result = run_trial(
                     files[s.label],
@@ -330,8 +335,6 @@ def build_document(
 def experiment_command(args: argparse.Namespace) -> int:
     factor = args.factor
     try:
-        if args.repeats < 1:
-            raise ValueError("--repeats must be at least 1")
         pricing = pricing_of(args)
         items = factor_settings(factor, args)
         base = base_scenario(factor, args)
@@ -343,6 +346,9 @@ def experiment_command(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     try:
         results = run_settings(factor, items, files, out, args)
+    except TargetError as error:
+        print(f"slogate experiment: {error}", file=sys.stderr)
+        return error.code
     except ValueError as error:
         print(f"slogate experiment: {error}", file=sys.stderr)
         return EXIT_CONFIG

@@ -10,19 +10,17 @@ collects their data and writes a results folder marked incomplete.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
 import locustfiles
 import scenarios
-from analysis.slo import EXIT_CONFIG, EXIT_INVALID
-from locustfiles.engine_info import EngineUnreachable, discover
+from analysis.slo import EXIT_CONFIG
 from scenarios.loader import resolve
+from slogate.target import TargetError, target_engine
 
 RUN_LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "run.py"
 
@@ -64,20 +62,6 @@ def locust_command(args: argparse.Namespace, scenario: Path, host: str, out: Pat
     return cmd
 
 
-@contextlib.contextmanager
-def engine_for(args: argparse.Namespace) -> Iterator[str]:
-    """The engine to load: the given host, or a simulated engine started here."""
-    if args.host:
-        yield args.host
-        return
-    from simengine.launch import start_engine
-
-    kwargs = {} if args.profile is None else {"profile": args.profile}
-    with start_engine(**kwargs) as engine:
-        print(f"slogate: no --host: started the simulated engine at {engine.url}", flush=True)
-        yield engine.url
-
-
 def run_locust(cmd: list[str]) -> int:
     child = subprocess.Popen(cmd, start_new_session=True)
 
@@ -93,10 +77,6 @@ def run_locust(cmd: list[str]) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.host and args.profile:
-        print("slogate: --profile chooses the simulated engine; it has no effect with --host",
-              file=sys.stderr)  # fmt: skip
-        return EXIT_CONFIG
     scenario = resolve(args.scenario)
     try:
         loaded = scenarios.load(scenario, scenario_overrides(args))
@@ -105,13 +85,14 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else Path("results") / f"{stamp}-{loaded[0].name}"
-    with engine_for(args) as host:
-        try:
-            discover(host, timeout=10.0)
-        except EngineUnreachable as error:
-            print(f"slogate: {error}", file=sys.stderr)
-            return EXIT_INVALID
-        code = run_locust(locust_command(args, scenario, host, out))
+    try:
+        with target_engine(args.host, args.profile) as host:
+            if not args.host:
+                print(f"slogate: no --host: started the simulated engine at {host}", flush=True)
+            code = run_locust(locust_command(args, scenario, host, out))
+    except TargetError as error:
+        print(f"slogate: {error}", file=sys.stderr)
+        return error.code
     report = out / "report.html"
     if report.exists():
         print(f"slogate: report {report} (exit {code})")

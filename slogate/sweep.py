@@ -28,11 +28,11 @@ from analysis.experiment import lookup
 from analysis.slo import EXIT_CONFIG, EXIT_INVALID, percentile_of_stat
 from reports.experiments import write_sweep
 from reports.results import write_atomic
-from slogate.args import duration as duration_arg
+from slogate.args import positive_duration, positive_float, positive_int
+from slogate.target import TargetError, target_engine
 from slogate.trials import (
     TrialResult,
     add_trial_options,
-    engine_at,
     log_tail,
     point_of,
     pricing_of,
@@ -56,23 +56,27 @@ def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
     load.add_argument("--rates", help="open-loop rates to run, e.g. 1,2,4,8 (requests/s)")
     load.add_argument("--users", help="closed-loop user counts to run, e.g. 1,4,16,64")
     load.add_argument("--find-max", choices=tuple(UNITS), help="search for the max rate or users")
-    p.add_argument("--start", type=float, help="--find-max: first load tried (default 1)")
-    p.add_argument("--max", dest="max_load", type=float, help="--find-max: never offer more")
+    p.add_argument("--start", type=positive_float, help="--find-max: first load tried (default 1)")
+    p.add_argument(
+        "--max", dest="max_load", type=positive_float, help="--find-max: never offer more"
+    )
     p.add_argument(
         "--tolerance",
-        type=float,
+        type=positive_float,
         default=0.1,
         help="--find-max: stop when the bracket is this fraction of the load (0.1)",
     )
     p.add_argument(
         "--confirm-duration",
-        type=duration_arg,
+        type=positive_duration,
         help="--find-max: length of the confirmation run (default 2 x --duration)",
     )
-    p.add_argument("--max-trials", type=int, default=16, help="--find-max: give up after this many")
+    p.add_argument(
+        "--max-trials", type=positive_int, default=16, help="--find-max: give up after this many"
+    )
     p.add_argument(
         "--max-duration",
-        type=duration_arg,
+        type=positive_duration,
         help="a trial too short to bound a percentile (inconclusive) is rerun longer, "
         "up to this (default 10 x --duration)",
     )
@@ -353,12 +357,15 @@ def sweep_command(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("results") / f"{stamp}-sweep-{scenario.stem}"
     out.mkdir(parents=True, exist_ok=True)
     try:
-        with engine_at(args.host, args.profile, args.speedup) as host:
+        with target_engine(args.host, args.profile, args.speedup) as host:
             trials = Trials(scenario, host, out, mode, args)
             if levels is None:
                 find_max(trials, search, args)
             else:
                 sweep(trials, search, levels, args)
+    except TargetError as error:
+        print(f"slogate sweep: {error}", file=sys.stderr)
+        return error.code
     except ValueError as error:
         print(f"slogate sweep: {error}", file=sys.stderr)
         return EXIT_CONFIG
@@ -378,5 +385,10 @@ def sweep_command(args: argparse.Namespace) -> int:
     print(f"slogate: report {files['report']}")
     if not finished:
         print(f"slogate: search unfinished after {args.max_trials} trials", file=sys.stderr)
+        return EXIT_INVALID
+    failed = [result for _, _, result in trials.order if result.summary is None]
+    if failed:
+        print(f"slogate: {len(failed)} of {len(trials.order)} trials wrote no results",
+              file=sys.stderr)  # fmt: skip
         return EXIT_INVALID
     return 0

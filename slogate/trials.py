@@ -2,19 +2,18 @@
 
 Each trial is its own `slogate run` process writing its own results folder
 (summary, report, data), so any trial can be opened, re-rendered or compared
-like a run; the experiment or sweep only reads those folders. The engine is
-the one the user names (``--host``) or a simulated engine started here for
-the trials that share a profile.
+like a run; the experiment or sweep only reads those folders. The engine
+(:mod:`slogate.target`) is the one the user names (``--host``) or a
+simulated engine started for the trials that share a profile.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,9 +23,8 @@ import yaml
 from analysis.capacity import Pricing, throughput_cost
 from analysis.experiment import point_block
 from analysis.rundata import RunData
-from simengine.launch import start_engine
-from simengine.profiles import DEFAULT_PROFILE, load_profile
-from slogate.args import duration as duration_arg
+from simengine.profiles import load_profile
+from slogate.args import positive_duration, positive_float, positive_int
 
 
 def add_trial_options(p: argparse.ArgumentParser) -> None:
@@ -35,22 +33,24 @@ def add_trial_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", help="simulated engine profile (no --host)")
     p.add_argument(
         "--speedup",
-        type=float,
+        type=positive_float,
         default=1.0,
         help="simulated engine: model seconds per wall second (default 1)",
     )
     p.add_argument(
         "--duration",
         "-t",
-        type=duration_arg,
+        type=positive_duration,
         default=20.0,
         help="length of each trial, e.g. 20s (default 20s)",
     )
     p.add_argument("--seed", type=int, help="workload seed")
     p.add_argument("--out", help="results folder (default results/<time>-<name>)")
-    p.add_argument("--gpu-price-per-hour", type=float, help="price of one GPU-hour, for cost")
     p.add_argument(
-        "--gpus", type=int, help="GPUs the deployment uses (default 1, or the profile's)"
+        "--gpu-price-per-hour", type=positive_float, help="price of one GPU-hour, for cost"
+    )
+    p.add_argument(
+        "--gpus", type=positive_int, help="GPUs the deployment uses (default 1, or the profile's)"
     )
 
 
@@ -61,16 +61,6 @@ def pricing_of(args: argparse.Namespace) -> Pricing | None:
     if gpus is None and args.gpu_price_per_hour is not None and not args.host and args.profile:
         gpus = load_profile(args.profile).tp
     return Pricing.from_options(args.gpu_price_per_hour, gpus)
-
-
-@contextlib.contextmanager
-def engine_at(host: str | None, profile: str | None, speedup: float) -> Iterator[str]:
-    """The given host, or a simulated engine started for the block's duration."""
-    if host:
-        yield host
-        return
-    with start_engine(profile or DEFAULT_PROFILE, speedup=speedup) as engine:
-        yield engine.url
 
 
 @dataclass(frozen=True)
