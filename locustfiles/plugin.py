@@ -211,7 +211,7 @@ def start_session(options: Any, runner: Any) -> RunSession:
         check_options(options)
         baseline = RunData.load(options.baseline) if options.baseline else None
         engine = discover(options.host, timeout=10.0)
-    except (scenarios.ScenarioError, ValueError, FileNotFoundError) as error:
+    except (scenarios.ScenarioError, ValueError, OSError) as error:
         fail(EXIT_CONFIG, error)
     except EngineError as error:
         fail(EXIT_INVALID, error)

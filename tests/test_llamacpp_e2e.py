@@ -59,7 +59,13 @@ def metrics(url: str) -> dict[str, float]:
 
 
 def stream_chat(url: str, prompt: str, max_tokens: int) -> list[Any]:
-    """The decoded ``data:`` payloads of one streamed chat completion, ``[DONE]`` included."""
+    """The decoded ``data:`` payloads of one streamed chat completion, ``[DONE]`` included.
+
+    Greedy (temperature 0), so the text is the same every run: when sampling
+    picks a character split over two tokens, llama-server holds the first back
+    and sends both in one chunk whose logprobs list only one (seen here: 31
+    listed for 32 generated), and a token count from logprobs would be off.
+    """
     body = {
         "model": MODEL_ALIAS,
         "messages": [{"role": "user", "content": prompt}],
@@ -68,6 +74,7 @@ def stream_chat(url: str, prompt: str, max_tokens: int) -> list[Any]:
         "stream_options": {"include_usage": True},
         "ignore_eos": True,
         "logprobs": True,
+        "temperature": 0,
     }
     request = urllib.request.Request(
         url + "/v1/chat/completions",
