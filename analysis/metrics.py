@@ -53,8 +53,8 @@ def output_token_count(record: RequestRecord) -> tuple[int, CountMethod]:
     """The request's output tokens: server usage, else a tokenizer, else chunks."""
     if record.output_tokens is not None:
         return record.output_tokens, CountMethod.USAGE
-    if record.chunk_tokens and len(record.chunk_tokens) == len(record.chunk_ns):
-        return sum(record.chunk_tokens), CountMethod.TOKENIZER
+    if record.tokenizer_tokens is not None:
+        return record.tokenizer_tokens, CountMethod.TOKENIZER
     return len(record.chunk_ns), CountMethod.CHUNKS
 
 
@@ -96,7 +96,7 @@ def chunk_token_counts(record: RequestRecord, total: int) -> tuple[list[int], Ch
     n = len(record.chunk_ns)
     if exact and len(exact) == n and sum(exact) <= total:
         return list(exact), ChunkTokenMethod.EXACT
-    if record.output_tokens is None and not exact:
+    if record.output_tokens is None and record.tokenizer_tokens is None and not exact:
         return [1] * n, ChunkTokenMethod.ONE_PER_CHUNK
     if total == n:
         return [1] * n, ChunkTokenMethod.EXACT

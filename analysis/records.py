@@ -43,8 +43,9 @@ class RequestRecord:
     output (content, reasoning or tool-call delta, or completion text); role-only,
     empty and usage-only chunks are not in it. ``chunk_chars`` is the text length
     of each of those chunks and ``chunk_tokens`` their exact token counts when the
-    server reported per-chunk usage or a tokenizer counted them (else empty).
-    ``output_tokens`` is the server's usage count when it sent one.
+    server reported per-chunk usage (else empty). ``output_tokens`` is the
+    server's usage count when it sent one; ``tokenizer_tokens`` the count of a
+    configured tokenizer over the generated text when it did not.
     """
 
     scenario: str
@@ -57,6 +58,7 @@ class RequestRecord:
     chunk_chars: list[int] = field(default_factory=list)
     chunk_tokens: list[int] = field(default_factory=list)
     output_tokens: int | None = None
+    tokenizer_tokens: int | None = None
     input_tokens: int | None = None
     intended_input_tokens: int | None = None
     intended_output_tokens: int | None = None

@@ -14,7 +14,8 @@ Timeouts are separate and each has its error kind: connect
 and a stall between output chunks (``timeout_stall``; keep-alive comments do
 not reset it). Every failure becomes a failed record: ``send`` never raises for
 what a server does. The API key comes from the environment, goes out as a
-Bearer token and is scrubbed from any error text.
+Bearer token and is scrubbed from any error text. When the server sends no
+usage, a tokenizer file the scenario names counts the generated text.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from locustfiles.engine_info import parse_base_url
 from locustfiles.openai_stream import MESSAGE_CHARS, StreamInterpreter
 from locustfiles.sse import SSEParser
 from scenarios.model import Api, PlannedTurn, RequestOptions, Timeouts
+from scenarios.text import output_token_counter
 
 __all__ = ["StreamClient", "StreamResult", "error_kind_for_status"]
 
@@ -162,6 +164,7 @@ class StreamClient:
         self.pool = Pool(
             parts.hostname, port, tls, concurrency, timeouts.connect_s, kernel_timestamps
         )
+        self._count_tokens = output_token_counter(options.tokenizer)
         self._api_key = os.environ.get(options.api_key_env, "") if options.api_key_env else ""
         prefix = parts.path.rstrip("/").removesuffix("/v1")
         host_header = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
@@ -245,7 +248,15 @@ class StreamClient:
                 self._fail(stream, failure.kind, str(failure))
         if record.error_message:
             record.error_message = self._redact(record.error_message)
-        return StreamResult(record, stream.text)
+        text = stream.text
+        if (
+            record.ok
+            and record.output_tokens is None
+            and self._count_tokens is not None
+            and len(text) == sum(record.chunk_chars)  # no reasoning or tool-call output
+        ):
+            record.tokenizer_tokens = self._count_tokens(text)
+        return StreamResult(record, text)
 
     def _fail(self, stream: StreamInterpreter, kind: ErrorKind, message: str) -> None:
         now = time.perf_counter_ns()

@@ -23,7 +23,7 @@ from scenarios.model import (
 )
 from scenarios.planner import Planner
 from scenarios.sampling import sample_requests
-from scenarios.text import token_counter
+from scenarios.text import output_token_counter
 from scenarios.units import parse_duration
 
 __all__ = [
@@ -43,7 +43,7 @@ __all__ = [
     "Threshold",
     "Timeouts",
     "load",
+    "output_token_counter",
     "parse_duration",
     "sample_requests",
-    "token_counter",
 ]

@@ -93,6 +93,7 @@ class RequestOptions:
     extra_body: dict[str, Any] = field(default_factory=dict)
     api_key_env: str = "OPENAI_API_KEY"
     # how prompt lengths are counted: "local" (the bundled SmolLM2 tokenizer),
+    # the absolute path of another tokenizer.json,
     # "server" (a counter the load side injects, e.g. the engine's /tokenize),
     # or "estimate" (calibrated chars per token)
     tokenizer: str = "local"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+from pathlib import Path
 from typing import Any
 
 from scenarios.model import (
@@ -22,6 +23,7 @@ from scenarios.schema import (
     LIST,
     MAPPING,
     NAME,
+    TEXT,
     Check,
     Reader,
     choice,
@@ -33,6 +35,7 @@ from scenarios.schema import (
     optional,
     required,
 )
+from scenarios.text import load_tokenizer
 from scenarios.traces import Trace
 
 ARRIVALS = ("poisson", "gamma", "constant", "trace")
@@ -201,7 +204,7 @@ REQUEST_FIELDS = {
     "temperature": optional(number(ge=0, le=2)),
     "extra_body": optional(MAPPING, {}),
     "api_key_env": optional(ENV_NAME, "OPENAI_API_KEY"),
-    "tokenizer": optional(choice(*TOKENIZERS), "local"),
+    "tokenizer": optional(TEXT, "local"),
 }
 
 
@@ -216,7 +219,27 @@ def read_request(reader: Reader, value: Any, path: str) -> RequestOptions | None
             f"expected fields the load side does not set itself; remove {', '.join(clashes)}",
         )
         return None
+    if f["tokenizer"] not in TOKENIZERS:
+        f["tokenizer"] = tokenizer_path(reader, f["tokenizer"], join(path, "tokenizer"))
+        if f["tokenizer"] is None:
+            return None
     return RequestOptions(**f)
+
+
+def tokenizer_path(reader: Reader, value: str, path: str) -> str | None:
+    """A tokenizer given as a file (relative to the scenario): it must load."""
+    file = Path(value).expanduser()
+    file = (file if file.is_absolute() else reader.base_dir / file).resolve()
+    expected = f"expected {', '.join(TOKENIZERS)} or the path of a tokenizer.json"
+    if not file.is_file():
+        reader.problem(path, f"{expected}, got {value!r} (no such file: {file})")
+        return None
+    try:
+        load_tokenizer(str(file))
+    except Exception as error:  # the tokenizers library raises plain Exception
+        reader.problem(path, f"{expected}; {file} does not load as one: {error}")
+        return None
+    return str(file)
 
 
 TIMEOUT_FIELDS = {

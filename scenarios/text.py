@@ -282,21 +282,28 @@ def _next_size(points: list[tuple[int, int]], size: int, count: int, total: int)
     return max(1, size + step)
 
 
+def tokenizer_file(setting: str) -> str:
+    """The ``tokenizer.json`` a ``request.tokenizer`` setting counts with: the
+    bundled SmolLM2 one for ``local`` and ``server``, else the file it names."""
+    return str(LOCAL_TOKENIZER) if setting in ("local", "server") else setting
+
+
 def make_writer(corpus: str, tokenizer: str, count_tokens: TokenCounter | None) -> Writer:
     """The writer for a corpus under a scenario's ``request.tokenizer`` setting:
-    ``local`` or ``server`` (positions and counts from the bundled SmolLM2
-    tokenizer) or ``estimate``. An injected ``count_tokens`` becomes the measure."""
+    positions and counts from its tokenizer file (:func:`tokenizer_file`), or
+    the calibrated ``estimate``. An injected ``count_tokens`` becomes the measure."""
     if tokenizer == "estimate":
         estimated = estimated_corpus(corpus)
         return Writer(estimated, estimated.count, count_tokens)
-    local = str(LOCAL_TOKENIZER)
+    local = tokenizer_file(tokenizer)
     return Writer(tokenized_corpus(corpus, local), tokenizer_counter(local), count_tokens)
 
 
-def token_counter(tokenizer: str) -> TokenCounter | None:
-    """The local counter for a ``request.tokenizer`` setting, for the load side to
-    count output text with; ``None`` for ``estimate``."""
-    return None if tokenizer == "estimate" else tokenizer_counter(str(LOCAL_TOKENIZER))
+def output_token_counter(tokenizer: str) -> TokenCounter | None:
+    """What the load side counts generated text with when the server sends no
+    usage: the tokenizer file a scenario names (the model's own), else nothing.
+    The bundled SmolLM2 tokenizer would count another model's text wrongly."""
+    return None if tokenizer in ("local", "server", "estimate") else tokenizer_counter(tokenizer)
 
 
 def nonce(rng: np.random.Generator) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from analysis.metrics import request_metrics
+from analysis.metrics import ChunkTokenMethod, request_metrics
 from analysis.records import CountMethod, ErrorKind
 from exactengine.launcher import ExactEngine
 from exactengine.plan import ASCII_VOCABULARY, UTF8_VOCABULARY, token_text
@@ -20,6 +20,7 @@ from exactengine.truth import TruthEntry
 from locustfiles.client import StreamClient, StreamResult
 from locustfiles.selftest import run_selftest
 from scenarios.model import PlannedTurn, RequestOptions, Timeouts
+from scenarios.text import LOCAL_TOKENIZER, tokenizer_counter
 
 MS = 1_000_000
 TOKENS = 12
@@ -55,21 +56,22 @@ def exchange(engine: ExactEngine, **kwargs: object) -> tuple[StreamResult, Truth
         result = client.send(TURN)
     finally:
         client.close()
-    truth = settled_truth(engine)
+    truth = settled_truth(engine, since_ns=result.record.start_ns)
     assert len(truth) <= 1
     return result, (truth[0] if truth else None)
 
 
-def settled_truth(engine: ExactEngine, wait_s: float = 2.0) -> list[TruthEntry]:
-    """The server's finished requests, waiting a moment for one: the client may
-    stop reading (an error event, a bad chunk) before the server files the
-    request as finished, and a late entry would land in the next test's log."""
+def settled_truth(engine: ExactEngine, since_ns: int, wait_s: float = 2.0) -> list[TruthEntry]:
+    """The server's finished requests received from ``since_ns`` on, waiting a
+    moment for one: the client may stop reading (an error event, a bad chunk)
+    before the server files the request as finished. So an earlier test's
+    request can be filed late, into this test's log: it is left out."""
     deadline = time.monotonic() + wait_s
-    truth = engine.truth()
-    while not truth and time.monotonic() < deadline:
+    while True:
+        truth = [t for t in engine.truth() if t.received_ns >= since_ns]
+        if truth or time.monotonic() >= deadline:
+            return truth
         time.sleep(0.02)
-        truth = engine.truth()
-    return truth
 
 
 def expected_text(n: int, utf8: bool = False) -> str:
@@ -81,7 +83,7 @@ def test_chat_stream_is_timed_against_the_server_truth(engine: ExactEngine) -> N
     client = make_client(engine.url)
     records = [client.send(TURN).record for _ in range(3)]
     client.close()
-    truths = engine.truth()
+    truths = [t for t in engine.truth() if t.received_ns >= records[0].start_ns]
     gaps, ttft_errors = [], []
     for record, truth in zip(records, truths, strict=True):
         assert record.ok, record.error_message
@@ -110,6 +112,28 @@ def test_usage_switched_off_counts_chunks(engine: ExactEngine) -> None:
     result, _ = exchange(engine, include_usage=False)
     assert result.record.ok
     assert result.record.output_tokens is None
+    assert request_metrics(result.record).count_method is CountMethod.CHUNKS
+
+
+def test_without_usage_a_tokenizer_file_counts_the_text(engine: ExactEngine) -> None:
+    utf8 = {"split_utf8": True}  # text SmolLM2 cuts into more tokens than the server's
+    result, truth = exchange(
+        engine, include_usage=False, tokenizer=str(LOCAL_TOKENIZER), quirks=utf8
+    )
+    record = result.record
+    assert record.output_tokens is None
+    counted = tokenizer_counter(str(LOCAL_TOKENIZER))(expected_text(TOKENS, utf8=True))
+    assert record.tokenizer_tokens == counted != truth.output_tokens  # SmolLM2's, not the server's
+    metrics = request_metrics(record)
+    assert metrics.count_method is CountMethod.TOKENIZER
+    assert metrics.output_tokens == counted
+    # the count is spread over the chunks by their text, as a usage total would be
+    assert metrics.chunk_token_method is ChunkTokenMethod.PROPORTIONAL
+    # reasoning text is output the client does not keep: no count it could stand by
+    result, _ = exchange(
+        engine, include_usage=False, tokenizer=str(LOCAL_TOKENIZER), quirks={"reasoning_tokens": 3}
+    )
+    assert result.record.tokenizer_tokens is None
     assert request_metrics(result.record).count_method is CountMethod.CHUNKS
 
 

@@ -13,7 +13,7 @@ import pytest
 
 import scenarios
 from scenarios import Planner, Scenario
-from scenarios.text import LOCAL_TOKENIZER, tokenizer_counter
+from scenarios.text import LOCAL_TOKENIZER, corpus_text, tokenizer_counter
 
 count = tokenizer_counter(str(LOCAL_TOKENIZER))
 
@@ -90,6 +90,43 @@ def test_large_prompts_join_several_passages(tmp_path):
     s = scenario(tmp_path, "workload: {kind: chat, turns: 1, input_tokens: 60000}\n")
     [turn] = Planner(s, 0).conversation().turns
     assert count(turn.user_text) == turn.intended_input_tokens == 60000
+
+
+def small_tokenizer(path: Path) -> Path:
+    """A byte-level BPE tokenizer with a vocabulary unlike SmolLM2's, trained
+    here on the prose and code corpora."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=3000, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    texts = [corpus_text(kind)[:300_000] for kind in ("prose", "code")]
+    tokenizer.train_from_iterator(texts, trainer)
+    tokenizer.save(str(path))
+    return path
+
+
+@pytest.mark.parametrize("kind", ["chat", "code"])
+def test_a_tokenizer_file_makes_its_own_counts_exact(tmp_path, kind):
+    small_tokenizer(tmp_path / "my-tokenizer.json")
+    single = ", turns: 1" if kind == "chat" else ""
+    s = scenario(
+        tmp_path,
+        f"""
+        workload: {{kind: {kind}{single}, input_tokens: {{dist: uniform, min: 50, max: 5000}}}}
+        request: {{tokenizer: my-tokenizer.json}}
+        """,
+    )
+    assert s.request.tokenizer == str(tmp_path / "my-tokenizer.json")
+    mine = tokenizer_counter(s.request.tokenizer)
+    planned = turns(Planner(s, 0), 150)
+    for turn in planned:
+        system = mine(turn.system_text) if turn.system_text else 0
+        assert system + mine(turn.user_text) == turn.intended_input_tokens
+    assert sum(prompt_tokens(t) != t.intended_input_tokens for t in planned) > 140  # not SmolLM2
 
 
 @pytest.mark.parametrize("kind", ["chat", "code"])

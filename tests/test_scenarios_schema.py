@@ -216,6 +216,16 @@ def test_trace_workload_problems(tmp_path):
     assert "not both" in problems(write(tmp_path, both))["load.rate"]
 
 
+def test_tokenizer_file_problems(tmp_path):
+    (tmp_path / "not-a-tokenizer.json").write_text('{"x": 1}')
+    missing = problems(write(tmp_path, MINIMAL + "request: {tokenizer: nope.json}\n"))
+    message = missing["request.tokenizer"]
+    assert "the path of a tokenizer.json" in message
+    assert f"no such file: {tmp_path / 'nope.json'}" in message
+    bad = problems(write(tmp_path, MINIMAL + "request: {tokenizer: not-a-tokenizer.json}\n"))
+    assert "does not load as one" in bad["request.tokenizer"]
+
+
 def test_stages(tmp_path):
     text = MINIMAL + textwrap.dedent(
         """
