@@ -155,9 +155,6 @@ class HistogramSet:
     def __iter__(self) -> Iterator[tuple[str, HdrHistogram]]:
         return iter(sorted(self._histograms.items()))
 
-    def is_empty(self) -> bool:
-        return all(h.get_total_count() == 0 for h in self._histograms.values())
-
     def add(self, other: HistogramSet) -> None:
         """Merge ``other`` in exactly. Empty histograms are skipped: ``hdrh``'s
         ``add`` of an empty histogram would set the minimum to 0."""

@@ -145,9 +145,6 @@ class Bucket:
         return cls(HistogramSet.decode(data["histograms"]), Counters.from_dict(data["counters"]))
 
 
-WINDOW_METRICS = ("ttft", "itl", "tpot", "e2e")
-
-
 def count_into(counters: Counters, record: RequestRecord, m: RequestMetrics, good: bool) -> None:
     """Add one finished request to the counts. Failed requests count, never time."""
     if not record.ok:

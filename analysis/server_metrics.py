@@ -38,7 +38,6 @@ COUNTERS = (
     "prefix_cache_hits_total",
     "prefix_cache_queries_total",
 )
-CANONICAL = GAUGES + COUNTERS
 MIB = 1024 * 1024
 
 
@@ -230,12 +229,6 @@ def detect_dialect(names: Iterable[str]) -> Dialect | None:
     return best if counts[best.name] else None
 
 
-def detect_engine(text: str) -> str:
-    """The engine (or ``dcgm``) that wrote this metrics text, else ``unknown``."""
-    dialect = detect_dialect(s.name for s in parse_samples(text))
-    return dialect.name if dialect else UNKNOWN
-
-
 def map_samples(dialect: Dialect, samples: Iterable[Sample]) -> dict[str, float]:
     """Canonical series of one dialect from parsed samples."""
     values: dict[str, list[float]] = {}
@@ -277,12 +270,3 @@ def snapshot(text: str, dialect: Dialect | None = None) -> Snapshot:
         if s.kind == "counter" and s.name.endswith("_total") and chosen.recognises(s.name):
             counters[s.name] = counters.get(s.name, 0.0) + s.value
     return Snapshot(engine=chosen.name, series=map_samples(chosen, samples), counters=counters)
-
-
-def dialect_named(name: str) -> Dialect:
-    """The dialect called ``name`` (vllm, sglang, tgi, llamacpp, nim, dcgm)."""
-    for d in DIALECTS:
-        if d.name == name:
-            return d
-    known = ", ".join(d.name for d in DIALECTS)
-    raise ValueError(f"unknown metrics dialect {name!r}; known: {known}")

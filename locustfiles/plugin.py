@@ -333,9 +333,9 @@ def on_test_start(environment: Any, **_: Any) -> None:
 def start_scraper(options: Any) -> Any:
     if options.metrics_url == "off":
         return None
-    from locustfiles.scraper import MetricsScraper
+    from locustfiles.scraper import MetricsScraper, metrics_url_for
 
-    url = options.metrics_url or options.host.rstrip("/") + "/metrics"
+    url = options.metrics_url or metrics_url_for(options.host)
     scraper = MetricsScraper(url, dcgm_url=options.dcgm_url or None, origin_s=_session.start_wall)
     scraper.start()
     return scraper

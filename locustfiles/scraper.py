@@ -28,8 +28,9 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 
 
 def metrics_url_for(host: str) -> str:
-    """The conventional metrics URL of an engine served at ``host``."""
-    return host.rstrip("/") + "/metrics"
+    """The conventional metrics URL of an engine served at ``host`` (also when
+    the host is given with its ``/v1`` path)."""
+    return host.rstrip("/").removesuffix("/v1") + "/metrics"
 
 
 @dataclass(frozen=True)

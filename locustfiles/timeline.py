@@ -48,10 +48,6 @@ class Timeline:
                 return phase
         return None
 
-    def phases_from(self, elapsed_s: float) -> list[Phase]:
-        """The phase running at ``elapsed_s`` and every one after it."""
-        return [p for p in self.phases if p.end_s > elapsed_s]
-
     def in_warmup(self, elapsed_s: float) -> bool:
         return elapsed_s < self.warmup_s
 

@@ -203,3 +203,9 @@ def test_scraper_runs_as_a_greenlet_in_a_gevent_patched_process(server: MetricsS
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["samples"] >= 3
     assert result["summary"]["engine"]["errors"] == 0
+
+
+def test_metrics_live_at_the_engines_root_also_for_a_v1_host() -> None:
+    assert metrics_url_for("http://127.0.0.1:8000") == "http://127.0.0.1:8000/metrics"
+    assert metrics_url_for("http://127.0.0.1:8000/v1/") == "http://127.0.0.1:8000/metrics"
+    assert metrics_url_for("http://gw/llm/v1") == "http://gw/llm/metrics"

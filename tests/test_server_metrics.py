@@ -12,9 +12,8 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from analysis.server_metrics import (
+    DCGM,
     MetricsParseError,
-    detect_engine,
-    dialect_named,
     snapshot,
 )
 
@@ -245,7 +244,7 @@ DCGM_FI_DEV_SM_CLOCK{gpu="0",UUID="GPU-604ac76c",device="nvidia0",modelName="NVI
 
 
 def test_dcgm_utilisation_is_a_mean_fraction_and_memory_a_sum_in_bytes() -> None:
-    snap = snapshot(DCGM_TEXT, dialect_named("dcgm"))
+    snap = snapshot(DCGM_TEXT, DCGM)
     assert snap.engine == "dcgm"
     assert snap.series == {"gpu_utilization": 0.8, "gpu_memory_used_bytes": 80000 * 1024 * 1024}
 
@@ -263,7 +262,7 @@ def test_dcgm_utilisation_is_a_mean_fraction_and_memory_a_sum_in_bytes() -> None
     ],
 )
 def test_engine_is_detected_from_metric_names(text: str, engine: str) -> None:
-    assert detect_engine(text) == engine
+    assert snapshot(text).engine == engine
 
 
 def test_nan_gauges_are_left_out_rather_than_charted() -> None:
@@ -279,8 +278,3 @@ def test_unknown_exporter_maps_to_nothing() -> None:
 def test_text_that_is_not_prometheus_is_a_clear_error() -> None:
     with pytest.raises(MetricsParseError, match="not Prometheus text format"):
         snapshot("<html><body>502 Bad Gateway</body></html>")
-
-
-def test_unknown_dialect_name_lists_the_known_ones() -> None:
-    with pytest.raises(ValueError, match="known: vllm, sglang, tgi, llamacpp, nim, dcgm"):
-        dialect_named("triton")
