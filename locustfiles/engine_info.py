@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -84,6 +85,8 @@ def _call(
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         message = f"cannot reach {url}: {reason}"
+        if isinstance(reason, ssl.SSLCertVerificationError):
+            message += " (an engine behind a private CA: point SSL_CERT_FILE at its certificate)"
         raise EngineUnreachable(message.replace(key, "***") if key else message) from exc
     try:
         return status, json.loads(raw)

@@ -1,0 +1,139 @@
+"""Engines behind HTTPS: discovery and streaming over TLS against a real TLS
+server on 127.0.0.1 (certificates from ``trustme``), keep-alive included, and
+a clear error for a certificate the machine does not trust.
+
+Over TLS the kernel's receive timestamps are not available (the bytes are
+decrypted in user space): events are timed when the read returns.
+"""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import ssl
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import trustme
+
+from analysis.metrics import request_metrics
+from analysis.records import ErrorKind
+from locustfiles.client import StreamClient
+from locustfiles.engine_info import EngineUnreachable, discover
+from scenarios.model import PlannedTurn, RequestOptions, Timeouts
+
+TTFT_S = 0.030
+ITL_S = 0.020
+TOKENS = 5
+TURN = PlannedTurn("chat", 0, 0, "hello", TOKENS, 1, TOKENS)
+MS = 1_000_000
+
+
+class _SSEHandler(http.server.BaseHTTPRequestHandler):
+    """A minimal OpenAI-style engine: a model list, and a stream of TOKENS
+    chunks, the first TTFT_S after the request and then one every ITL_S."""
+
+    protocol_version = "HTTP/1.1"
+    connections = 0
+
+    def setup(self) -> None:
+        super().setup()
+        # as real engines do; without it Nagle and delayed ACKs hold small writes
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        type(self).connections += 1
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        body = b'{"object": "list", "data": [{"id": "m", "owned_by": "tls-test"}]}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        started = time.monotonic()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self._event(b'{"choices":[{"delta":{"role":"assistant"}}]}')
+        for i in range(TOKENS):
+            time.sleep(max(0.0, started + TTFT_S + i * ITL_S - time.monotonic()))
+            self._event(b'{"choices":[{"delta":{"content":"word%d "}}]}' % i)
+        self._event(b'{"choices":[{"delta":{},"finish_reason":"length"}]}')
+        self._event(b'{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":%d}}' % TOKENS)
+        self._event(b"[DONE]")
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _event(self, data: bytes) -> None:
+        event = b"data: " + data + b"\n\n"
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+        self.wfile.flush()
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.fixture(scope="module")
+def tls_engine(ca: trustme.CA) -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SSEHandler)
+    server.daemon_threads = True
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"https://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def trusted(ca: trustme.CA, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trust the test CA the way a user trusts a private one."""
+    bundle = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(bundle))
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+
+
+def test_an_https_engine_is_discovered_and_streamed_with_keepalive(tls_engine, trusted) -> None:
+    assert discover(tls_engine).owned_by == "tls-test"
+    client = StreamClient(tls_engine, "chat", "m", RequestOptions(), Timeouts(), 1)
+    assert not client.kernel_timestamps
+    before = _SSEHandler.connections
+    try:
+        records = [client.send(TURN).record for _ in range(4)]
+    finally:
+        client.close()
+    assert _SSEHandler.connections - before == 1  # one TLS connection, kept alive
+    for record in records:
+        assert record.ok, record.error_message
+        assert record.output_tokens == len(record.chunk_ns) == TOKENS
+    warm = [request_metrics(r) for r in records[1:]]  # the first also paid the handshake
+    assert statistics.median(m.ttft_ns for m in warm) == pytest.approx(TTFT_S * 1e9, abs=5 * MS)
+    itl = [gap for m in warm for gap, _ in m.itl_ns]
+    assert statistics.median(itl) == pytest.approx(ITL_S * 1e9, abs=3 * MS)
+
+
+def test_an_untrusted_certificate_is_a_clear_error(tls_engine, monkeypatch) -> None:
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    with pytest.raises(EngineUnreachable, match=r"certificate verify failed.*SSL_CERT_FILE"):
+        discover(tls_engine)
+    client = StreamClient(tls_engine, "chat", "m", RequestOptions(), Timeouts(), 1)
+    try:
+        record = client.send(TURN).record
+    finally:
+        client.close()
+    assert record.error is ErrorKind.CONNECT
+    assert "CERTIFICATE_VERIFY_FAILED" in record.error_message
