@@ -4,7 +4,8 @@ Each path looks for one cause and makes a claim only when the recorded numbers
 show it, quoting them; a path without its evidence says nothing. The paths:
 
 - **load generator**: the tool lagged behind its arrival schedule or ran out of
-  CPU; every latency is then suspect (checked first, it voids the rest);
+  CPU; every latency is then suspect (checked first, it voids the rest); many
+  output chunks timed by one read blur the inter-token gaps;
 - **admission limits**: requests refused (HTTP 429, 5xx) or cut off (timeouts);
 - **capacity-bound**: requests waiting in the engine's queue, the KV cache near
   full, preemptions, or an open-loop rate the server could not keep up with;
@@ -45,6 +46,10 @@ MIN_RANK_CORRELATION = 0.8
 TTFT_MIN_GROWTH = 1.5
 TPOT_MIN_GROWTH = 1.2
 ENGINE = "engine"
+# Chunks read together leave a 0 gap and a doubled one beside it: at 1% of the
+# gaps ITL's p99 is no longer the engine's alone.
+SAME_READ_SHARE = 0.01
+SAME_READ_MIN_GAPS = 200
 
 ADMISSION_ERRORS = {
     "http_429": "refused with HTTP 429 (the server's admission or rate limit)",
@@ -101,6 +106,26 @@ def generator_findings(run: RunData) -> list[Finding]:
             )
         )
     return findings
+
+
+def same_read_findings(scenario: str, bucket: Bucket) -> list[Finding]:
+    c = bucket.counters
+    if c.chunk_gaps < SAME_READ_MIN_GAPS or c.same_read_gaps <= SAME_READ_SHARE * c.chunk_gaps:
+        return []
+    share = c.same_read_gaps / c.chunk_gaps
+    return [
+        Finding(
+            "load generator",
+            f"{100 * share:.1f}% of the gaps between output chunks ({c.same_read_gaps} of "
+            f"{c.chunk_gaps}) were 0: those chunks arrived in one read and share its instant, "
+            "so their true gaps are unknown and ITL percentiles below that share read 0. "
+            "Either the engine sends several events at once, or the generator read late "
+            "(too many streams for its CPU: compare `slogate selftest`, add --processes).",
+            {"same_read_gaps": c.same_read_gaps, "chunk_gaps": c.chunk_gaps, "share": share},
+            ("itl_ms",),
+            scenario,
+        )
+    ]
 
 
 def admission_findings(scenario: str, bucket: Bucket) -> list[Finding]:
@@ -361,6 +386,7 @@ def diagnose(run: RunData, verdict: RunVerdict | None = None) -> list[Finding]:
     findings = generator_findings(run) + engine_findings(run)
     for scenario in run.scenario_names():
         bucket = run.overall(scenario)
+        findings += same_read_findings(scenario, bucket)
         findings += admission_findings(scenario, bucket)
         findings += keep_up_findings(run, scenario, bucket)
         findings += prefill_findings(scenario, bucket)

@@ -26,7 +26,7 @@ from analysis.records import CountMethod, RequestRecord
 class ChunkTokenMethod(str, Enum):
     """How each chunk's token count was known; the summary reports it for ITL."""
 
-    EXACT = "exact"  # per-chunk usage from the server, or a tokenizer
+    EXACT = "exact"  # per-chunk usage from the server, or as many tokens as chunks
     PROPORTIONAL = "proportional"  # the total spread over chunks by text length
     ONE_PER_CHUNK = "one_per_chunk"  # no count at all: every chunk is one token
 

@@ -60,6 +60,9 @@ class Counters:
     intended_output_tokens: int = 0
     count_methods: Counter = field(default_factory=Counter)
     chunk_token_methods: Counter = field(default_factory=Counter)
+    # gaps between output chunks, and those of 0: chunks timed by one read
+    chunk_gaps: int = 0
+    same_read_gaps: int = 0
     first_end_s: float | None = None
     last_end_s: float | None = None
 
@@ -94,6 +97,8 @@ class Counters:
         self.intended_output_tokens += other.intended_output_tokens
         self.count_methods.update(other.count_methods)
         self.chunk_token_methods.update(other.chunk_token_methods)
+        self.chunk_gaps += other.chunk_gaps
+        self.same_read_gaps += other.same_read_gaps
         for instant in (other.first_end_s, other.last_end_s):
             if instant is not None:
                 self.note_end(instant)
@@ -111,6 +116,8 @@ class Counters:
             "intended_output_tokens": self.intended_output_tokens,
             "count_methods": dict(self.count_methods),
             "chunk_token_methods": dict(self.chunk_token_methods),
+            "chunk_gaps": self.chunk_gaps,
+            "same_read_gaps": self.same_read_gaps,
             "first_end_s": self.first_end_s,
             "last_end_s": self.last_end_s,
         }
@@ -158,6 +165,8 @@ def count_into(counters: Counters, record: RequestRecord, m: RequestMetrics, goo
     counters.intended_output_tokens += record.intended_output_tokens or 0
     counters.count_methods[m.count_method.value] += 1
     counters.chunk_token_methods[m.chunk_token_method.value] += 1
+    counters.chunk_gaps += len(m.chunk_gaps_ns)
+    counters.same_read_gaps += m.chunk_gaps_ns.count(0)
 
 
 def record_headline(hist: HistogramSet, m: RequestMetrics) -> None:

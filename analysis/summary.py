@@ -157,6 +157,18 @@ def requests_block(c: Counters) -> dict[str, Any]:
     }
 
 
+def chunk_gaps_block(c: Counters) -> dict[str, Any]:
+    """Gaps between output chunks, and how many were 0: chunks that arrived in
+    one read share its instant, so their true gap is unknown (the engine sent
+    them together, or the generator read late)."""
+    share = c.same_read_gaps / c.chunk_gaps if c.chunk_gaps else None
+    return {
+        "total": c.chunk_gaps,
+        "same_read": c.same_read_gaps,
+        "same_read_share": rounded(share, 6),
+    }
+
+
 def tokens_block(bucket: Bucket) -> dict[str, Any]:
     c = bucket.counters
     count_method = worst_method(c.count_methods, COUNT_METHODS_BEST_FIRST)
@@ -292,6 +304,7 @@ def scenario_block(run: RunData, name: str, verdict: RunVerdict) -> dict[str, An
         "verdict": verdict.scenarios[name].value,
         "requests": requests_block(c),
         "tokens": tokens_block(bucket),
+        "chunk_gaps": chunk_gaps_block(c),
         "metrics": metrics_block(bucket, DETAILED),
         "throughput": throughput_block(c, seconds),
         "goodput": goodput_block(c, declared.get("goodput"), seconds),

@@ -9,6 +9,8 @@ from analysis.diagnosis import diagnose, findings_to_dicts
 from analysis.recorder import Recorder
 from analysis.records import ErrorKind, RequestRecord
 from analysis.rundata import RunData
+from analysis.summary import build_summary
+from reports import write_results
 
 MS = 1_000_000
 HDR = 2e-3  # histograms keep 3 significant digits
@@ -134,6 +136,34 @@ def test_generator_lag_voids_the_verdicts_and_comes_first():
     assert findings[0].cause == "load generator"
     assert findings[0].evidence == {"lag_p99_ms": 180.0, "max_lag_ms": 50.0}
     assert "180.0 ms" in findings[0].text
+
+
+def read_together(record: RequestRecord, pairs: int) -> RequestRecord:
+    """The record as a late reader sees it: ``pairs`` times, a chunk that arrived
+    one ITL before the next is stamped with the next one's instant."""
+    for i in range(1, 2 * pairs, 2):
+        record.chunk_ns[i] = record.chunk_ns[i + 1]
+    return record
+
+
+def test_chunks_read_together_are_counted_and_claimed_above_one_percent(tmp_path):
+    # 10 requests x 31 gaps = 310 gaps; 2 requests with 3 pairs read together = 6 (1.9%)
+    records = [request(50) for _ in range(8)] + [read_together(request(50), 3) for _ in range(2)]
+    run = run_of(records)
+    c = run.overall("chat").counters
+    assert (c.chunk_gaps, c.same_read_gaps) == (310, 6)
+    gaps = build_summary(run)["scenarios"]["chat"]["chunk_gaps"]
+    assert gaps == {"total": 310, "same_read": 6, "same_read_share": round(6 / 310, 6)}
+    write_results(tmp_path, run)
+    page = (tmp_path / "report.html").read_text()
+    assert "Gaps between output chunks: 310, of which 6 (1.94%) were 0" in page
+    (finding,) = [f for f in diagnose(run) if f.cause == "load generator"]
+    assert finding.evidence == {"same_read_gaps": 6, "chunk_gaps": 310, "share": 6 / 310}
+    assert "1.9% of the gaps between output chunks (6 of 310) were 0" in finding.text
+    assert finding.metrics == ("itl_ms",)
+    # 3 of 310 is under 1%: no claim
+    fewer = run_of([request(50) for _ in range(9)] + [read_together(request(50), 3)])
+    assert not [f for f in diagnose(fewer) if f.cause == "load generator"]
 
 
 def test_ttft_rising_with_input_length_bands_is_prefill_bound():
