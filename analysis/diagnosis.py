@@ -4,8 +4,9 @@ Each path looks for one cause and makes a claim only when the recorded numbers
 show it, quoting them; a path without its evidence says nothing. The paths:
 
 - **load generator**: the tool lagged behind its arrival schedule or ran out of
-  CPU; every latency is then suspect (checked first, it voids the rest); many
-  output chunks timed by one read blur the inter-token gaps;
+  CPU, and every latency is then suspect (checked first, it voids the rest); or
+  many output chunks were timed by one read, which blurs the inter-token gaps
+  (a warning: an engine that sends events together does that too);
 - **admission limits**: requests refused (HTTP 429, 5xx) or cut off (timeouts);
 - **capacity-bound**: requests waiting in the engine's queue, the KV cache near
   full, preemptions, or an open-loop rate the server could not keep up with;
