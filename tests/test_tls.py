@@ -9,6 +9,7 @@ decrypted in user space): events are timed when the read returns.
 from __future__ import annotations
 
 import http.server
+import json
 import socket
 import ssl
 import statistics
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 import trustme
+from loadruns import slogate
 
 from analysis.metrics import request_metrics
 from analysis.records import ErrorKind
@@ -49,6 +51,9 @@ class _SSEHandler(http.server.BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
+        if self.path != "/v1/models":
+            self.send_error(404)
+            return
         body = b'{"object": "list", "data": [{"id": "m", "owned_by": "tls-test"}]}'
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -137,3 +142,18 @@ def test_an_untrusted_certificate_is_a_clear_error(tls_engine, monkeypatch) -> N
         client.close()
     assert record.error is ErrorKind.CONNECT
     assert "CERTIFICATE_VERIFY_FAILED" in record.error_message
+
+
+@pytest.mark.slow
+def test_slogate_run_against_an_https_engine(tls_engine, trusted, tmp_path) -> None:
+    out = tmp_path / "out"
+    done = slogate("run", "tests/data/exact-chat.yaml", "--host", tls_engine, "--users", "2",
+                   "--duration", "5s", "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    chat = summary["scenarios"]["exact-chat"]
+    assert summary["verdict"] == "pass"
+    assert chat["requests"]["ok"] > 10 and chat["requests"]["failed"] == 0
+    assert chat["tokens"]["output"] == TOKENS * chat["requests"]["ok"]
+    assert chat["metrics"]["itl_ms"]["p50"] == pytest.approx(ITL_S * 1e3, abs=3)
+    assert summary["run"]["engine"]["owned_by"] == "tls-test"
