@@ -30,7 +30,7 @@ from typing import Any
 from scipy.stats import spearmanr
 
 from analysis.bands import TPOT_BY_CONTEXT, TTFT_BY_INPUT, band_label
-from analysis.recorder import Bucket
+from analysis.recorder import Bucket, Counters
 from analysis.rundata import RunData
 from analysis.slo import RunVerdict, Verdict, evaluate_run, lag_p99_ms
 
@@ -109,11 +109,19 @@ def generator_findings(run: RunData) -> list[Finding]:
     return findings
 
 
+def blurred_share(c: Counters) -> float | None:
+    """The share of 0 gaps between output chunks when it is enough to blur ITL's
+    tail (over ``SAME_READ_SHARE`` of at least ``SAME_READ_MIN_GAPS``), else None."""
+    if c.chunk_gaps < SAME_READ_MIN_GAPS or c.same_read_gaps <= SAME_READ_SHARE * c.chunk_gaps:
+        return None
+    return c.same_read_gaps / c.chunk_gaps
+
+
 def same_read_findings(scenario: str, bucket: Bucket) -> list[Finding]:
     c = bucket.counters
-    if c.chunk_gaps < SAME_READ_MIN_GAPS or c.same_read_gaps <= SAME_READ_SHARE * c.chunk_gaps:
+    share = blurred_share(c)
+    if share is None:
         return []
-    share = c.same_read_gaps / c.chunk_gaps
     return [
         Finding(
             "load generator",

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.capacity import Pricing
+from analysis.diagnosis import blurred_share
 from analysis.recorder import OVERALL, Recorder
 from analysis.rundata import RunData
 from analysis.summary import redact
@@ -128,6 +129,9 @@ class RunSession:
             text = f"{scenario.name}: {c.total / span:.1f} req/s {c.output_tokens / span:.0f} tok/s"
             if c.failed:
                 text += f" errors {c.failed}"
+            blurred = blurred_share(c)
+            if blurred is not None:
+                text += f" chunks read together {100 * blurred:.1f}% (ITL blurred)"
             if "ttft" in bucket.histograms:
                 p99 = bucket.histograms.histogram("ttft").get_value_at_percentile(99) / 1000
                 limit = next(
