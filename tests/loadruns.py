@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import socket
 import subprocess
@@ -52,3 +53,25 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class ModelsHandler(http.server.BaseHTTPRequestHandler):
+    """A quiet handler of a fake engine: ``GET /v1/models`` lists one model,
+    ``m``, owned by ``OWNED_BY``; any other GET is 404. Subclass it to add more."""
+
+    OWNED_BY = "test"
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        if self.path != "/v1/models":
+            self.send_error(404)
+            return
+        models = {"object": "list", "data": [{"id": "m", "owned_by": self.OWNED_BY}]}
+        body = json.dumps(models).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)

@@ -13,7 +13,43 @@ import numpy as np
 
 from analysis.histograms import HistogramSet
 from analysis.recorder import Bucket, Counters
+from analysis.records import RequestRecord
 from analysis.rundata import RunData
+
+MS = 1_000_000
+
+
+def request(
+    ttft_ms: float,
+    itl_ms: float = 20.0,
+    tokens: int = 32,
+    input_tokens: int | None = 512,
+    scenario: str = "chat",
+) -> RequestRecord:
+    """A successful streamed request: ``tokens`` chunks of one token, the first
+    ``ttft_ms`` after the start, then one every ``itl_ms``."""
+    start = 1_000 * MS
+    first = start + int(ttft_ms * MS)
+    chunks = [first + int(i * itl_ms * MS) for i in range(tokens)]
+    return RequestRecord(
+        scenario=scenario,
+        start_ns=start,
+        end_ns=chunks[-1] + MS,
+        chunk_ns=chunks,
+        chunk_chars=[4] * tokens,
+        output_tokens=tokens,
+        input_tokens=input_tokens,
+        finish_reason="length",
+    )
+
+
+def read_together(record: RequestRecord, pairs: int) -> RequestRecord:
+    """The record as a late reader sees it: ``pairs`` times, a chunk that arrived
+    one ITL before the next is stamped with the next one's instant."""
+    for i in range(1, 2 * pairs, 2):
+        record.chunk_ns[i] = record.chunk_ns[i + 1]
+    return record
+
 
 HOSTILE = '<script>alert("x")</script> \' " & ' + "A" * 3000
 

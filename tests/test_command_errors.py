@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from loadruns import free_port, locust_command, slogate
+from loadruns import ModelsHandler, free_port, locust_command, slogate
 
 from exactengine.launcher import ExactEngine
 
@@ -86,19 +86,6 @@ class _NotFound(http.server.BaseHTTPRequestHandler):
         pass
 
 
-class _ModelsOnce(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = b'{"object": "list", "data": [{"id": "m", "owned_by": "test"}]}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @contextmanager
 def http_server(handler: type, requests: int | None = None) -> Iterator[str]:
     """A plain HTTP server on 127.0.0.1: forever, or for ``requests`` requests
@@ -135,7 +122,7 @@ def test_a_server_that_is_no_openai_engine_exits_3(tmp_path) -> None:
 def test_a_sweep_whose_engine_died_exits_3(tmp_path) -> None:
     """The engine answers the sweep's own check, then is gone: every trial
     writes no results, and the sweep is not a success."""
-    with http_server(_ModelsOnce, requests=1) as url:
+    with http_server(ModelsHandler, requests=1) as url:
         done = slogate("sweep", SCENARIO, "--rates", "1", "--duration", "5s", "--host", url,
                        "--out", str(tmp_path / "sweep"), timeout=120)  # fmt: skip
     assert done.returncode == 3, done.stderr[-2000:]

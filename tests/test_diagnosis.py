@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from reportdata import read_together, request
 
 from analysis.bands import length_band, tpot_band, ttft_band
 from analysis.diagnosis import diagnose, findings_to_dicts
@@ -14,22 +15,6 @@ from reports import write_results
 
 MS = 1_000_000
 HDR = 2e-3  # histograms keep 3 significant digits
-
-
-def request(ttft_ms: float, itl_ms: float = 20.0, tokens: int = 32, input_tokens: int = 512):
-    start = 1_000 * MS
-    first = start + int(ttft_ms * MS)
-    chunks = [first + int(i * itl_ms * MS) for i in range(tokens)]
-    return RequestRecord(
-        scenario="chat",
-        start_ns=start,
-        end_ns=chunks[-1] + MS,
-        chunk_ns=chunks,
-        chunk_chars=[4] * tokens,
-        output_tokens=tokens,
-        input_tokens=input_tokens,
-        finish_reason="length",
-    )
 
 
 def run_of(
@@ -136,14 +121,6 @@ def test_generator_lag_voids_the_verdicts_and_comes_first():
     assert findings[0].cause == "load generator"
     assert findings[0].evidence == {"lag_p99_ms": 180.0, "max_lag_ms": 50.0}
     assert "180.0 ms" in findings[0].text
-
-
-def read_together(record: RequestRecord, pairs: int) -> RequestRecord:
-    """The record as a late reader sees it: ``pairs`` times, a chunk that arrived
-    one ITL before the next is stamped with the next one's instant."""
-    for i in range(1, 2 * pairs, 2):
-        record.chunk_ns[i] = record.chunk_ns[i + 1]
-    return record
 
 
 def test_chunks_read_together_are_counted_and_claimed_above_one_percent(tmp_path):

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 import trustme
-from loadruns import slogate
+from loadruns import ModelsHandler, slogate
 
 from analysis.metrics import request_metrics
 from analysis.records import ErrorKind
@@ -34,11 +34,12 @@ TURN = PlannedTurn("chat", 0, 0, "hello", TOKENS, 1, TOKENS)
 MS = 1_000_000
 
 
-class _SSEHandler(http.server.BaseHTTPRequestHandler):
+class _SSEHandler(ModelsHandler):
     """A minimal OpenAI-style engine: a model list, and a stream of TOKENS
     chunks, the first TTFT_S after the request and then one every ITL_S."""
 
     protocol_version = "HTTP/1.1"
+    OWNED_BY = "tls-test"
     connections = 0
 
     def setup(self) -> None:
@@ -46,20 +47,6 @@ class _SSEHandler(http.server.BaseHTTPRequestHandler):
         # as real engines do; without it Nagle and delayed ACKs hold small writes
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         type(self).connections += 1
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        if self.path != "/v1/models":
-            self.send_error(404)
-            return
-        body = b'{"object": "list", "data": [{"id": "m", "owned_by": "tls-test"}]}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers["Content-Length"]))
