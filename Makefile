@@ -8,7 +8,7 @@ RUN_ARGS ?=
 
 .PHONY: setup run test lint llama-cpp chromium
 
-$(BIN)/slogate: pyproject.toml
+$(BIN)/slogate: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'

@@ -3,7 +3,7 @@
 A run's histograms say how long requests took, not which ones were long. To
 see whether TTFT tracks the prompt (prefill-bound) or TPOT the context (KV
 reads), the recorder also files each request's TTFT under its input-length
-band and its TPOT under its context-length band; ``analysis.diagnosis`` reads
+band and its TPOT under its context-length band; ``slogate.analysis.diagnosis`` reads
 them back. Bands are powers of two: band N holds lengths N..2N-1.
 """
 

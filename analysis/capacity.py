@@ -7,7 +7,7 @@ prints or saves what they return.
 - **KV plan**: how much of a GPU the weights take, how many bytes one token of
   context costs in the KV cache, how many tokens fit, and so how many sequences
   of a given context length can run at once. Every number comes from the
-  profile (``simengine.profiles.Profile``), which derives them from the model's
+  profile (``slogate.simengine.profiles.Profile``), which derives them from the model's
   architecture; this module only combines them for one context length.
 - **Cost**: GPU price per hour x GPU count over tokens per hour. Each figure
   charges the whole GPU-hour to one kind of token (as published $/Mtok tables
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from simengine.profiles import Profile
+    from slogate.simengine.profiles import Profile
 
 SECONDS_PER_HOUR = 3600.0
 MILLION = 1_000_000

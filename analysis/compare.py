@@ -17,10 +17,10 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from analysis.percentiles import STANDARD_PERCENTILES, Estimate, estimate
-from analysis.recorder import Counters
-from analysis.rundata import RunData
-from analysis.slo import proportion_interval
+from slogate.analysis.percentiles import STANDARD_PERCENTILES, Estimate, estimate
+from slogate.analysis.recorder import Counters
+from slogate.analysis.rundata import RunData
+from slogate.analysis.slo import proportion_interval
 
 EXIT_NO_REGRESSION = 0
 EXIT_REGRESSION = 1

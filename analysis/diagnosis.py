@@ -15,7 +15,7 @@ show it, quoting them; a path without its evidence says nothing. The paths:
 - **attention / KV reads**: TPOT rising with context length.
 
 Length bands come from histograms named ``ttft_in_<N>`` and ``tpot_ctx_<N>``
-(``analysis.bands``): TTFT of requests with N..2N-1 input tokens, TPOT of
+(``slogate.analysis.bands``): TTFT of requests with N..2N-1 input tokens, TPOT of
 requests with N..2N-1 tokens of context (input plus output).
 """
 
@@ -29,10 +29,10 @@ from typing import Any
 
 from scipy.stats import spearmanr
 
-from analysis.bands import TPOT_BY_CONTEXT, TTFT_BY_INPUT, band_label
-from analysis.recorder import Bucket, Counters
-from analysis.rundata import RunData
-from analysis.slo import RunVerdict, Verdict, evaluate_run, lag_p99_ms
+from slogate.analysis.bands import TPOT_BY_CONTEXT, TTFT_BY_INPUT, band_label
+from slogate.analysis.recorder import Bucket, Counters
+from slogate.analysis.rundata import RunData
+from slogate.analysis.slo import RunVerdict, Verdict, evaluate_run, lag_p99_ms
 
 US_PER_MS = 1000.0
 KV_NEAR_FULL = 0.9

@@ -17,9 +17,9 @@ from typing import Any
 
 from scipy.stats import spearmanr
 
-from analysis.recorder import Bucket
-from analysis.rundata import RunData
-from analysis.summary import distribution, requests_block, throughput_block
+from slogate.analysis.recorder import Bucket
+from slogate.analysis.rundata import RunData
+from slogate.analysis.summary import distribution, requests_block, throughput_block
 
 POINT_METRICS = ("ttft", "tpot", "itl", "e2e")
 FLAT_WITHIN = 0.15

@@ -1,6 +1,6 @@
 """Per-request latency metrics, computed from a record's raw timestamps.
 
-Pure functions of a :class:`~analysis.records.RequestRecord`; the definitions are
+Pure functions of a :class:`~slogate.analysis.records.RequestRecord`; the definitions are
 DESIGN.md's measurement contract:
 
 - TTFT: start -> first chunk that carried output.
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from analysis.records import CountMethod, RequestRecord
+from slogate.analysis.records import CountMethod, RequestRecord
 
 
 class ChunkTokenMethod(str, Enum):

@@ -18,7 +18,7 @@ from functools import lru_cache
 from hdrh.histogram import HdrHistogram
 from scipy.stats import binom
 
-from analysis.histograms import Recorded, recorded
+from slogate.analysis.histograms import Recorded, recorded
 
 CONFIDENCE = 0.95
 STANDARD_PERCENTILES: dict[str, float] = {

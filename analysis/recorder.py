@@ -13,10 +13,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.bands import tpot_band, ttft_band
-from analysis.histograms import HistogramSet
-from analysis.metrics import RequestMetrics, request_metrics
-from analysis.records import RequestRecord
+from slogate.analysis.bands import tpot_band, ttft_band
+from slogate.analysis.histograms import HistogramSet
+from slogate.analysis.metrics import RequestMetrics, request_metrics
+from slogate.analysis.records import RequestRecord
 
 ERROR_SAMPLES_PER_KIND = 5
 ERROR_SAMPLE_CHARS = 500

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.recorder import OVERALL, Bucket
+from slogate.analysis.recorder import OVERALL, Bucket
 
 DATA_DIR = "data"
 RUN_FILE = "run.json"

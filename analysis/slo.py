@@ -23,11 +23,11 @@ from typing import Any
 
 from scipy.stats import beta
 
-from analysis.histograms import recorded
-from analysis.percentiles import CONFIDENCE, estimate, min_samples
-from analysis.recorder import Bucket, Counters
-from analysis.rundata import RunData
-from scenarios.model import Threshold
+from slogate.analysis.histograms import recorded
+from slogate.analysis.percentiles import CONFIDENCE, estimate, min_samples
+from slogate.analysis.recorder import Bucket, Counters
+from slogate.analysis.rundata import RunData
+from slogate.scenarios.model import Threshold
 
 US_PER_MS = 1000.0
 LATENCY_METRICS = (

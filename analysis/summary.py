@@ -17,13 +17,19 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from analysis.capacity import Pricing, throughput_cost
-from analysis.compare import Comparison
-from analysis.diagnosis import diagnose, findings_to_dicts
-from analysis.percentiles import STANDARD_PERCENTILES, estimate, summarize
-from analysis.recorder import Bucket, Counters
-from analysis.rundata import RunData
-from analysis.slo import RunVerdict, SloResult, evaluate_run, lag_p99_ms, proportion_interval
+from slogate.analysis.capacity import Pricing, throughput_cost
+from slogate.analysis.compare import Comparison
+from slogate.analysis.diagnosis import diagnose, findings_to_dicts
+from slogate.analysis.percentiles import STANDARD_PERCENTILES, estimate, summarize
+from slogate.analysis.recorder import Bucket, Counters
+from slogate.analysis.rundata import RunData
+from slogate.analysis.slo import (
+    RunVerdict,
+    SloResult,
+    evaluate_run,
+    lag_p99_ms,
+    proportion_interval,
+)
 
 SCHEMA = "slogate.summary/1"
 US_PER_MS = 1000.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.recorder import Bucket
+from slogate.analysis.recorder import Bucket
 
 WINDOW_PERCENTILES = {"p50": 50.0, "p99": 99.0}
 

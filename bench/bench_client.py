@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 CLIENT_CPU = 0
 SERVER_CPU = 1
@@ -43,7 +42,7 @@ SERVER_CPU = 1
 
 def one(args: argparse.Namespace) -> None:
     """One selftest in this process; prints its result as one JSON line."""
-    from locustfiles.selftest import run_selftest
+    from slogate.locustfiles.selftest import run_selftest
 
     pin = args.pin and len(os.sched_getaffinity(0)) >= 2
     if pin:
@@ -167,9 +166,9 @@ def memory(args: argparse.Namespace) -> None:
 def seed(args: argparse.Namespace) -> None:
     """Both measurements, one request at a time, against one server."""
     from bench.seed_run_once import run_once
-    from exactengine.launcher import ExactEngine
-    from locustfiles.client import StreamClient
-    from scenarios.model import PlannedTurn, RequestOptions, Timeouts
+    from slogate.exactengine.launcher import ExactEngine
+    from slogate.locustfiles.client import StreamClient
+    from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
 
     prompt = "Explain how a neural network learns."
     with ExactEngine({"ttft_ms": 50, "itl_ms": 20}) as engine:
@@ -206,14 +205,14 @@ def micro(args: argparse.Namespace) -> None:
     batching) against ``record_many_ns``."""
     import time
 
-    from analysis.histograms import HistogramSet
-    from analysis.metrics import request_metrics
-    from analysis.recorder import Recorder
-    from analysis.records import RequestRecord
-    from exactengine.behaviour import Behaviour
-    from exactengine.plan import Request, stream_writes
-    from locustfiles.openai_stream import StreamInterpreter
-    from locustfiles.sse import SSEParser
+    from slogate.analysis.histograms import HistogramSet
+    from slogate.analysis.metrics import request_metrics
+    from slogate.analysis.recorder import Recorder
+    from slogate.analysis.records import RequestRecord
+    from slogate.exactengine.behaviour import Behaviour
+    from slogate.exactengine.plan import Request, stream_writes
+    from slogate.locustfiles.openai_stream import StreamInterpreter
+    from slogate.locustfiles.sse import SSEParser
 
     events = [
         w.payload for w in stream_writes(Behaviour(), Request("chat", "m", 128, True, False, 9))

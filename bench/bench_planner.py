@@ -14,8 +14,8 @@ import argparse
 import itertools
 import time
 
-import scenarios
-from scenarios.text import LOCAL_TOKENIZER, tokenizer_counter
+from slogate import scenarios
+from slogate.scenarios.text import LOCAL_TOKENIZER, tokenizer_counter
 
 
 def per_request_us(turns: itertools.islice) -> tuple[float, int]:

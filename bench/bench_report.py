@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.histograms import HistogramSet
-from analysis.recorder import Bucket, Counters
-from analysis.rundata import RunData
-from reports import rerender, write_results
+from slogate.analysis.histograms import HistogramSet
+from slogate.analysis.recorder import Bucket, Counters
+from slogate.analysis.rundata import RunData
+from slogate.reports import rerender, write_results
 
 TARGET_S = 5.0
 RATE_RPS = 100.0

@@ -24,11 +24,8 @@ import selectors
 import socket
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from simengine.launch import EngineProcess, start_engine
+from slogate.simengine.launch import EngineProcess, start_engine
 
 END = b"\r\n0\r\n\r\n"  # the last chunk of a chunked HTTP body
 

@@ -1,4 +1,4 @@
-"""``python -m exactengine``: serve until SIGTERM/SIGINT; print the URL first."""
+"""``python -m slogate.exactengine``: serve until SIGTERM/SIGINT; print the URL first."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import sys
 
 import orjson
 
-from exactengine.behaviour import Behaviour
-from exactengine.server import ExactServer
+from slogate.exactengine.behaviour import Behaviour
+from slogate.exactengine.server import ExactServer
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m exactengine", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m slogate.exactengine", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--model", default="exact-model")

@@ -9,18 +9,16 @@ import select
 import subprocess
 import sys
 import urllib.request
-from pathlib import Path
 from typing import Any
 
-from exactengine.truth import TruthEntry
+from slogate.exactengine.truth import TruthEntry
 
-_ROOT = Path(__file__).resolve().parent.parent
 READY_PREFIX = "exactengine listening on "
 
 
 class ExactEngine:
-    """A running ``python -m exactengine``. ``behaviour`` holds the default
-    :class:`~exactengine.behaviour.Behaviour` fields; ``cpus`` pins the server
+    """A running ``python -m slogate.exactengine``. ``behaviour`` holds the default
+    :class:`~slogate.exactengine.behaviour.Behaviour` fields; ``cpus`` pins the server
     to those cores (benchmarks keep it off the client's core)."""
 
     def __init__(
@@ -45,19 +43,16 @@ class ExactEngine:
     def start(self) -> str:
         """Start the server; returns its base URL (``http://127.0.0.1:PORT``)."""
         command = [
-            sys.executable, "-m", "exactengine", "--port", "0", "--model", self.model,
+            sys.executable, "-m", "slogate.exactengine", "--port", "0", "--model", self.model,
             "--tokenize", self.tokenize, "--behaviour", json.dumps(self.behaviour),
         ]  # fmt: skip
         if self.api_key_env:
             command += ["--api-key-env", self.api_key_env]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ROOT), env.get("PYTHONPATH")]))
         cpus = self.cpus
         self._process = subprocess.Popen(
             command,
             stdout=subprocess.PIPE,
             text=True,
-            env=env,
             preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
         )
         ready, _, _ = select.select([self._process.stdout], [], [], self.start_timeout_s)

@@ -16,7 +16,7 @@ from typing import Literal
 
 import orjson
 
-from exactengine.behaviour import Behaviour
+from slogate.exactengine.behaviour import Behaviour
 
 DEFAULT_TOKENS = 16
 CREATED = int(time.time())

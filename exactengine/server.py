@@ -31,10 +31,10 @@ from typing import Any, Literal
 
 import orjson
 
-from exactengine.behaviour import Behaviour
-from exactengine.clock import ANCILLARY_SIZE, SO_TIMESTAMPNS, TimerFd, arrival_ns
-from exactengine.plan import Request, Write, stream_writes
-from exactengine.truth import TruthEntry
+from slogate.exactengine.behaviour import Behaviour
+from slogate.exactengine.clock import ANCILLARY_SIZE, SO_TIMESTAMPNS, TimerFd, arrival_ns
+from slogate.exactengine.plan import Request, Write, stream_writes
+from slogate.exactengine.truth import TruthEntry
 
 TokenizeStyle = Literal["vllm", "llamacpp", "none"]
 MAX_HEAD_BYTES = 65536

@@ -1,9 +1,9 @@
 """Locust entry point for the built-in chat scenario (`--scenario` or SLOGATE_SCENARIO
 runs another one): `locust -f locustfiles/chat.py --headless -u N -r R -t 60s --host URL`."""
 
-from locustfiles.plugin import use
-from locustfiles.shape import SlogateShape
-from locustfiles.users import OpenLoopUser, SlogateUser
+from slogate.locustfiles.plugin import use
+from slogate.locustfiles.shape import SlogateShape
+from slogate.locustfiles.users import OpenLoopUser, SlogateUser
 
 use("chat")
 

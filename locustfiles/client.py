@@ -3,10 +3,10 @@ chunk timed at the instant its bytes arrived.
 
 It runs in Locust's gevent world (gevent sockets, so it cooperates whether or
 not the process is monkey-patched) and owns its connections
-(:mod:`locustfiles.connections`) instead of going through ``FastHttpSession``,
+(:mod:`slogate.locustfiles.connections`) instead of going through ``FastHttpSession``,
 whose ``iter_lines`` delivered events 151 ms late (NOTES.md): every read returns
 what has arrived, geventhttpclient's C (llhttp) parser strips the HTTP framing,
-and :mod:`locustfiles.sse` and :mod:`locustfiles.openai_stream` turn the body
+and :mod:`slogate.locustfiles.sse` and :mod:`slogate.locustfiles.openai_stream` turn the body
 into the record.
 
 Timeouts are separate and each has its error kind: connect
@@ -29,13 +29,13 @@ from dataclasses import dataclass
 import orjson
 from geventhttpclient._parser import HTTPParseError, HTTPResponseParser
 
-from analysis.records import ErrorKind, RequestRecord
-from locustfiles.connections import ConnectError, Connection, Pool
-from locustfiles.engine_info import parse_base_url
-from locustfiles.openai_stream import MESSAGE_CHARS, StreamInterpreter
-from locustfiles.sse import SSEParser
-from scenarios.model import Api, PlannedTurn, RequestOptions, Timeouts
-from scenarios.text import output_token_counter
+from slogate.analysis.records import ErrorKind, RequestRecord
+from slogate.locustfiles.connections import ConnectError, Connection, Pool
+from slogate.locustfiles.engine_info import parse_base_url
+from slogate.locustfiles.openai_stream import MESSAGE_CHARS, StreamInterpreter
+from slogate.locustfiles.sse import SSEParser
+from slogate.scenarios.model import Api, PlannedTurn, RequestOptions, Timeouts
+from slogate.scenarios.text import output_token_counter
 
 __all__ = ["StreamClient", "StreamResult", "error_kind_for_status"]
 
@@ -134,7 +134,7 @@ class StreamClient:
     """Streams completions from one OpenAI-compatible server.
 
     ``model`` must be a real model name (resolve ``auto`` with
-    :func:`locustfiles.engine_info.discover` first). ``concurrency`` sizes the
+    :func:`slogate.locustfiles.engine_info.discover` first). ``concurrency`` sizes the
     connection pool: more concurrent ``send`` calls than that wait for a
     connection, and that wait is no part of any latency. ``kernel_timestamps``
     False times events when the read returns instead (for comparison).

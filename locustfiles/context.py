@@ -15,13 +15,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from analysis.recorder import GoodputLimits, Recorder
-from analysis.records import RequestRecord
-from locustfiles.client import StreamClient
-from locustfiles.engine_info import remote_token_counter
-from locustfiles.timeline import Timeline, build_timeline
-from scenarios import Planner
-from scenarios.model import Scenario
+from slogate.analysis.recorder import GoodputLimits, Recorder
+from slogate.analysis.records import RequestRecord
+from slogate.locustfiles.client import StreamClient
+from slogate.locustfiles.engine_info import remote_token_counter
+from slogate.locustfiles.timeline import Timeline, build_timeline
+from slogate.scenarios import Planner
+from slogate.scenarios.model import Scenario
 
 
 def goodput_limits(scenarios: list[Scenario]) -> dict[str, GoodputLimits]:

@@ -2,7 +2,7 @@
 
 Pure (no I/O): :func:`parse_chunk` classifies one event's data, and
 :class:`StreamInterpreter` applies a stream's events, with their arrival
-instants, to a :class:`~analysis.records.RequestRecord`.
+instants, to a :class:`~slogate.analysis.records.RequestRecord`.
 
 Engines differ (DESIGN.md, NOTES.md): a role-only first chunk (vLLM, SGLang),
 the role on every chunk (TGI: role plus content in one chunk IS output), empty
@@ -21,8 +21,8 @@ from typing import Any
 
 import orjson
 
-from analysis.records import ErrorKind, RequestRecord
-from locustfiles.sse import Event
+from slogate.analysis.records import ErrorKind, RequestRecord
+from slogate.locustfiles.sse import Event
 
 __all__ = ["Chunk", "ChunkKind", "StreamInterpreter", "parse_chunk"]
 

@@ -32,17 +32,17 @@ import gevent
 from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
-import scenarios
-from analysis.capacity import Pricing
-from analysis.rundata import RunData
-from analysis.slo import EXIT_CONFIG, EXIT_INVALID
-from locustfiles import state
-from locustfiles.context import LoadContext
-from locustfiles.engine_info import EngineError, discover
-from locustfiles.session import RunSession
-from locustfiles.webview import install_web_view
-from scenarios.loader import resolve
-from scenarios.model import Scenario
+from slogate import scenarios
+from slogate.analysis.capacity import Pricing
+from slogate.analysis.rundata import RunData
+from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
+from slogate.locustfiles import state
+from slogate.locustfiles.context import LoadContext
+from slogate.locustfiles.engine_info import EngineError, discover
+from slogate.locustfiles.session import RunSession
+from slogate.locustfiles.webview import install_web_view
+from slogate.scenarios.loader import resolve
+from slogate.scenarios.model import Scenario
 
 log = logging.getLogger("slogate")
 
@@ -258,7 +258,7 @@ def check_options(options: Any) -> None:
 
 def measure_generator(streams: int) -> dict[str, Any]:
     """The selftest's error bound at ``streams``, for the summary of this run."""
-    from locustfiles.selftest import run_selftest
+    from slogate.locustfiles.selftest import run_selftest
 
     result = run_selftest(streams=streams, duration_s=SELFTEST_S)
     for line in result.lines():
@@ -333,7 +333,7 @@ def on_test_start(environment: Any, **_: Any) -> None:
 def start_scraper(options: Any) -> Any:
     if options.metrics_url == "off":
         return None
-    from locustfiles.scraper import MetricsScraper, metrics_url_for
+    from slogate.locustfiles.scraper import MetricsScraper, metrics_url_for
 
     url = options.metrics_url or metrics_url_for(options.host)
     scraper = MetricsScraper(url, dcgm_url=options.dcgm_url or None, origin_s=_session.start_wall)

@@ -1,8 +1,8 @@
 """Locust entry point of `slogate run`: the scenario comes from `--scenario`."""
 
-from locustfiles.plugin import use
-from locustfiles.shape import SlogateShape
-from locustfiles.users import OpenLoopUser, SlogateUser
+from slogate.locustfiles.plugin import use
+from slogate.locustfiles.shape import SlogateShape
+from slogate.locustfiles.users import OpenLoopUser, SlogateUser
 
 use("chat")
 

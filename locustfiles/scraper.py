@@ -18,7 +18,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.server_metrics import DCGM, Dialect, snapshot
+from slogate.analysis.server_metrics import DCGM, Dialect, snapshot
 
 ENGINE = "engine"
 GPU = "dcgm"

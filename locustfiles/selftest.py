@@ -19,13 +19,13 @@ import gevent
 import numpy as np
 import psutil
 
-from analysis.metrics import per_token_itl
-from analysis.percentiles import estimate
-from analysis.recorder import OVERALL, Recorder
-from exactengine.launcher import ExactEngine
-from exactengine.truth import TruthEntry
-from locustfiles.client import StreamClient
-from scenarios.model import PlannedTurn, RequestOptions, Timeouts
+from slogate.analysis.metrics import per_token_itl
+from slogate.analysis.percentiles import estimate
+from slogate.analysis.recorder import OVERALL, Recorder
+from slogate.exactengine.launcher import ExactEngine
+from slogate.exactengine.truth import TruthEntry
+from slogate.locustfiles.client import StreamClient
+from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
 
 SCENARIO = "selftest"
 PERCENTILES = {"p50": 50.0, "p99": 99.0}

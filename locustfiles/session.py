@@ -15,16 +15,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from analysis.capacity import Pricing
-from analysis.diagnosis import blurred_share
-from analysis.recorder import OVERALL, Recorder
-from analysis.rundata import RunData
-from analysis.summary import redact
-from analysis.timeseries import window_row
-from locustfiles.context import LoadContext, goodput_limits
-from locustfiles.engine_info import EngineInfo
-from locustfiles.provenance import git_revision, tool_version
-from scenarios.model import Scenario
+from slogate.analysis.capacity import Pricing
+from slogate.analysis.diagnosis import blurred_share
+from slogate.analysis.recorder import OVERALL, Recorder
+from slogate.analysis.rundata import RunData
+from slogate.analysis.summary import redact
+from slogate.analysis.timeseries import window_row
+from slogate.locustfiles.context import LoadContext, goodput_limits
+from slogate.locustfiles.engine_info import EngineInfo
+from slogate.locustfiles.provenance import git_revision, tool_version
+from slogate.scenarios.model import Scenario
 
 log = logging.getLogger("slogate")
 
@@ -183,7 +183,7 @@ class RunSession:
         """Write the results folder and return the gate's exit code (once)."""
         if self.finished_code is not None:
             return self.finished_code
-        from reports import write_index, write_results
+        from slogate.reports import write_index, write_results
 
         self.close_windows(everything=True)
         log.info(self.status_line())

@@ -5,8 +5,8 @@ from __future__ import annotations
 from locust import LoadTestShape
 from locust.runners import MasterRunner
 
-from locustfiles.state import current_context
-from locustfiles.users import OpenLoopUser, SlogateUser
+from slogate.locustfiles.state import current_context
+from slogate.locustfiles.users import OpenLoopUser, SlogateUser
 
 
 class SlogateShape(LoadTestShape):

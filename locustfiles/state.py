@@ -6,7 +6,7 @@ plugin installs the context here at ``test_start`` and users fetch it.
 
 from __future__ import annotations
 
-from locustfiles.context import LoadContext
+from slogate.locustfiles.context import LoadContext
 
 _current: LoadContext | None = None
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scenarios.model import LoadSpec, RateSpec, Stage
+from slogate.scenarios.model import LoadSpec, RateSpec, Stage
 
 # Dispatchers start at once: their schedule runs from the run's origin.
 DISPATCHER_SPAWN_RATE = 1000.0

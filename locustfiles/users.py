@@ -17,9 +17,9 @@ from gevent.pool import Pool
 from locust import User, task
 from locust.exception import StopUser
 
-from locustfiles.client import StreamClient, StreamResult, chat_messages
-from locustfiles.state import current_context
-from scenarios.model import PlannedTurn
+from slogate.locustfiles.client import StreamClient, StreamResult, chat_messages
+from slogate.locustfiles.state import current_context
+from slogate.scenarios.model import PlannedTurn
 
 REQUEST_TYPE = "SSE"
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from analysis.recorder import OVERALL
-from locustfiles.session import RunSession
+from slogate.analysis.recorder import OVERALL
+from slogate.locustfiles.session import RunSession
 
 TAB_KEY = "slogate"
 METRICS = ("ttft", "itl", "tpot")

@@ -1,9 +1,9 @@
 """How a run looks: summary.json, junit.xml, CSV, one self-contained report.html,
 the history index across runs, and the output of ``slogate compare``."""
 
-from reports.comparison import comparison_text, write_comparison
-from reports.index import write_index
-from reports.results import Outcome, rerender, write_results
+from slogate.reports.comparison import comparison_text, write_comparison
+from slogate.reports.index import write_index
+from slogate.reports.results import Outcome, rerender, write_results
 
 __all__ = [
     "Outcome",

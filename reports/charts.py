@@ -1,6 +1,6 @@
 """The report's charts, from a run's data: percentile plots, time series, server metrics.
 
-Each function picks what to draw and hands it to :mod:`reports.svg`. SLO
+Each function picks what to draw and hands it to :mod:`slogate.reports.svg`. SLO
 thresholds are drawn on the charts of their metric, so a reader sees how far
 the curve is from the line, not just a verdict.
 """
@@ -14,10 +14,10 @@ from typing import Any
 
 from markupsafe import Markup
 
-from analysis.rundata import RunData
-from analysis.slo import percentile_of_stat
-from reports.curves import nines, nines_ticks, percentile_curve
-from reports.svg import Axis, Rule, Series, line_chart
+from slogate.analysis.rundata import RunData
+from slogate.analysis.slo import percentile_of_stat
+from slogate.reports.curves import nines, nines_ticks, percentile_curve
+from slogate.reports.svg import Axis, Rule, Series, line_chart
 
 CURVES = {
     "ttft": ("TTFT", ("ttft_sched",)),

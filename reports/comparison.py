@@ -6,9 +6,9 @@ import json
 import os
 from pathlib import Path
 
-from analysis.compare import Comparison, Delta
-from reports.html import metric_value, render, signed_pct
-from reports.results import write_atomic
+from slogate.analysis.compare import Comparison, Delta
+from slogate.reports.html import metric_value, render, signed_pct
+from slogate.reports.results import write_atomic
 
 COMPARISON_JSON = "comparison.json"
 COMPARISON_HTML = "comparison.html"

@@ -17,12 +17,12 @@ from typing import Any
 
 from markupsafe import Markup
 
-from analysis.experiment import lookup, value_at
-from analysis.slo import percentile_of_stat
-from reports.html import render
-from reports.results import write_atomic
-from reports.svg import Axis, Rule, Series, line_chart
-from reports.tables import to_csv
+from slogate.analysis.experiment import lookup, value_at
+from slogate.analysis.slo import percentile_of_stat
+from slogate.reports.html import render
+from slogate.reports.results import write_atomic
+from slogate.reports.svg import Axis, Rule, Series, line_chart
+from slogate.reports.tables import to_csv
 
 Path_ = tuple[str, ...]
 GB = 1e9

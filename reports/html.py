@@ -1,7 +1,7 @@
 """Jinja2 rendering with autoescape on, and the number formats the pages share.
 
 Every value reaches HTML through autoescape; the only markup not escaped by
-Jinja is the SVG that :mod:`reports.svg` builds, which escapes its own text.
+Jinja is the SVG that :mod:`slogate.reports.svg` builds, which escapes its own text.
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from reports.html import render
-from reports.results import REPORT_FILE, SUMMARY_FILE, write_atomic
-from reports.svg import sparkline
+from slogate.reports.html import render
+from slogate.reports.results import REPORT_FILE, SUMMARY_FILE, write_atomic
+from slogate.reports.svg import sparkline
 
 INDEX_FILE = "index.html"
 TREND_RUNS = 50

@@ -1,6 +1,6 @@
 """A run's results folder: summary.json, junit.xml, the CSVs and report.html.
 
-Everything here is a function of :class:`~analysis.rundata.RunData` (and an
+Everything here is a function of :class:`~slogate.analysis.rundata.RunData` (and an
 optional baseline run), so ``slogate report DIR`` rebuilds the same files from
 ``DIR/data/``. Files are written whole and then renamed into place: a crash
 never leaves half a report for CI to read.
@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.compare import DEFAULT_TOLERANCE, Comparison, compare
-from analysis.rundata import RunData
-from analysis.slo import evaluate_run
-from analysis.summary import build_summary
-from reports.charts import LABELS, percentile_charts, server_charts, timeseries_charts
-from reports.html import render
-from reports.junit import junit_xml
-from reports.tables import percentiles_csv, timeseries_csv
+from slogate.analysis.compare import DEFAULT_TOLERANCE, Comparison, compare
+from slogate.analysis.rundata import RunData
+from slogate.analysis.slo import evaluate_run
+from slogate.analysis.summary import build_summary
+from slogate.reports.charts import LABELS, percentile_charts, server_charts, timeseries_charts
+from slogate.reports.html import render
+from slogate.reports.junit import junit_xml
+from slogate.reports.tables import percentiles_csv, timeseries_csv
 
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.html"

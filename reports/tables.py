@@ -11,7 +11,7 @@ import io
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from analysis.percentiles import STANDARD_PERCENTILES
+from slogate.analysis.percentiles import STANDARD_PERCENTILES
 
 STATS = ("min", "max", "mean")
 PERCENTILE_COLUMNS = [

@@ -6,9 +6,9 @@ drives one ``Planner`` per user or worker; the CLI uses ``load`` and
 ``sample_requests`` for ``slogate scenario check`` and ``sample``.
 """
 
-from scenarios.errors import Problem, ScenarioError
-from scenarios.loader import BUILTINS, load
-from scenarios.model import (
+from slogate.scenarios.errors import Problem, ScenarioError
+from slogate.scenarios.loader import BUILTINS, load
+from slogate.scenarios.model import (
     Conversation,
     GoodputSpec,
     LoadSpec,
@@ -21,10 +21,10 @@ from scenarios.model import (
     Threshold,
     Timeouts,
 )
-from scenarios.planner import Planner
-from scenarios.sampling import sample_requests
-from scenarios.text import output_token_counter
-from scenarios.units import parse_duration
+from slogate.scenarios.planner import Planner
+from slogate.scenarios.sampling import sample_requests
+from slogate.scenarios.text import output_token_counter
+from slogate.scenarios.units import parse_duration
 
 __all__ = [
     "BUILTINS",

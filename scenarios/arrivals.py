@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scenarios.model import LoadSpec, RateSpec
-from scenarios.traces import Trace
+from slogate.scenarios.model import LoadSpec, RateSpec
+from slogate.scenarios.traces import Trace
 
 BATCH = 1024
 

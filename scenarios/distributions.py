@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from scenarios import traces
-from scenarios.schema import (
+from slogate.scenarios import traces
+from slogate.scenarios.schema import (
     TEXT,
     Field,
     Reader,

@@ -16,9 +16,9 @@ from typing import Any
 
 import yaml
 
-from scenarios.errors import Problem, ScenarioError
-from scenarios.model import Scenario
-from scenarios.schema import (
+from slogate.scenarios.errors import Problem, ScenarioError
+from slogate.scenarios.model import Scenario
+from slogate.scenarios.schema import (
     LIST,
     MAPPING,
     NAME,
@@ -34,9 +34,9 @@ from scenarios.schema import (
     optional,
     required,
 )
-from scenarios.sections import read_load, read_request, read_slo, read_timeouts
-from scenarios.workloads import TraceWorkload, read_workload
-from scenarios.workloads.chat import ChatWorkload
+from slogate.scenarios.sections import read_load, read_request, read_slo, read_timeouts
+from slogate.scenarios.workloads import TraceWorkload, read_workload
+from slogate.scenarios.workloads.chat import ChatWorkload
 
 BUILTIN_DIR = Path(__file__).resolve().parent
 BUILTINS = ("chat", "rag", "code", "mixed", "azure-conv", "azure-code")

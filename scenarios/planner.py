@@ -16,10 +16,10 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from scenarios.arrivals import arrival_events, has_arrivals
-from scenarios.model import Conversation, PlannedTurn, Scenario
-from scenarios.text import TokenCounter, make_writer
-from scenarios.workloads import Context, TraceWorkload
+from slogate.scenarios.arrivals import arrival_events, has_arrivals
+from slogate.scenarios.model import Conversation, PlannedTurn, Scenario
+from slogate.scenarios.text import TokenCounter, make_writer
+from slogate.scenarios.workloads import Context, TraceWorkload
 
 STREAM_TAG = 0
 ARRIVALS_TAG = 2  # Context.shared_rng uses 1

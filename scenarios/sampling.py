@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from scenarios.arrivals import has_arrivals
-from scenarios.model import PlannedTurn, Scenario
-from scenarios.planner import Planner
+from slogate.scenarios.arrivals import has_arrivals
+from slogate.scenarios.model import PlannedTurn, Scenario
+from slogate.scenarios.planner import Planner
 
 PREVIEW_CHARS = 80
 MIX_TAG = 3

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scenarios.errors import Problem, ScenarioError
-from scenarios.units import parse_duration
+from slogate.scenarios.errors import Problem, ScenarioError
+from slogate.scenarios.units import parse_duration
 
 REQUIRED: Any = object()
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from scenarios.model import (
+from slogate.scenarios.model import (
     GoodputSpec,
     LoadSpec,
     RateSpec,
@@ -18,7 +18,7 @@ from scenarios.model import (
     Threshold,
     Timeouts,
 )
-from scenarios.schema import (
+from slogate.scenarios.schema import (
     BOOLEAN,
     LIST,
     MAPPING,
@@ -35,8 +35,8 @@ from scenarios.schema import (
     optional,
     required,
 )
-from scenarios.text import load_tokenizer
-from scenarios.traces import Trace
+from slogate.scenarios.text import load_tokenizer
+from slogate.scenarios.traces import Trace
 
 ARRIVALS = ("poisson", "gamma", "constant", "trace")
 TOKENIZERS = ("local", "server", "estimate")

@@ -8,7 +8,7 @@ concurrency and quantization change latency the way the seed articles explain.
 - ``model``: step time (roofline); ``kvcache``, ``scheduler``: batching, KV, preemption
 - ``simulate``, ``calibration``: the same scheduler on a virtual clock
 - ``engine``, ``server``, ``sse``: the real-time loop and the HTTP/SSE layer
-- ``launch``: start one in a child process; ``python -m simengine`` runs one
+- ``launch``: start one in a child process; ``python -m slogate.simengine`` runs one
 
 See docs/simengine.md.
 """

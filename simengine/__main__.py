@@ -1,4 +1,4 @@
-"""``python -m simengine``: run the simulated engine (``slogate engine`` delegates here)."""
+"""``python -m slogate.simengine``: run the simulated engine (``slogate engine`` delegates here)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import yaml
 
-from simengine.config import build_config, parse_assignments
-from simengine.faults import FaultError
-from simengine.profiles import DEFAULT_PROFILE, WEIGHT_BYTES, ProfileError, gpus, models
+from slogate.simengine.config import build_config, parse_assignments
+from slogate.simengine.faults import FaultError
+from slogate.simengine.profiles import DEFAULT_PROFILE, WEIGHT_BYTES, ProfileError, gpus, models
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The flat settings :func:`simengine.config.build_config` takes."""
+    """The flat settings :func:`slogate.simengine.config.build_config` takes."""
     overrides: dict[str, Any] = {}
     for key in (
         "speedup",
@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.list_profiles:
         print(_list_profiles())
         return 0
-    from simengine.server import serve
+    from slogate.simengine.server import serve
 
     try:
         if not 0 <= args.port <= 65535:

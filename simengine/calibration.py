@@ -3,7 +3,7 @@
 Each :class:`Reference` is a published number (NOTES.md) and the closed-loop
 experiment that corresponds to it; :func:`calibrate` runs the experiments
 offline and :func:`markdown` renders the table in ``docs/simengine.md``.
-``python -m simengine.calibration`` prints it; the test suite asserts every row
+``python -m slogate.simengine.calibration`` prints it; the test suite asserts every row
 is within its tolerance.
 
 The engine settings are vLLM's defaults; the published runs used TensorRT-LLM
@@ -19,8 +19,8 @@ import sys
 from dataclasses import dataclass
 from functools import cache
 
-from simengine.profiles import load_profile
-from simengine.simulate import SimResult, simulate_closed_loop
+from slogate.simengine.profiles import load_profile
+from slogate.simengine.simulate import SimResult, simulate_closed_loop
 
 TRT_8B = "llama-3.1-8b@h100:fp8:kv=fp8"
 NIM_70B = "llama-3.1-70b@2xh100:fp8:kv=fp8"

@@ -1,7 +1,7 @@
 """The server's configuration: a profile plus how the simulation is served.
 
 :func:`build_config` takes a profile name and flat keyword overrides, the one
-form shared by ``python -m simengine --set KEY=VALUE``, ``server.run(...)``
+form shared by ``python -m slogate.simengine --set KEY=VALUE``, ``server.run(...)``
 and ``launch.start_engine(...)``. Profile settings (``max_num_seqs``,
 ``num_gpu_blocks``, ...) go to the profile; the rest are fields of
 :class:`EngineConfig`.
@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from simengine.faults import Faults
-from simengine.profiles import DEFAULT_PROFILE, ENGINE_SETTINGS, Profile, load_profile
-from simengine.sampling import EosDistribution
+from slogate.simengine.faults import Faults
+from slogate.simengine.profiles import DEFAULT_PROFILE, ENGINE_SETTINGS, Profile, load_profile
+from slogate.simengine.sampling import EosDistribution
 
 PROFILE_KEYS = frozenset({*ENGINE_SETTINGS, "kv", "kv_dtype", "weight_dtype", "tp"})
 

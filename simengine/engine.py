@@ -31,9 +31,9 @@ import time
 from collections import deque
 from typing import Any
 
-from simengine.config import EngineConfig
-from simengine.metrics import EngineMetrics
-from simengine.scheduler import Scheduler, Sequence, Status
+from slogate.simengine.config import EngineConfig
+from slogate.simengine.metrics import EngineMetrics
+from slogate.simengine.scheduler import Scheduler, Sequence, Status
 
 FULL_GC_INTERVAL_S = 60.0
 FINE_SLEEP_S = 0.001  # the last part of a step's wait, slept precisely

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
-from simengine.profiles import DEFAULT_PROFILE
-from simengine.server import READY_PREFIX
+from slogate.simengine.profiles import DEFAULT_PROFILE
+from slogate.simengine.server import READY_PREFIX
 
 
 class EngineStartError(RuntimeError):
@@ -111,7 +111,7 @@ def engine_command(
     **overrides: Any,
 ) -> list[str]:
     """The child's command line (settings passed as ``--set``/``--fault``)."""
-    command = [sys.executable, "-m", "simengine", "--profile", str(profile)]
+    command = [sys.executable, "-m", "slogate.simengine", "--profile", str(profile)]
     command += ["--host", host, "--port", str(port), "--exit-with-stdin"]
     for key, value in overrides.items():
         command += ["--set", f"{key}={json.dumps(value)}"]
@@ -129,9 +129,9 @@ def start_engine(
     ready_timeout: float = 60.0,
     **overrides: Any,
 ) -> EngineProcess:
-    """Start ``python -m simengine`` and wait for its ready line.
+    """Start ``python -m slogate.simengine`` and wait for its ready line.
 
-    ``overrides`` are :func:`simengine.config.build_config` settings (e.g.
+    ``overrides`` are :func:`slogate.simengine.config.build_config` settings (e.g.
     ``speedup=4``, ``num_gpu_blocks=128``); ``faults`` are fault settings."""
     command = engine_command(profile, host=host, port=port, faults=faults, **overrides)
     log = tempfile.TemporaryFile()  # noqa: SIM115 - EngineProcess owns and closes it

@@ -21,7 +21,7 @@ from prometheus_client.core import (
     Metric,
 )
 
-from simengine.scheduler import Scheduler
+from slogate.simengine.scheduler import Scheduler
 
 # vLLM's bucket boundaries (vllm/v1/metrics/loggers.py).
 TTFT_BUCKETS = (

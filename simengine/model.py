@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simengine.profiles import Profile
+from slogate.simengine.profiles import Profile
 
 
 @dataclass(frozen=True, slots=True)

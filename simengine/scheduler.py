@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-from simengine.kvcache import KVCache
-from simengine.model import StepModel, StepWork
-from simengine.profiles import Profile
+from slogate.simengine.kvcache import KVCache
+from slogate.simengine.model import StepModel, StepWork
+from slogate.simengine.profiles import Profile
 
 
 class Status(IntEnum):

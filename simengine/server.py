@@ -26,15 +26,15 @@ import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from simengine import text
-from simengine.config import EngineConfig, build_config
-from simengine.engine import Engine, TokenStream
-from simengine.faults import FaultError, FaultInjector, FaultPlan
-from simengine.kvcache import block_hashes
-from simengine.profiles import DEFAULT_PROFILE
-from simengine.sampling import plan_output
-from simengine.scheduler import Sequence
-from simengine.sse import ChunkEncoder, SseStream
+from slogate.simengine import text
+from slogate.simengine.config import EngineConfig, build_config
+from slogate.simengine.engine import Engine, TokenStream
+from slogate.simengine.faults import FaultError, FaultInjector, FaultPlan
+from slogate.simengine.kvcache import block_hashes
+from slogate.simengine.profiles import DEFAULT_PROFILE
+from slogate.simengine.sampling import plan_output
+from slogate.simengine.scheduler import Sequence
+from slogate.simengine.sse import ChunkEncoder, SseStream
 
 READY_PREFIX = "SIMENGINE_READY "  # the stdout line launch.py waits for
 
@@ -476,6 +476,6 @@ def run(
     profile: str = DEFAULT_PROFILE, host: str = "127.0.0.1", port: int = 8000, **overrides: Any
 ) -> None:
     """Run a simulated engine in the foreground until interrupted. ``overrides``
-    are :func:`simengine.config.build_config` settings (e.g. ``speedup=4``,
+    are :func:`slogate.simengine.config.build_config` settings (e.g. ``speedup=4``,
     ``max_num_seqs=64``, ``faults={"http_429_rate": 0.1}``)."""
     asyncio.run(serve(build_config(profile, **overrides), host, port))

@@ -11,8 +11,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from simengine.profiles import Profile
-from simengine.scheduler import Scheduler, Sequence
+from slogate.simengine.profiles import Profile
+from slogate.simengine.scheduler import Scheduler, Sequence
 
 
 @dataclass(frozen=True)

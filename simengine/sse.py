@@ -21,10 +21,10 @@ import asyncio
 
 import orjson
 
-from simengine.engine import TokenStream
-from simengine.faults import FaultPlan
-from simengine.scheduler import Sequence
-from simengine.text import Prose
+from slogate.simengine.engine import TokenStream
+from slogate.simengine.faults import FaultPlan
+from slogate.simengine.scheduler import Sequence
+from slogate.simengine.text import Prose
 
 DONE = b"data: [DONE]\n\n"
 WRITE_BUFFER_LIMIT = 1 << 16  # above this the client lags: tokens merge into later chunks

@@ -7,7 +7,7 @@ import argparse
 import math
 from collections.abc import Callable
 
-from scenarios.units import parse_duration
+from slogate.scenarios.units import parse_duration
 
 
 def duration(text: str) -> float:

@@ -118,10 +118,10 @@ def engine(args: argparse.Namespace, rest: list[str]) -> int:
     if args.help_engine:
         rest = [*rest, "--help"]
     if args.llama_cpp:
-        from engines.llamacpp import main as llama_main
+        from slogate.engines.llamacpp import main as llama_main
 
         return llama_main(rest)
-    from simengine.__main__ import main as sim_main
+    from slogate.simengine.__main__ import main as sim_main
 
     return sim_main(rest)
 
@@ -133,8 +133,8 @@ def scenario(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
-    from analysis.slo import EXIT_CONFIG
-    from reports import rerender
+    from slogate.analysis.slo import EXIT_CONFIG
+    from slogate.reports import rerender
 
     try:
         return rerender(args.dir).exit_code
@@ -153,7 +153,7 @@ def selftest(args: argparse.Namespace) -> int:
     from gevent import monkey
 
     monkey.patch_all()  # as in a real run: importing Locust patches the whole process
-    from locustfiles.selftest import run_selftest
+    from slogate.locustfiles.selftest import run_selftest
 
     result = run_selftest(streams=args.streams, duration_s=args.duration)
     print("\n".join(result.lines()))

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from analysis.compare import EXIT_BAD_INPUT, compare
-from analysis.rundata import RunData
-from reports import comparison_text, write_comparison
+from slogate.analysis.compare import EXIT_BAD_INPUT, compare
+from slogate.analysis.rundata import RunData
+from slogate.reports import comparison_text, write_comparison
 
 
 def compare_command(args: argparse.Namespace) -> int:

@@ -27,15 +27,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import scenarios
-from analysis.capacity import Pricing
-from analysis.experiment import EXPECTATIONS, trend
-from analysis.slo import EXIT_CONFIG, EXIT_INVALID
-from reports.experiments import write_experiment
-from reports.results import write_atomic
-from scenarios.loader import read_yaml, resolve
-from simengine.profiles import DEFAULT_PROFILE, WEIGHT_BYTES, load_profile
+from slogate import scenarios
+from slogate.analysis.capacity import Pricing
+from slogate.analysis.experiment import EXPECTATIONS, trend
+from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
 from slogate.args import positive_int
+from slogate.reports.experiments import write_experiment
+from slogate.reports.results import write_atomic
+from slogate.scenarios.loader import read_yaml, resolve
+from slogate.simengine.profiles import DEFAULT_PROFILE, WEIGHT_BYTES, load_profile
 from slogate.target import TargetError, target_engine
 from slogate.trials import (
     TrialResult,

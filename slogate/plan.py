@@ -2,8 +2,8 @@
 
 Weight memory, KV bytes per token, tokens that fit in the KV cache and the
 sequences of a context length that run at once, all from the simulated
-engine's profiles (``simengine.profiles``), combined by
-``analysis.capacity.kv_plan``. With a price, the cost per million tokens at
+engine's profiles (``slogate.simengine.profiles``), combined by
+``slogate.analysis.capacity.kv_plan``. With a price, the cost per million tokens at
 the throughput the simulated engine reaches with that many sequences (an
 offline roofline simulation, labelled as an estimate, never as a measurement).
 """
@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from analysis.capacity import Pricing, cost_block, kv_plan, seed_formula
-from analysis.slo import EXIT_CONFIG
-from simengine.profiles import Profile, ProfileError, load_profile
-from simengine.simulate import simulate_closed_loop
+from slogate.analysis.capacity import Pricing, cost_block, kv_plan, seed_formula
+from slogate.analysis.slo import EXIT_CONFIG
+from slogate.simengine.profiles import Profile, ProfileError, load_profile
+from slogate.simengine.simulate import simulate_closed_loop
 
 GB = 1e9
 SEEDS_EXAMPLE = {"model": "llama-2-7b", "gpu": "l4", "dtype": "fp16", "batch": 4, "context": 4096}

@@ -16,10 +16,9 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-import locustfiles
-import scenarios
-from analysis.slo import EXIT_CONFIG
-from scenarios.loader import resolve
+from slogate import locustfiles, scenarios
+from slogate.analysis.slo import EXIT_CONFIG
+from slogate.scenarios.loader import resolve
 from slogate.target import TargetError, target_engine
 
 RUN_LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "run.py"

@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-import scenarios
-from analysis.slo import EXIT_CONFIG
+from slogate import scenarios
+from slogate.analysis.slo import EXIT_CONFIG
 
 
 def scenario_command(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ trial per level and draws throughput against the scenario's SLO percentiles,
 with the knee of the curve. With ``--find-max rate|users`` it searches instead,
 as MLPerf's server scenario does: grow the load until an SLO fails, bisect
 between the last pass and the first fail, then confirm the result with a
-longer run (``analysis.capacity.MaxSearch`` keeps the books). The result names
+longer run (``slogate.analysis.capacity.MaxSearch`` keeps the books). The result names
 the max load, the SLO that limits it and what that load costs per million
 tokens. Each trial is a plain `slogate run` (see :mod:`slogate.trials`).
 """
@@ -22,13 +22,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import scenarios
-from analysis.capacity import MaxSearch, Pricing, knee_index, limiting_slo, throughput_cost
-from analysis.experiment import lookup
-from analysis.slo import EXIT_CONFIG, EXIT_INVALID, percentile_of_stat
-from reports.experiments import write_sweep
-from reports.results import write_atomic
+from slogate import scenarios
+from slogate.analysis.capacity import MaxSearch, Pricing, knee_index, limiting_slo, throughput_cost
+from slogate.analysis.experiment import lookup
+from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID, percentile_of_stat
 from slogate.args import positive_duration, positive_float, positive_int
+from slogate.reports.experiments import write_sweep
+from slogate.reports.results import write_atomic
 from slogate.target import TargetError, target_engine
 from slogate.trials import (
     TrialResult,

@@ -11,10 +11,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from analysis.slo import EXIT_CONFIG, EXIT_INVALID
-from locustfiles.engine_info import EngineError, discover
-from simengine.launch import EngineStartError, start_engine
-from simengine.profiles import DEFAULT_PROFILE, ProfileError, load_profile
+from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
+from slogate.locustfiles.engine_info import EngineError, discover
+from slogate.simengine.launch import EngineStartError, start_engine
+from slogate.simengine.profiles import DEFAULT_PROFILE, ProfileError, load_profile
 
 DISCOVER_TIMEOUT_S = 10.0
 

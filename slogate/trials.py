@@ -20,11 +20,11 @@ from typing import Any
 
 import yaml
 
-from analysis.capacity import Pricing, throughput_cost
-from analysis.experiment import point_block
-from analysis.rundata import RunData
-from simengine.profiles import load_profile
+from slogate.analysis.capacity import Pricing, throughput_cost
+from slogate.analysis.experiment import point_block
+from slogate.analysis.rundata import RunData
 from slogate.args import positive_duration, positive_float, positive_int
+from slogate.simengine.profiles import load_profile
 
 
 def add_trial_options(p: argparse.ArgumentParser) -> None:

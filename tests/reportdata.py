@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from analysis.histograms import HistogramSet
-from analysis.recorder import Bucket, Counters
-from analysis.records import RequestRecord
-from analysis.rundata import RunData
+from slogate.analysis.histograms import HistogramSet
+from slogate.analysis.recorder import Bucket, Counters
+from slogate.analysis.records import RequestRecord
+from slogate.analysis.rundata import RunData
 
 MS = 1_000_000
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from analysis.capacity import (
+from slogate.analysis.capacity import (
     MaxSearch,
     Pricing,
     cost_block,
@@ -19,8 +19,8 @@ from analysis.capacity import (
     limiting_slo,
     seed_formula,
 )
-from simengine.profiles import load_profile
 from slogate.plan import add_plan_parser, plan_command
+from slogate.simengine.profiles import load_profile
 
 MIB, GIB = 1024**2, 1024**3
 

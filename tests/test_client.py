@@ -12,15 +12,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from analysis.metrics import ChunkTokenMethod, request_metrics
-from analysis.records import CountMethod, ErrorKind
-from exactengine.launcher import ExactEngine
-from exactengine.plan import ASCII_VOCABULARY, UTF8_VOCABULARY, token_text
-from exactengine.truth import TruthEntry
-from locustfiles.client import StreamClient, StreamResult
-from locustfiles.selftest import run_selftest
-from scenarios.model import PlannedTurn, RequestOptions, Timeouts
-from scenarios.text import LOCAL_TOKENIZER, tokenizer_counter
+from slogate.analysis.metrics import ChunkTokenMethod, request_metrics
+from slogate.analysis.records import CountMethod, ErrorKind
+from slogate.exactengine.launcher import ExactEngine
+from slogate.exactengine.plan import ASCII_VOCABULARY, UTF8_VOCABULARY, token_text
+from slogate.exactengine.truth import TruthEntry
+from slogate.locustfiles.client import StreamClient, StreamResult
+from slogate.locustfiles.selftest import run_selftest
+from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
+from slogate.scenarios.text import LOCAL_TOKENIZER, tokenizer_counter
 
 MS = 1_000_000
 TOKENS = 12

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import pytest
 from loadruns import ModelsHandler, free_port, locust_command, slogate
 
-from exactengine.launcher import ExactEngine
+from slogate.exactengine.launcher import ExactEngine
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from reportdata import bucket, lognormal_ms, run_of
 
-from analysis.compare import (
+from slogate.analysis.compare import (
     BETTER,
     EXIT_NO_REGRESSION,
     EXIT_REGRESSION,
@@ -16,7 +16,7 @@ from analysis.compare import (
     WORSE,
     compare,
 )
-from analysis.rundata import RunData
+from slogate.analysis.rundata import RunData
 
 
 def chat_run(scale: float, seed: int, n: int = 20000, ok: int | None = None) -> RunData:

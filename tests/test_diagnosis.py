@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from reportdata import read_together, request
 
-from analysis.bands import length_band, tpot_band, ttft_band
-from analysis.diagnosis import diagnose, findings_to_dicts
-from analysis.recorder import Recorder
-from analysis.records import ErrorKind, RequestRecord
-from analysis.rundata import RunData
-from analysis.summary import build_summary
-from reports import write_results
+from slogate.analysis.bands import length_band, tpot_band, ttft_band
+from slogate.analysis.diagnosis import diagnose, findings_to_dicts
+from slogate.analysis.recorder import Recorder
+from slogate.analysis.records import ErrorKind, RequestRecord
+from slogate.analysis.rundata import RunData
+from slogate.analysis.summary import build_summary
+from slogate.reports import write_results
 
 MS = 1_000_000
 HDR = 2e-3  # histograms keep 3 significant digits

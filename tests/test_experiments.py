@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.experiment import (
+from slogate.analysis.experiment import (
     FALLS,
     FLAT,
     MIXED,
@@ -23,10 +23,10 @@ from analysis.experiment import (
     point_block,
     trend,
 )
-from analysis.recorder import Recorder
-from analysis.records import RequestRecord
-from analysis.rundata import RunData
-from reports.experiments import write_experiment
+from slogate.analysis.recorder import Recorder
+from slogate.analysis.records import RequestRecord
+from slogate.analysis.rundata import RunData
+from slogate.reports.experiments import write_experiment
 
 MS = 1_000_000
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from analysis.histograms import HIGHEST_US, HistogramSet, new_histogram, recorded
+from slogate.analysis.histograms import HIGHEST_US, HistogramSet, new_histogram, recorded
 
 
 def filled(values):

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from analysis.server_metrics import snapshot
-from engines.llamacpp import MODEL_ALIAS, LlamaCppMissing, LlamaServer, LlamaServerConfig
-from locustfiles.scraper import MetricsScraper, metrics_url_for
+from slogate.analysis.server_metrics import snapshot
+from slogate.engines.llamacpp import MODEL_ALIAS, LlamaCppMissing, LlamaServer, LlamaServerConfig
+from slogate.locustfiles.scraper import MetricsScraper, metrics_url_for
 
 pytestmark = pytest.mark.llamacpp
 

@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 from loadruns import free_port, locust_command, scenario_file, slogate, summary
 
-from exactengine.launcher import ExactEngine
+from slogate.exactengine.launcher import ExactEngine
 
 pytestmark = pytest.mark.slow
 

@@ -7,11 +7,11 @@ import random
 
 import pytest
 
-from analysis.histograms import HistogramSet
-from analysis.metrics import ChunkTokenMethod, apportion, request_metrics
-from analysis.percentiles import estimate
-from analysis.recorder import OVERALL, GoodputLimits, Recorder
-from analysis.records import CountMethod, ErrorKind, RequestRecord
+from slogate.analysis.histograms import HistogramSet
+from slogate.analysis.metrics import ChunkTokenMethod, apportion, request_metrics
+from slogate.analysis.percentiles import estimate
+from slogate.analysis.recorder import OVERALL, GoodputLimits, Recorder
+from slogate.analysis.records import CountMethod, ErrorKind, RequestRecord
 
 MS = 1_000_000
 

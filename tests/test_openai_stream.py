@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from analysis.records import ErrorKind, RequestRecord
-from locustfiles.openai_stream import ChunkKind, StreamInterpreter, parse_chunk
-from locustfiles.sse import SSEParser
+from slogate.analysis.records import ErrorKind, RequestRecord
+from slogate.locustfiles.openai_stream import ChunkKind, StreamInterpreter, parse_chunk
+from slogate.locustfiles.sse import SSEParser
 
 
 def event(obj: object) -> bytes:

@@ -12,12 +12,12 @@ import pytest
 from markupsafe import escape
 from reportdata import HOSTILE, bucket, realistic_run, run_of
 
-from analysis.compare import compare
-from analysis.recorder import GoodputLimits, Recorder
-from analysis.records import ErrorKind, RequestRecord
-from analysis.rundata import RunData
-from analysis.timeseries import window_row
-from reports import comparison_text, rerender, write_comparison, write_index, write_results
+from slogate.analysis.compare import compare
+from slogate.analysis.recorder import GoodputLimits, Recorder
+from slogate.analysis.records import ErrorKind, RequestRecord
+from slogate.analysis.rundata import RunData
+from slogate.analysis.timeseries import window_row
+from slogate.reports import comparison_text, rerender, write_comparison, write_index, write_results
 
 EXPECTED_FILES = {"summary.json", "junit.xml", "percentiles.csv", "timeseries.csv", "report.html"}
 HOSTILE_MODEL = '"><script>alert(1)</script><img src=x onerror=alert(2)>'

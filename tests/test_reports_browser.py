@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from reportdata import realistic_run
 
-from reports import write_index, write_results
+from slogate.reports import write_index, write_results
 
 CHROMIUM = shutil.which("chromium")
 FLAGS = (

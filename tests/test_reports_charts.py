@@ -8,10 +8,10 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from analysis.histograms import HistogramSet
-from reports.charts import counter_rate, server_charts, threshold_rules
-from reports.curves import nines, percentile_curve
-from reports.svg import Axis, Rule, Series, line_chart, log_ticks, sparkline, thin
+from slogate.analysis.histograms import HistogramSet
+from slogate.reports.charts import counter_rate, server_charts, threshold_rules
+from slogate.reports.curves import nines, percentile_curve
+from slogate.reports.svg import Axis, Rule, Series, line_chart, log_ticks, sparkline, thin
 
 
 def parse(svg: str) -> ET.Element:

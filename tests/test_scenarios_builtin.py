@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import scenarios
-from scenarios.traces import BUILTIN_TRACES, TraceColumns, load_trace
+from slogate import scenarios
+from slogate.scenarios.traces import BUILTIN_TRACES, TraceColumns, load_trace
 
 # Published reference points (Patel et al., Splitwise, ISCA 2024): p50, p90, p99
 AZURE = {

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from scenarios.distributions import (
+from slogate.scenarios.distributions import (
     Z90,
     Empirical,
     Exponential,
@@ -18,7 +18,7 @@ from scenarios.distributions import (
     Normal,
     Uniform,
 )
-from scenarios.units import parse_duration
+from slogate.scenarios.units import parse_duration
 
 N = 10_000
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import scenarios
-from scenarios import Planner, Scenario
-from scenarios.text import LOCAL_TOKENIZER, corpus_text, tokenizer_counter
+from slogate import scenarios
+from slogate.scenarios import Planner, Scenario
+from slogate.scenarios.text import LOCAL_TOKENIZER, corpus_text, tokenizer_counter
 
 count = tokenizer_counter(str(LOCAL_TOKENIZER))
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-import scenarios
-from scenarios import ScenarioError
-from scenarios.workloads import ChatWorkload, TraceWorkload
+from slogate import scenarios
+from slogate.scenarios import ScenarioError
+from slogate.scenarios.workloads import ChatWorkload, TraceWorkload
 
 MINIMAL = """
 name: tiny

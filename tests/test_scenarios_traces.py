@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import scenarios
-from scenarios import traces
-from scenarios.traces import TraceColumns, TraceError, load_trace
+from slogate import scenarios
+from slogate.scenarios import traces
+from slogate.scenarios.traces import TraceColumns, TraceError, load_trace
 
 COLUMNS = TraceColumns(time="t", input_tokens="in", output_tokens="out")
 

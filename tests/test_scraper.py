@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from locustfiles.scraper import MetricsScraper, metrics_url_for
+from slogate.locustfiles.scraper import MetricsScraper, metrics_url_for
 
 DCGM_TEXT = (
     "# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"
@@ -179,7 +179,7 @@ GEVENT_SCRIPT = """
 from gevent import monkey
 monkey.patch_all()
 import json, sys, gevent
-from locustfiles.scraper import MetricsScraper
+from slogate.locustfiles.scraper import MetricsScraper
 scraper = MetricsScraper(sys.argv[1], interval_s=0.05)
 busy = gevent.spawn(lambda: [gevent.sleep(0.01) for _ in range(30)])
 scraper.start()

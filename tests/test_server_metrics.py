@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from analysis.server_metrics import (
+from slogate.analysis.server_metrics import (
     DCGM,
     MetricsParseError,
     snapshot,

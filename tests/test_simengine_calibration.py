@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from simengine.calibration import REFERENCES, calibrate, markdown
+from slogate.simengine.calibration import REFERENCES, calibrate, markdown
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "simengine.md"
 

@@ -1,4 +1,4 @@
-"""``python -m simengine``, the config it builds, and the child-process launcher."""
+"""``python -m slogate.simengine``, the config it builds, and the child-process launcher."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from simengine.__main__ import build_parser, main, overrides_from_args
-from simengine.config import build_config
-from simengine.faults import FaultError
-from simengine.launch import EngineStartError, engine_command, start_engine
+from slogate.simengine.__main__ import build_parser, main, overrides_from_args
+from slogate.simengine.config import build_config
+from slogate.simengine.faults import FaultError
+from slogate.simengine.launch import EngineStartError, engine_command, start_engine
 
 
 def test_flags_become_config() -> None:
@@ -71,7 +71,7 @@ def test_engine_exits_when_its_parent_dies() -> None:
         [
             sys.executable,
             "-c",
-            "import time; from simengine.launch import start_engine; "
+            "import time; from slogate.simengine.launch import start_engine; "
             "e = start_engine(); print(e.pid, flush=True); time.sleep(60)",
         ],
         stdout=subprocess.PIPE,
@@ -96,5 +96,5 @@ def test_engine_exits_when_its_parent_dies() -> None:
 
 def test_engine_command_passes_settings_as_json() -> None:
     command = engine_command("llama-3.1-8b@h100", speedup=2.5, faults={"stall_s": 1})
-    assert command[1:3] == ["-m", "simengine"]
+    assert command[1:3] == ["-m", "slogate.simengine"]
     assert "speedup=2.5" in command and "stall_s=1" in command and "--exit-with-stdin" in command

@@ -23,8 +23,8 @@ import aiohttp
 import pytest
 from simprobe import Probe, chat_body, completion_body, probe, probe_many
 
-from simengine.launch import EngineProcess, start_engine
-from simengine.text import encode_text
+from slogate.simengine.launch import EngineProcess, start_engine
+from slogate.simengine.text import encode_text
 
 ENGINES: dict[str, dict[str, Any]] = {
     "main": {"profile": "llama-3.1-8b@h100", "speedup": 2},

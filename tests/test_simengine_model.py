@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from simengine.model import StepModel, StepWork
-from simengine.profiles import GIB, Efficiency, GPUSpec, ModelSpec, Profile, load_profile
+from slogate.simengine.model import StepModel, StepWork
+from slogate.simengine.profiles import GIB, Efficiency, GPUSpec, ModelSpec, Profile, load_profile
 
 TOY_MODEL = ModelSpec(
     key="toy", hf_id="toy", layers=2, hidden=4, heads=2, kv_heads=1, head_dim=2,

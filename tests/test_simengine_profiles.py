@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from simengine.profiles import (
+from slogate.simengine.profiles import (
     GIB,
     MIB,
     ProfileError,

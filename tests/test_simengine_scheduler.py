@@ -6,12 +6,12 @@ import random
 
 import pytest
 
-from simengine.faults import NO_FAULTS, FaultInjector, Faults
-from simengine.kvcache import block_hashes
-from simengine.profiles import load_profile
-from simengine.sampling import EosDistribution, plan_output
-from simengine.scheduler import Scheduler, Sequence, Status
-from simengine.simulate import simulate_closed_loop
+from slogate.simengine.faults import NO_FAULTS, FaultInjector, Faults
+from slogate.simengine.kvcache import block_hashes
+from slogate.simengine.profiles import load_profile
+from slogate.simengine.sampling import EosDistribution, plan_output
+from slogate.simengine.scheduler import Scheduler, Sequence, Status
+from slogate.simengine.simulate import simulate_closed_loop
 
 
 def make(**settings) -> Scheduler:

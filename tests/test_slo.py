@@ -9,9 +9,9 @@ import pytest
 from reportdata import bucket, run_of
 from scipy.stats import binomtest
 
-from analysis.percentiles import min_samples
-from analysis.recorder import Bucket
-from analysis.slo import (
+from slogate.analysis.percentiles import min_samples
+from slogate.analysis.recorder import Bucket
+from slogate.analysis.slo import (
     EXIT_FAIL,
     EXIT_INCONCLUSIVE,
     EXIT_INVALID,
@@ -22,7 +22,7 @@ from analysis.slo import (
     percentile_of_stat,
     thresholds_of,
 )
-from scenarios.model import Threshold
+from slogate.scenarios.model import Threshold
 
 UNIFORM_MS = [float(v) for v in range(1, 1001)]  # 1..1000 ms: p99 is 990 ms
 
@@ -225,9 +225,9 @@ def test_interval_covers_the_true_quantile_of_an_exponential(percentile: float, 
 
 
 def test_a_run_where_every_request_failed_is_invalid_even_without_slos():
-    from analysis.recorder import Bucket
-    from analysis.rundata import RunData
-    from analysis.slo import Verdict, evaluate_run
+    from slogate.analysis.recorder import Bucket
+    from slogate.analysis.rundata import RunData
+    from slogate.analysis.slo import Verdict, evaluate_run
 
     bucket = Bucket()
     for _ in range(20):

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from reportdata import read_together, request
 
-import scenarios
-from locustfiles.context import LoadContext
-from locustfiles.engine_info import EngineInfo
-from locustfiles.session import RunSession
+from slogate import scenarios
+from slogate.locustfiles.context import LoadContext
+from slogate.locustfiles.engine_info import EngineInfo
+from slogate.locustfiles.session import RunSession
 
 SCENARIO = "exact-chat"
 

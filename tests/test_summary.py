@@ -7,8 +7,8 @@ import json
 import pytest
 from reportdata import bucket, realistic_run, run_of
 
-from analysis.recorder import Bucket
-from analysis.summary import SCHEMA, build_summary, redact, redact_text
+from slogate.analysis.recorder import Bucket
+from slogate.analysis.summary import SCHEMA, build_summary, redact, redact_text
 
 CONTRACT_STATS = ("count", "p50", "p90", "p95", "p99", "p999", "max", "mean")
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.diagnosis import diagnose
-from analysis.rundata import RunData
-from reports.experiments import write_sweep
+from slogate.analysis.diagnosis import diagnose
+from slogate.analysis.rundata import RunData
+from slogate.reports.experiments import write_sweep
 from slogate.sweep import knee_metric, knee_of, limiting_of, longer_duration
 from slogate.trials import TrialResult
 

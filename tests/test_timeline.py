@@ -1,7 +1,7 @@
 """The load timeline: stages placed in time, warm-up, open-loop shards."""
 
-from locustfiles.timeline import build_timeline
-from scenarios.model import LoadSpec, RateSpec, Stage
+from slogate.locustfiles.timeline import build_timeline
+from slogate.scenarios.model import LoadSpec, RateSpec, Stage
 
 
 def test_single_stage_from_duration_and_users():

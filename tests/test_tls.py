@@ -21,11 +21,11 @@ import pytest
 import trustme
 from loadruns import ModelsHandler, slogate
 
-from analysis.metrics import request_metrics
-from analysis.records import ErrorKind
-from locustfiles.client import StreamClient
-from locustfiles.engine_info import EngineUnreachable, discover
-from scenarios.model import PlannedTurn, RequestOptions, Timeouts
+from slogate.analysis.metrics import request_metrics
+from slogate.analysis.records import ErrorKind
+from slogate.locustfiles.client import StreamClient
+from slogate.locustfiles.engine_info import EngineUnreachable, discover
+from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
 
 TTFT_S = 0.030
 ITL_S = 0.020

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from scenarios.schema import Reader, join
-from scenarios.workloads import chat, code, rag, trace
-from scenarios.workloads.chat import ChatWorkload
-from scenarios.workloads.code import CodeWorkload
-from scenarios.workloads.common import Context, SystemPrompt
-from scenarios.workloads.rag import Documents, RagWorkload
-from scenarios.workloads.trace import TraceWorkload
+from slogate.scenarios.schema import Reader, join
+from slogate.scenarios.workloads import chat, code, rag, trace
+from slogate.scenarios.workloads.chat import ChatWorkload
+from slogate.scenarios.workloads.code import CodeWorkload
+from slogate.scenarios.workloads.common import Context, SystemPrompt
+from slogate.scenarios.workloads.rag import Documents, RagWorkload
+from slogate.scenarios.workloads.trace import TraceWorkload
 
 KINDS = {"chat": chat, "rag": rag, "code": code, "trace": trace}
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from scenarios.distributions import Dist
-from scenarios.model import PlannedTurn
-from scenarios.schema import Reader, choice, nested, number, optional, required
-from scenarios.text import nonce
-from scenarios.workloads.common import (
+from slogate.scenarios.distributions import Dist
+from slogate.scenarios.model import PlannedTurn
+from slogate.scenarios.schema import Reader, choice, nested, number, optional, required
+from slogate.scenarios.text import nonce
+from slogate.scenarios.workloads.common import (
     Context,
     SystemPrompt,
     SystemTexts,

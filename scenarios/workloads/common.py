@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from scenarios.distributions import Dist, read_dist
-from scenarios.model import PlannedTurn, Scenario
-from scenarios.schema import (
+from slogate.scenarios.distributions import Dist, read_dist
+from slogate.scenarios.model import PlannedTurn, Scenario
+from slogate.scenarios.schema import (
     BOOLEAN,
     Field,
     Reader,
@@ -20,7 +20,7 @@ from scenarios.schema import (
     nested,
     optional,
 )
-from scenarios.text import CORPORA, Writer, nonce
+from slogate.scenarios.text import CORPORA, Writer, nonce
 
 SHARED_TAG = 1  # planner.py tags stream (0) and arrival (2) randomness
 SALT_SYSTEM = 1

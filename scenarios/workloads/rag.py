@@ -13,11 +13,20 @@ from typing import Any
 
 import numpy as np
 
-from scenarios.distributions import Dist
-from scenarios.model import PlannedTurn
-from scenarios.schema import Reader, choice, integer, join, nested, number, optional, required
-from scenarios.text import nonce
-from scenarios.workloads.common import (
+from slogate.scenarios.distributions import Dist
+from slogate.scenarios.model import PlannedTurn
+from slogate.scenarios.schema import (
+    Reader,
+    choice,
+    integer,
+    join,
+    nested,
+    number,
+    optional,
+    required,
+)
+from slogate.scenarios.text import nonce
+from slogate.scenarios.workloads.common import (
     SALT_DOCUMENTS,
     TEXT_FIELD,
     Context,

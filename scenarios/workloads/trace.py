@@ -15,12 +15,12 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from scenarios import traces
-from scenarios.distributions import Dist
-from scenarios.model import PlannedTurn
-from scenarios.schema import TEXT, Reader, choice, integer, join, nested, optional, required
-from scenarios.text import nonce
-from scenarios.workloads.common import SALT_BLOCKS, TEXT_FIELD, Context, seconds
+from slogate.scenarios import traces
+from slogate.scenarios.distributions import Dist
+from slogate.scenarios.model import PlannedTurn
+from slogate.scenarios.schema import TEXT, Reader, choice, integer, join, nested, optional, required
+from slogate.scenarios.text import nonce
+from slogate.scenarios.workloads.common import SALT_BLOCKS, TEXT_FIELD, Context, seconds
 
 BLOCK_CACHE = 4096
 
