@@ -24,7 +24,10 @@ class Lengths:
 
     @classmethod
     def of(cls, name: str, values: np.ndarray) -> Lengths:
-        p50, p90, p99 = np.percentile(values, QUANTILES) if len(values) else (0.0, 0.0, 0.0)
+        # observed values (no interpolation), as a user would look them up in the file
+        p50, p90, p99 = (
+            np.percentile(values, QUANTILES, method="inverted_cdf") if len(values) else (0, 0, 0)
+        )
         return cls(name, float(p50), float(p90), float(p99), float(np.max(values, initial=0)))
 
     def line(self) -> str:

@@ -135,3 +135,8 @@ def json_lines(path: Path) -> list[tuple[int, Any]]:
                 except orjson.JSONDecodeError as exc:
                     raise DatasetError(f"{path.name} line {number}: not JSON ({exc})") from exc
     return out
+
+
+class Skip(Exception):
+    """A row (or conversation) that is well-formed but cannot be replayed; the
+    message is the reason ``slogate scenario check`` counts it under."""
