@@ -114,13 +114,14 @@ def load_trace(
     table = read_table(path, fmt)
     if not table.rows:
         raise TraceError(f"{path.name} has no rows")
-    names = _columns(table, columns or TraceColumns(), layout is not None)
-    inputs = table.numbers(names.input_tokens, "columns.input_tokens")
-    outputs = table.numbers(names.output_tokens, "columns.output_tokens")
-    times = None if names.time is None else _times(table, names.time, time_unit)
+    named = layout is not None
+    names = _columns(table, columns or TraceColumns(), named)
+    inputs = table.numbers(names.input_tokens, _key("input_tokens", named))
+    outputs = table.numbers(names.output_tokens, _key("output_tokens", named))
+    times = None if names.time is None else _times(table, names.time, time_unit, named)
     blocks = None
     if names.prefix_blocks is not None:
-        raw = table.column(names.prefix_blocks, "columns.prefix_blocks")
+        raw = table.column(names.prefix_blocks, _key("prefix_blocks", named))
         blocks = [_block_ids(v) for v in raw]
     keep = outputs > 0 if failed == "skip" else np.ones(table.rows, dtype=bool)
     if not keep.any():
@@ -140,13 +141,19 @@ def load_trace(
     return replace(trace, report=_report(path, table.rows, skipped, trace, names, outputs))
 
 
+def _key(field: str, named: bool) -> str:
+    """The scenario setting a bad column or cell is blamed on: the file itself
+    for a named format (its columns are fixed), else ``columns.<field>``."""
+    return "file" if named else f"columns.{field}"
+
+
 def _columns(table: Table, given: TraceColumns, named: bool) -> TraceColumns:
     """The columns to read: as named (a named format's must all exist), else the
     first known name present. A missing time column leaves the trace timeless."""
     found: dict[str, str | None] = {}
     for field in ("time", "input_tokens", "output_tokens", "prefix_blocks"):
         name = getattr(given, field)
-        key = "file" if named else f"columns.{field}"
+        key = _key(field, named)
         if name is not None:
             table.column(name, key)  # raises naming the file's columns
         elif field in KNOWN_COLUMNS:
@@ -192,23 +199,24 @@ def _report(
     return DatasetReport(path.name, "rows", read, skipped, lengths, tuple(notes))
 
 
-def _times(table: Table, column: str, unit: str) -> np.ndarray:
-    values = table.column(column, "columns.time")
+def _times(table: Table, column: str, unit: str, named: bool) -> np.ndarray:
+    key = _key("time", named)
+    values = table.column(column, key)
     if unit == "auto":
         unit = "datetime" if values and _is_date(values[0]) else "s"
     if unit == "datetime":
-        parsed = [_datetime_s(table, i, column) for i in range(len(values))]
+        parsed = [_datetime_s(table, i, column, key) for i in range(len(values))]
         whole = np.array([p[0] for p in parsed], dtype=np.int64)
         # seconds counted from the earliest whole second keep sub-microsecond digits
         return (whole - whole.min()).astype(np.float64) + np.array([p[1] for p in parsed])
-    return table.numbers(column, "columns.time") * _UNIT_S[unit]
+    return table.numbers(column, key) * _UNIT_S[unit]
 
 
 def _is_date(value: Any) -> bool:
     return isinstance(value, str) and _DATETIME.fullmatch(value.strip()) is not None
 
 
-def _datetime_s(table: Table, row: int, column: str) -> tuple[int, float]:
+def _datetime_s(table: Table, row: int, column: str, key: str) -> tuple[int, float]:
     """Whole seconds since the epoch and the fraction, from date-time text with
     any number of fraction digits."""
     value = table.columns[column][row]
@@ -217,7 +225,7 @@ def _datetime_s(table: Table, row: int, column: str) -> tuple[int, float]:
         raise TraceError(
             f"{table.where(row, column)}: expected date-time text such as "
             f"2023-11-16 18:15:46.68, got {value!r}",
-            "columns.time",
+            key,
         )
     year, month, day, hour, minute, second, fraction, zone = match.groups()
     moment = datetime(
