@@ -41,7 +41,7 @@ from slogate.scenarios.schema import (
     optional,
     required,
 )
-from slogate.scenarios.text import LOCAL_TOKENIZER, count_batch, nonce
+from slogate.scenarios.text import LOCAL_TOKENIZER, count_batch, nonce, tokenizer_file
 from slogate.scenarios.workloads.common import Context, seconds
 
 SALT_ORDER = 4
@@ -184,7 +184,15 @@ class ConversationsPlanner:
         return self._turn(index, position, event % total - int(self.first_turn[slot]), tag, [])
 
     def _counted(self, position: int) -> Counted:
+        """Counts from loading (the bundled tokenizer's) when the scenario counts
+        with that tokenizer, else counted again with the scenario's own."""
         conversation, count = self.items[position], self.ctx.writer.local
+        if tokenizer_file(self.ctx.scenario.request.tokenizer) == str(LOCAL_TOKENIZER):
+            return Counted(
+                system=conversation.system_tokens,
+                users=tuple(t.user_tokens for t in conversation.turns),
+                replies=tuple(t.reply_tokens for t in conversation.turns),
+            )
         return Counted(
             system=count(conversation.system) if conversation.system else 0,
             users=tuple(count(t.user) for t in conversation.turns),
@@ -201,8 +209,9 @@ class ConversationsPlanner:
         users = [t.user for t in conversation.turns]
         user_tokens = list(counted.users)
         if tag is not None:
+            # a line of its own: its tokens add to the message's (as the writer's parts do)
             users[0] = f"[{tag}]\n{users[0]}"
-            user_tokens[0] = ctx.writer.local(users[0])
+            user_tokens[0] += ctx.writer.local(f"[{tag}]\n")
         output = self._output(counted.replies[k])
         outputs.append(output)
         replies = outputs[:k] if spec.history == "live" else counted.replies[:k]
