@@ -8,11 +8,13 @@ import json
 from pathlib import Path
 
 import datasets
+import numpy as np
 import pytest
 from loadruns import slogate
 
 from slogate import scenarios
 from slogate.locustfiles.client import chat_messages
+from slogate.scenarios.datasets.counts import token_counts
 from slogate.scenarios.text import LOCAL_TOKENIZER, tokenizer_counter
 
 COUNT = tokenizer_counter(str(LOCAL_TOKENIZER))
@@ -227,3 +229,19 @@ def test_configuration_errors(tmp_path):
     assert problems(scenario(tmp_path, unknown))["workload.file"] == (
         "other.jsonl line 1: expected a field among conversations, messages; found ['turns']"
     )
+
+
+def test_token_counts_are_kept_on_disk_per_texts_and_tokenizer(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    texts = ["Hello world.", "", "A longer text, of prose: it has more tokens."]
+    fresh = token_counts(str(LOCAL_TOKENIZER), texts)
+    assert fresh == [COUNT(t) for t in texts]
+    [entry] = (tmp_path / "cache" / "slogate" / "token-counts").glob("*.npy")
+    # the next load reads the entry: numbers written into it come back
+    np.save(entry, np.array([7, 8, 9]))
+    assert token_counts(str(LOCAL_TOKENIZER), texts) == [7, 8, 9]
+    # a damaged entry is counted again; other texts get their own entry
+    entry.write_bytes(b"not numpy")
+    assert token_counts(str(LOCAL_TOKENIZER), texts) == fresh
+    assert token_counts(str(LOCAL_TOKENIZER), texts[:2]) == fresh[:2]
+    assert len(list(entry.parent.glob("*.npy"))) == 2

@@ -169,7 +169,7 @@ def test_a_generic_trace_without_a_known_length_column_names_its_columns(tmp_pat
     file = tmp_path / "odd.csv"
     file.write_text("when,prompt_size,answer_size\n0,10,5\n")
     path = scenario(tmp_path, f"{{kind: trace, file: {file.name}}}", "{users: 1}")
-    message = problems(path)["workload.file"]  # a named format's columns are fixed
+    message = problems(path)["workload.columns.input_tokens"]
     assert message == (
         "no input tokens column in odd.csv (columns: when, prompt_size, answer_size); "
         "name it in workload.columns.input_tokens"

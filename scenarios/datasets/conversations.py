@@ -143,24 +143,32 @@ def records_of(path: Path) -> list[tuple[int, Any]]:
 
 
 def _json_list(name: str, text: str) -> list[tuple[int, Any]]:
-    """The items of a JSON list, each with the line it starts on."""
+    """The items of a JSON list, each with the line it starts on (lines are
+    counted as the reading moves on, once per character)."""
     decoder = json.JSONDecoder()
     pos = text.index("[") + 1
+    line, counted = 1, 0
     out: list[tuple[int, Any]] = []
+
+    def line_at(at: int) -> int:
+        nonlocal line, counted
+        line += text.count("\n", counted, at)
+        counted = at
+        return line
+
     while True:
         pos = _BETWEEN.match(text, pos).end()
         if text.startswith("]", pos):
             return out
         if out:
             if not text.startswith(",", pos):
-                line = text.count("\n", 0, pos) + 1
-                raise DatasetError(f"{name} line {line}: not JSON (expected ',' or ']')")
+                raise DatasetError(f"{name} line {line_at(pos)}: not JSON (expected ',' or ']')")
             pos = _BETWEEN.match(text, pos + 1).end()
         try:
             item, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{name} line {exc.lineno}: not JSON ({exc.msg})") from exc
-        out.append((text.count("\n", 0, pos) + 1, item))
+        out.append((line_at(pos), item))
         pos = end
 
 

@@ -28,6 +28,7 @@ from slogate.scenarios.datasets.conversations import (
     Recorded,
     load_conversations,
 )
+from slogate.scenarios.datasets.counts import token_counts
 from slogate.scenarios.distributions import Dist, read_dist
 from slogate.scenarios.model import PlannedTurn
 from slogate.scenarios.schema import (
@@ -41,7 +42,7 @@ from slogate.scenarios.schema import (
     optional,
     required,
 )
-from slogate.scenarios.text import LOCAL_TOKENIZER, count_batch, nonce, tokenizer_file
+from slogate.scenarios.text import LOCAL_TOKENIZER, nonce, tokenizer_file
 from slogate.scenarios.workloads.common import Context, seconds
 
 SALT_ORDER = 4
@@ -114,7 +115,7 @@ def build(reader: Reader, f: dict[str, Any], path: str) -> ConversationsWorkload
     try:
         file = traces.resolve(f["file"], reader.base_dir)
         data = load_conversations(
-            file, f["format"], filters, functools.partial(count_batch, str(LOCAL_TOKENIZER))
+            file, f["format"], filters, functools.partial(token_counts, str(LOCAL_TOKENIZER))
         )
     except traces.TraceError as exc:
         reader.problem(join(path, exc.key), str(exc))
