@@ -18,10 +18,16 @@ from typing import Any
 
 import numpy as np
 
-from slogate.scenarios.datasets import TRACE_LAYOUTS, DatasetError, DatasetReport, TraceColumns
+from slogate.scenarios.datasets import (
+    TRACE_LAYOUTS,
+    DatasetError,
+    DatasetReport,
+    Layout,
+    TraceColumns,
+)
 from slogate.scenarios.datasets.layout import KNOWN_COLUMNS
 from slogate.scenarios.datasets.report import Lengths
-from slogate.scenarios.datasets.table import Table, read_table
+from slogate.scenarios.datasets.table import Table, file_format, read_table
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 BUILTIN_TRACES = {
@@ -110,8 +116,12 @@ def load_trace(
     with 0 output tokens (failed requests, as BurstGPT records them)."""
     layout = TRACE_LAYOUTS.get(fmt)
     if layout is not None:
-        columns, time_unit, fmt = layout.columns, layout.time_unit, layout.file_format
+        fmt = layout.file_format
     table = read_table(path, fmt)
+    if layout is None and columns is None and time_unit == "auto":
+        layout = recognized(table, file_format(path, fmt))
+    if layout is not None:
+        columns, time_unit = layout.columns, layout.time_unit
     if not table.rows:
         raise TraceError(f"{path.name} has no rows")
     named = layout is not None
@@ -138,7 +148,14 @@ def load_trace(
         prefix_blocks=None if blocks is None else tuple(blocks[i] for i in order),
     )
     skipped = {FAILED_REASON: int(table.rows - keep.sum())} if failed == "skip" else {}
-    return replace(trace, report=_report(path, table.rows, skipped, trace, names, outputs))
+    report = _report(path, table.rows, skipped, trace, names, outputs, layout)
+    return replace(trace, report=report)
+
+
+def recognized(table: Table, fmt: str) -> Layout | None:
+    """The named layout a file is in when it has all of that layout's columns:
+    a Mooncake file read as plain JSONL would take milliseconds for seconds."""
+    return next((lay for lay in TRACE_LAYOUTS.values() if lay.fits(table.header, fmt)), None)
 
 
 def _key(field: str, named: bool) -> str:
@@ -175,8 +192,9 @@ def _report(
     trace: Trace,
     names: TraceColumns,
     outputs: np.ndarray,
+    layout: Layout | None,
 ) -> DatasetReport:
-    notes = []
+    notes = [f"format: {layout.name}"] if layout is not None else []
     if trace.times_s is None:
         notes.append(
             "no time column: replays in closed loop (load.users) or at a rate "

@@ -199,3 +199,17 @@ def test_a_malformed_row_names_file_line_and_field(tmp_path, fmt, field):
     path = scenario(tmp_path, f"{{kind: trace, file: {file.name}, format: {fmt}}}", "{users: 1}")
     message = problems(path)["workload.file"]  # a named format's columns are fixed
     assert message == f"{file.name} line 4, field {field!r}: expected a number >= 0, got 'many'"
+
+
+def test_a_file_with_a_named_formats_columns_is_read_in_that_format(tmp_path):
+    """Read as plain JSONL, a Mooncake file's milliseconds would pass for seconds."""
+    file = datasets.mooncake(tmp_path)
+    path = scenario(tmp_path, f"{{kind: trace, file: {file.name}}}", "{rate: {arrival: trace}}")
+    [s] = scenarios.load(path)
+    rows = list(scenarios.sample_requests([s], 2))
+    assert [r["arrival_s"] for r in rows] == [0.0, 0.25]
+    assert rows[0]["prefix_id"].startswith("blocks:2:")
+    assert s.workload.report.notes[0] == "format: mooncake"
+    named = f"{{kind: trace, file: {file.name}, columns: {{time: timestamp}}}}"
+    [plain] = scenarios.load(scenario(tmp_path, named, "{rate: {arrival: trace}}"))
+    assert list(plain.workload.trace.times_s[:2]) == [0.0, 250.0]  # as named: seconds

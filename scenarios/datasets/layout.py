@@ -43,4 +43,12 @@ class Layout:
     file_format: str
     columns: TraceColumns
     time_unit: str
-    block_tokens: int = 512
+
+    def fits(self, header: tuple[str, ...], file_format: str) -> bool:
+        """Whether a file of this format with this header is in this layout."""
+        wanted = [c for c in vars_of(self.columns) if c is not None]
+        return file_format == self.file_format and all(c in header for c in wanted)
+
+
+def vars_of(columns: TraceColumns) -> tuple[str | None, ...]:
+    return (columns.time, columns.input_tokens, columns.output_tokens, columns.prefix_blocks)

@@ -14,5 +14,4 @@ LAYOUT = Layout(
         prefix_blocks="hash_ids",
     ),
     time_unit="ms",
-    block_tokens=512,
 )
