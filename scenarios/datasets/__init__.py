@@ -4,9 +4,9 @@ recorded conversations (ShareGPT JSON/JSONL, OpenAI messages JSONL).
 
 One module per dataset kind, as vLLM's ``benchmarks/datasets`` has: each says
 how its files are laid out; ``table`` reads rows with their line numbers,
-``conversations`` turns conversation files into sessions, and ``report``
-summarizes what a file gave (rows read, skipped and why, length percentiles).
-"""
+``conversations`` turns conversation files into sessions, ``counts`` keeps
+their token counts on disk, and ``report`` summarizes what a file gave (rows
+read, skipped and why, length percentiles)."""
 
 from slogate.scenarios.datasets import azure, burstgpt, mooncake
 from slogate.scenarios.datasets.layout import Layout, TraceColumns
