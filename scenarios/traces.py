@@ -176,9 +176,12 @@ def _columns(table: Table, given: TraceColumns, named: bool) -> TraceColumns:
         elif field in KNOWN_COLUMNS:
             name = next((n for n in KNOWN_COLUMNS[field] if n in table.columns), None)
             if name is None and field != "time":
+                hint = ""
+                if {"conversations", "messages"} & set(table.header):
+                    hint = " (a file of recorded conversations replays with kind: conversations)"
                 raise TraceError(
                     f"no {field.replace('_', ' ')} column in {table.path.name} (columns: "
-                    f"{', '.join(table.header)}); name it in workload.columns.{field}",
+                    f"{', '.join(table.header)}); name it in workload.columns.{field}{hint}",
                     key,
                 )
         found[field] = name

@@ -180,6 +180,10 @@ def test_a_generic_trace_without_a_known_length_column_names_its_columns(tmp_pat
     )
     [s] = scenarios.load(scenario(tmp_path, named, "{users: 1}"))
     assert s.workload.trace.times_s is None and list(s.workload.trace.input_tokens) == [10]
+    chats = datasets.sharegpt(tmp_path, datasets.dialogues(count=1), jsonl=True)
+    path = scenario(tmp_path, f"{{kind: trace, file: {chats.name}}}", "{users: 1}")
+    message = problems(path)["workload.columns.input_tokens"]
+    assert message.endswith("(a file of recorded conversations replays with kind: conversations)")
 
 
 @pytest.mark.parametrize(
