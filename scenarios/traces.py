@@ -110,10 +110,12 @@ def load_trace(
     time_unit: str = "auto",
     fmt: str = "auto",
     failed: str = "keep",
+    models: tuple[str, ...] = (),
 ) -> Trace:
     """Parse a trace in a named format or a generic one; raises ``TraceError``
     naming the file, line and field at fault. ``failed: skip`` leaves out rows
-    with 0 output tokens (failed requests, as BurstGPT records them)."""
+    with 0 output tokens (failed requests, as BurstGPT records them);
+    ``models`` keeps only the rows of those models."""
     layout = TRACE_LAYOUTS.get(fmt)
     if layout is not None:
         fmt = layout.file_format
@@ -133,9 +135,7 @@ def load_trace(
     if names.prefix_blocks is not None:
         raw = table.column(names.prefix_blocks, _key("prefix_blocks", named))
         blocks = [_block_ids(v) for v in raw]
-    keep = outputs > 0 if failed == "skip" else np.ones(table.rows, dtype=bool)
-    if not keep.any():
-        raise TraceError(f"{path.name}: every row is a failed request (0 output tokens)", "failed")
+    keep, skipped = _kept(table, names, outputs, failed, models, named)
     order = np.flatnonzero(keep)
     if times is not None:
         order = order[np.argsort(times[order], kind="stable")]
@@ -147,9 +147,43 @@ def load_trace(
         output_tokens=np.maximum(outputs[order], 1).astype(np.int64),
         prefix_blocks=None if blocks is None else tuple(blocks[i] for i in order),
     )
-    skipped = {FAILED_REASON: int(table.rows - keep.sum())} if failed == "skip" else {}
-    report = _report(path, table.rows, skipped, trace, names, outputs, layout)
+    failed_kept = int((outputs[order] == 0).sum())
+    report = _report(path, table.rows, skipped, trace, names, failed_kept, layout)
     return replace(trace, report=report)
+
+
+def _kept(
+    table: Table,
+    names: TraceColumns,
+    outputs: np.ndarray,
+    failed: str,
+    models: tuple[str, ...],
+    named: bool,
+) -> tuple[np.ndarray, dict[str, int]]:
+    """Which rows replay, and how many were left out for each reason."""
+    keep = np.ones(table.rows, dtype=bool)
+    skipped = {}
+    if models:
+        if names.model is None:
+            raise TraceError(
+                f"models: needs a model column; {table.path.name} has none (columns: "
+                f"{', '.join(table.header)}); name it in workload.columns.model",
+                "models",
+            )
+        column = table.column(names.model, _key("model", named))
+        keep &= np.array([str(m).strip() in models for m in column], dtype=bool)
+        skipped[f"model not in models ({', '.join(models)})"] = int(table.rows - keep.sum())
+    if failed == "skip":
+        ok = outputs > 0
+        skipped[FAILED_REASON] = int((keep & ~ok).sum())
+        keep &= ok
+    if not keep.any():
+        raise TraceError(
+            f"{table.path.name}: no row left to replay "
+            f"({'; '.join(f'{n} {why}' for why, n in skipped.items())})",
+            "file",
+        )
+    return keep, skipped
 
 
 def recognized(table: Table, fmt: str) -> Layout | None:
@@ -168,14 +202,14 @@ def _columns(table: Table, given: TraceColumns, named: bool) -> TraceColumns:
     """The columns to read: as named (a named format's must all exist), else the
     first known name present. A missing time column leaves the trace timeless."""
     found: dict[str, str | None] = {}
-    for field in ("time", "input_tokens", "output_tokens", "prefix_blocks"):
+    for field in ("time", "input_tokens", "output_tokens", "prefix_blocks", "model"):
         name = getattr(given, field)
         key = _key(field, named)
         if name is not None:
             table.column(name, key)  # raises naming the file's columns
         elif field in KNOWN_COLUMNS:
             name = next((n for n in KNOWN_COLUMNS[field] if n in table.columns), None)
-            if name is None and field != "time":
+            if name is None and field in ("input_tokens", "output_tokens"):
                 hint = ""
                 if {"conversations", "messages"} & set(table.header):
                     hint = " (a file of recorded conversations replays with kind: conversations)"
@@ -194,7 +228,7 @@ def _report(
     skipped: dict[str, int],
     trace: Trace,
     names: TraceColumns,
-    outputs: np.ndarray,
+    failed_kept: int,
     layout: Layout | None,
 ) -> DatasetReport:
     notes = [f"format: {layout.name}"] if layout is not None else []
@@ -208,9 +242,8 @@ def _report(
             f"times from column {names.time!r}: span {trace.span_s:.6g} s, "
             f"{trace.rate_rps:.4g} requests/s"
         )
-    failed = int((outputs == 0).sum())
-    if failed and not skipped:
-        notes.append(f"{failed} rows with 0 output tokens are replayed with max_tokens 1")
+    if failed_kept:
+        notes.append(f"{failed_kept} rows with 0 output tokens are replayed with max_tokens 1")
     if trace.prefix_blocks is not None:
         notes.append(f"prefix blocks from column {names.prefix_blocks!r}")
     lengths = (

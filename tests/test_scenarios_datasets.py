@@ -149,6 +149,22 @@ def test_burstgpt_failed_rows_are_kept_or_skipped(tmp_path):
     assert dict(report.skipped) == {"failed request (0 output tokens)": 1}
 
 
+def test_burstgpt_rows_of_other_models_are_left_out_on_request(tmp_path):
+    file = datasets.burstgpt(tmp_path)  # five ChatGPT rows, then a failed GPT-4 row
+    workload = f"{{kind: trace, file: {file.name}, format: burstgpt, models: [ChatGPT]}}"
+    [s] = scenarios.load(scenario(tmp_path, workload, "{users: 1}"))
+    assert list(s.workload.trace.input_tokens) == INPUTS
+    assert dict(s.workload.report.skipped) == {"model not in models (ChatGPT)": 1}
+    only = f"{{kind: trace, file: {file.name}, format: burstgpt, models: [GPT-4], failed: skip}}"
+    assert problems(scenario(tmp_path, only, "{users: 1}"))["workload.file"] == (
+        "burstgpt.csv: no row left to replay (5 model not in models (GPT-4); "
+        "1 failed request (0 output tokens))"
+    )
+    lengths = datasets.lengths_only(tmp_path)
+    path = scenario(tmp_path, f"{{kind: trace, file: {lengths.name}, models: [m]}}", "{users: 1}")
+    assert problems(path)["workload.models"].startswith("models: needs a model column")
+
+
 def test_named_formats_refuse_columns_and_other_layouts(tmp_path):
     file = datasets.mooncake(tmp_path)
     path = scenario(

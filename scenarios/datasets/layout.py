@@ -21,6 +21,7 @@ KNOWN_COLUMNS = {
         "GeneratedTokens", "output_length", "output_tokens", "completion_tokens",
         "num_decode_tokens", "Response tokens", "output_len",
     ),
+    "model": ("Model", "model"),
 }  # fmt: skip
 
 
@@ -33,6 +34,7 @@ class TraceColumns:
     input_tokens: str | None = None
     output_tokens: str | None = None
     prefix_blocks: str | None = None
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,4 +53,10 @@ class Layout:
 
 
 def vars_of(columns: TraceColumns) -> tuple[str | None, ...]:
-    return (columns.time, columns.input_tokens, columns.output_tokens, columns.prefix_blocks)
+    return (
+        columns.time,
+        columns.input_tokens,
+        columns.output_tokens,
+        columns.prefix_blocks,
+        columns.model,
+    )

@@ -19,7 +19,17 @@ from slogate.scenarios import traces
 from slogate.scenarios.datasets import TRACE_LAYOUTS, DatasetReport, TraceColumns
 from slogate.scenarios.distributions import Dist
 from slogate.scenarios.model import PlannedTurn
-from slogate.scenarios.schema import TEXT, Reader, choice, integer, join, nested, optional, required
+from slogate.scenarios.schema import (
+    TEXT,
+    TEXT_LIST,
+    Reader,
+    choice,
+    integer,
+    join,
+    nested,
+    optional,
+    required,
+)
 from slogate.scenarios.text import nonce
 from slogate.scenarios.workloads.common import SALT_BLOCKS, TEXT_FIELD, Context, seconds
 
@@ -30,6 +40,7 @@ COLUMN_FIELDS = {
     "input_tokens": optional(TEXT),
     "output_tokens": optional(TEXT),
     "prefix_blocks": optional(TEXT),
+    "model": optional(TEXT),
 }
 
 
@@ -45,6 +56,7 @@ FIELDS = {
     "columns": nested(read_columns),
     "time_unit": optional(choice(*traces.TIME_UNITS)),
     "failed": optional(choice(*traces.FAILED), "keep"),
+    "models": optional(TEXT_LIST, ()),
     "block_tokens": optional(integer(ge=2), 512),
     "text": TEXT_FIELD,
     "think_time_s": seconds(0),
@@ -85,7 +97,7 @@ def build(reader: Reader, f: dict[str, Any], path: str) -> TraceWorkload | None:
     try:
         file = traces.resolve(f["file"], reader.base_dir)
         trace = traces.load_trace(
-            file, f["columns"], f["time_unit"] or "auto", f["format"], f["failed"]
+            file, f["columns"], f["time_unit"] or "auto", f["format"], f["failed"], f["models"]
         )
     except traces.TraceError as exc:
         reader.problem(join(path, exc.key), str(exc))
