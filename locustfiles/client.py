@@ -121,11 +121,15 @@ class _StaleConnection(Exception):
 
 
 def chat_messages(turn: PlannedTurn, history: Sequence[dict[str, str]] = ()) -> list[dict]:
-    """The conversation so far (with the assistant's actual replies), then this turn."""
+    """The conversation so far (with the assistant's actual replies, or the
+    recorded history the turn carries), then this turn."""
     messages: list[dict] = []
     if turn.system_text is not None:
         messages.append({"role": "system", "content": turn.system_text})
-    messages.extend(history)
+    if turn.history is None:
+        messages.extend(history)
+    else:
+        messages.extend({"role": role, "content": text} for role, text in turn.history)
     messages.append({"role": "user", "content": turn.user_text})
     return messages
 

@@ -6,6 +6,7 @@ drives one ``Planner`` per user or worker; the CLI uses ``load`` and
 ``sample_requests`` for ``slogate scenario check`` and ``sample``.
 """
 
+from slogate.scenarios.datasets import DatasetReport
 from slogate.scenarios.errors import Problem, ScenarioError
 from slogate.scenarios.loader import BUILTINS, load
 from slogate.scenarios.model import (
@@ -25,10 +26,12 @@ from slogate.scenarios.planner import Planner
 from slogate.scenarios.sampling import sample_requests
 from slogate.scenarios.text import output_token_counter
 from slogate.scenarios.units import parse_duration
+from slogate.scenarios.workloads import dataset_report
 
 __all__ = [
     "BUILTINS",
     "Conversation",
+    "DatasetReport",
     "GoodputSpec",
     "LoadSpec",
     "PlannedTurn",
@@ -42,6 +45,7 @@ __all__ = [
     "Stage",
     "Threshold",
     "Timeouts",
+    "dataset_report",
     "load",
     "output_token_counter",
     "parse_duration",

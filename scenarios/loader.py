@@ -16,8 +16,9 @@ from typing import Any
 
 import yaml
 
+from slogate.scenarios.arrivals import has_arrivals
 from slogate.scenarios.errors import Problem, ScenarioError
-from slogate.scenarios.model import Scenario
+from slogate.scenarios.model import LoadSpec, Scenario
 from slogate.scenarios.schema import (
     LIST,
     MAPPING,
@@ -35,7 +36,7 @@ from slogate.scenarios.schema import (
     required,
 )
 from slogate.scenarios.sections import read_load, read_request, read_slo, read_timeouts
-from slogate.scenarios.workloads import TraceWorkload, read_workload
+from slogate.scenarios.workloads import ConversationsWorkload, TraceWorkload, read_workload
 from slogate.scenarios.workloads.chat import ChatWorkload
 
 BUILTIN_DIR = Path(__file__).resolve().parent
@@ -196,6 +197,8 @@ def _scenario(
         trace = workload.trace if isinstance(workload, TraceWorkload) else None
         load_raw = f["load"] if load_raw is None else load_raw
         load = read_load(load_reader or reader, load_raw, "load", trace)
+    if load is not None:
+        _check_conversations(reader, f["api"], workload, load)
     if len(reader.problems) > before or load is None:
         return None
     return Scenario(
@@ -218,6 +221,20 @@ def _check_turns(reader: Reader, api: str, workload: Any) -> None:
         reader.problem(
             "workload.turns",
             "multi-turn conversations need api: chat; set turns: 1 for the completions API",
+        )
+
+
+def _check_conversations(reader: Reader, api: str, workload: Any, load: LoadSpec) -> None:
+    """Recorded conversations are chat messages; live history waits for replies."""
+    if not isinstance(workload, ConversationsWorkload):
+        return
+    if api != "chat":
+        reader.problem("api", "workload kind conversations sends chat messages; set api: chat")
+    if workload.history == "live" and has_arrivals(load):
+        reader.problem(
+            "workload.history",
+            "history: live sends the engine's own replies, so it needs closed loop "
+            "(load.users); an open-loop arrival is one request: use history: recorded",
         )
 
 

@@ -19,7 +19,9 @@ Arrival = Literal["poisson", "gamma", "constant", "trace"]
 class PlannedTurn:
     """One request to send. For chat the load side sends the conversation's
     history (with the assistant's actual replies) followed by ``user_text``;
-    for completions it sends ``prompt`` alone."""
+    for completions it sends ``prompt`` alone. ``history``, when set, is the
+    recorded history as ``(role, text)`` pairs: it is sent instead of the
+    actual replies (a replayed conversation with ``history: recorded``)."""
 
     scenario: str
     conversation: int
@@ -32,6 +34,7 @@ class PlannedTurn:
     think_time_s: float = 0.0
     arrival_s: float | None = None  # open loop: offset from the start of the run
     prefix_id: str | None = None
+    history: tuple[tuple[str, str], ...] | None = None
 
     @property
     def prompt(self) -> str:

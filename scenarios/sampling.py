@@ -59,5 +59,6 @@ def describe(turn: PlannedTurn) -> dict[str, Any]:
         "output_tokens": turn.intended_output_tokens,
         "max_tokens": turn.max_tokens,
         "prefix_id": turn.prefix_id,
+        "history_messages": None if turn.history is None else len(turn.history),
         "preview": preview,
     }

@@ -144,7 +144,14 @@ def _nonempty_list(value: Any) -> list:
     return value
 
 
+def _text_list(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise ValueError
+    return tuple(value)
+
+
 LIST = Check("a non-empty list", _nonempty_list)
+TEXT_LIST = Check("a non-empty list of strings", _text_list)
 BOOLEAN = Check("true or false", lambda v: _strict(bool, v))
 TEXT = Check("a non-empty string", _text)
 NAME = Check("a name of letters, digits, '_', '.' or '-'", _name)

@@ -85,6 +85,13 @@ def read_rate(reader: Reader, value: Any, path: str, trace: Trace | None) -> Rat
             )
     elif trace is None:
         reader.problem(join(path, "arrival"), "arrival: trace needs a workload of kind: trace")
+    elif not trace.has_times:
+        reader.problem(
+            join(path, "arrival"),
+            f"arrival: trace replays recorded times, but {Path(trace.source).name} has no time "
+            "column; use arrival: poisson, gamma or constant with rps, or name the time "
+            "column in workload.columns.time",
+        )
     elif f["rps"] is not None and f["speedup"] is not None:
         reader.problem(path, "give either rps or speedup for arrival: trace, not both")
     if len(reader.problems) > before:

@@ -19,6 +19,10 @@ def scenario_command(args: argparse.Namespace) -> int:
     if args.scenario_command == "check":
         names = ", ".join(f"{s.name} (weight {s.weight:g})" for s in loaded)
         print(f"{args.file}: ok: {names}")
+        for scenario in loaded:
+            report = scenarios.dataset_report(scenario.workload)
+            if report is not None:
+                print("\n".join(f"  {line}" for line in report.lines()))
         return 0
     for row in scenarios.sample_requests(loaded, args.n, seed=args.seed):
         print(json.dumps(row, ensure_ascii=False))

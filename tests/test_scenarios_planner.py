@@ -329,6 +329,7 @@ def test_sample_requests_are_json_lines():
         "output_tokens",
         "max_tokens",
         "prefix_id",
+        "history_messages",
         "preview",
     }
     mixed = scenarios.load("mixed")

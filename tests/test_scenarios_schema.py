@@ -197,7 +197,7 @@ def test_trace_workload_problems(tmp_path):
     base = f"workload:\n  kind: trace\n  file: {trace}\n  columns: {{time: t, input_tokens: in, "
     bad_row = base + "output_tokens: out}\n"
     assert (
-        "row 2: expected a number >= 0 in column 'in', got 'abc'"
+        "t.csv line 3, field 'in': expected a number >= 0, got 'abc'"
         in problems(write(tmp_path, bad_row))["workload.columns.input_tokens"]
     )
     trace.write_text("t,in,out\n0,10,5\n1,12,5\n")

@@ -67,8 +67,8 @@ def test_rows_are_sorted_by_time(tmp_path):
 @pytest.mark.parametrize(
     ("times", "unit", "message"),
     [
-        (["1", "later"], "s", "row 2: expected a number >= 0 in column 't', got 'later'"),
-        (["2024-01-01 10:00", "noon"], "datetime", "row 2: expected date-time text"),
+        (["1", "later"], "s", "t.csv line 3, field 't': expected a number >= 0, got 'later'"),
+        (["2024-01-01 10:00", "noon"], "datetime", "t.csv line 3, field 't': expected date-time"),
         (["1", "-2"], "s", "got '-2'"),
     ],
 )

@@ -9,28 +9,38 @@ from __future__ import annotations
 
 from typing import Any
 
+from slogate.scenarios.datasets import DatasetReport
 from slogate.scenarios.schema import Reader, join
-from slogate.scenarios.workloads import chat, code, rag, trace
+from slogate.scenarios.workloads import chat, code, conversations, rag, trace
 from slogate.scenarios.workloads.chat import ChatWorkload
 from slogate.scenarios.workloads.code import CodeWorkload
 from slogate.scenarios.workloads.common import Context, SystemPrompt
+from slogate.scenarios.workloads.conversations import ConversationsWorkload
 from slogate.scenarios.workloads.rag import Documents, RagWorkload
 from slogate.scenarios.workloads.trace import TraceWorkload
 
-KINDS = {"chat": chat, "rag": rag, "code": code, "trace": trace}
+KINDS = {
+    "chat": chat,
+    "rag": rag,
+    "code": code,
+    "trace": trace,
+    "conversations": conversations,
+}
 
-Workload = ChatWorkload | RagWorkload | CodeWorkload | TraceWorkload
+Workload = ChatWorkload | RagWorkload | CodeWorkload | TraceWorkload | ConversationsWorkload
 
 __all__ = [
     "KINDS",
     "ChatWorkload",
     "CodeWorkload",
     "Context",
+    "ConversationsWorkload",
     "Documents",
     "RagWorkload",
     "SystemPrompt",
     "TraceWorkload",
     "Workload",
+    "dataset_report",
     "read_workload",
 ]
 
@@ -45,3 +55,10 @@ def read_workload(reader: Reader, value: Any, path: str) -> Workload | None:
     module = KINDS[kind]
     f = reader.section(value, path, module.FIELDS)
     return None if f is None else module.build(reader, f, path)
+
+
+def dataset_report(workload: Workload) -> DatasetReport | None:
+    """What the workload's data file gave (trace and conversation kinds), else ``None``."""
+    if isinstance(workload, (TraceWorkload, ConversationsWorkload)):
+        return workload.report
+    return None

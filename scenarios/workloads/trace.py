@@ -16,34 +16,47 @@ from dataclasses import dataclass
 from typing import Any
 
 from slogate.scenarios import traces
+from slogate.scenarios.datasets import TRACE_LAYOUTS, DatasetReport, TraceColumns
 from slogate.scenarios.distributions import Dist
 from slogate.scenarios.model import PlannedTurn
-from slogate.scenarios.schema import TEXT, Reader, choice, integer, join, nested, optional, required
+from slogate.scenarios.schema import (
+    TEXT,
+    TEXT_LIST,
+    Reader,
+    choice,
+    integer,
+    join,
+    nested,
+    optional,
+    required,
+)
 from slogate.scenarios.text import nonce
 from slogate.scenarios.workloads.common import SALT_BLOCKS, TEXT_FIELD, Context, seconds
 
 BLOCK_CACHE = 4096
 
-AZURE = traces.TraceColumns()
 COLUMN_FIELDS = {
-    "time": optional(TEXT, AZURE.time),
-    "input_tokens": optional(TEXT, AZURE.input_tokens),
-    "output_tokens": optional(TEXT, AZURE.output_tokens),
+    "time": optional(TEXT),
+    "input_tokens": optional(TEXT),
+    "output_tokens": optional(TEXT),
     "prefix_blocks": optional(TEXT),
+    "model": optional(TEXT),
 }
 
 
-def read_columns(reader: Reader, value: Any, path: str) -> traces.TraceColumns | None:
+def read_columns(reader: Reader, value: Any, path: str) -> TraceColumns | None:
     f = reader.section(value, path, COLUMN_FIELDS)
-    return None if f is None else traces.TraceColumns(**f)
+    return None if f is None else TraceColumns(**f)
 
 
 FIELDS = {
     "kind": required(choice("trace")),
     "file": required(TEXT),
-    "format": optional(choice(*traces.FORMATS), "auto"),
-    "columns": nested(read_columns, {}),
-    "time_unit": optional(choice(*traces.TIME_UNITS), "auto"),
+    "format": optional(choice(*traces.TRACE_FORMATS), "auto"),
+    "columns": nested(read_columns),
+    "time_unit": optional(choice(*traces.TIME_UNITS)),
+    "failed": optional(choice(*traces.FAILED), "keep"),
+    "models": optional(TEXT_LIST, ()),
     "block_tokens": optional(integer(ge=2), 512),
     "text": TEXT_FIELD,
     "think_time_s": seconds(0),
@@ -53,7 +66,6 @@ FIELDS = {
 @dataclass(frozen=True, slots=True)
 class TraceWorkload:
     trace: traces.Trace
-    columns: traces.TraceColumns
     block_tokens: int
     think_time_s: Dist
     text: str = "prose"
@@ -63,20 +75,35 @@ class TraceWorkload:
     def corpus(self) -> str:
         return self.text
 
+    @property
+    def report(self) -> DatasetReport | None:
+        return self.trace.report
+
     def planner(self, ctx: Context) -> TracePlanner:
         return TracePlanner(ctx, self)
 
 
 def build(reader: Reader, f: dict[str, Any], path: str) -> TraceWorkload | None:
+    if f["format"] in TRACE_LAYOUTS:
+        clashes = [key for key in ("columns", "time_unit") if f[key] is not None]
+        for key in clashes:
+            reader.problem(
+                join(path, key),
+                f"format: {f['format']} has its own {key}; remove {key}, or use "
+                "format: csv or jsonl to name them",
+            )
+        if clashes:
+            return None
     try:
         file = traces.resolve(f["file"], reader.base_dir)
-        trace = traces.load_trace(file, f["columns"], f["time_unit"], f["format"])
+        trace = traces.load_trace(
+            file, f["columns"], f["time_unit"] or "auto", f["format"], f["failed"], f["models"]
+        )
     except traces.TraceError as exc:
         reader.problem(join(path, exc.key), str(exc))
         return None
     return TraceWorkload(
         trace=trace,
-        columns=f["columns"],
         block_tokens=f["block_tokens"],
         think_time_s=f["think_time_s"],
         text=f["text"],

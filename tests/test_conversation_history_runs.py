@@ -1,0 +1,115 @@
+"""`slogate run` replaying recorded conversations against a local engine that
+keeps every request body: what the engine receives is each conversation's
+history, growing turn by turn, as recorded (or with its own replies, live)."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import ClassVar
+
+import datasets
+import pytest
+from loadruns import ModelsHandler, slogate, summary
+
+pytestmark = pytest.mark.slow
+DIALOGUES = datasets.dialogues(count=3, turns=3, chars=400)
+REPLY = "engine reply"
+
+
+class RecordingEngine(ModelsHandler):
+    """Streams ``REPLY`` in two chunks and keeps each request body it got."""
+
+    protocol_version = "HTTP/1.1"
+    bodies: ClassVar[list[dict]] = []
+
+    def do_POST(self) -> None:
+        type(self).bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for data in (
+            {"choices": [{"delta": {"role": "assistant", "content": "engine "}}]},
+            {"choices": [{"delta": {"content": "reply"}, "finish_reason": "stop"}]},
+            {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 2}},
+        ):
+            self._event(json.dumps(data).encode())
+        self._event(b"[DONE]")
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _event(self, data: bytes) -> None:
+        event = b"data: " + data + b"\n\n"
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+        self.wfile.flush()
+
+
+@contextmanager
+def recording_engine() -> Iterator[tuple[http.server.ThreadingHTTPServer, list[dict]]]:
+    RecordingEngine.bodies = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RecordingEngine)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server, RecordingEngine.bodies
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def run(tmp_path: Path, history: str) -> list[list[tuple[str, str]]]:
+    """The messages of every request a 1-user, 4-second run sent."""
+    file = datasets.sharegpt(tmp_path, DIALOGUES, jsonl=True)
+    scenario = tmp_path / "replay.yaml"
+    scenario.write_text(
+        f"workload: {{kind: conversations, file: {file.name}, history: {history},"
+        " unique_start: false, think_time_s: 0.05}\n"
+        "load: {users: 1, duration: 4s}\n"
+    )
+    with recording_engine() as (server, bodies):
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        done = slogate(
+            "run",
+            str(scenario),
+            "--host",
+            url,
+            "--metrics-url",
+            "off",
+            "--out",
+            str(tmp_path / "out"),
+        )
+    assert done.returncode in (0, 4), done.stderr[-3000:]  # 4: too few samples for p99
+    assert summary(tmp_path / "out")["scenarios"]["replay"]["requests"]["failed"] == 0
+    return [[(m["role"], m["content"]) for m in body["messages"]] for body in bodies]
+
+
+def sessions(sent: list[list[tuple[str, str]]]) -> list[list[list[tuple[str, str]]]]:
+    """Requests grouped into sessions: a new session starts when the user turn
+    count falls back to one."""
+    out: list[list] = []
+    for messages in sent:
+        users = sum(1 for role, _ in messages if role == "user")
+        if users == 1 or not out:
+            out.append([])
+        out[-1].append(messages)
+    return out
+
+
+@pytest.mark.parametrize("history", ["recorded", "live"])
+def test_the_engine_receives_the_history_growing_turn_by_turn(tmp_path, history):
+    sent = run(tmp_path, history)
+    complete = [s for s in sessions(sent) if len(s) == 3]
+    assert len(complete) >= 3, sent  # every session the run finished, each 3 turns
+    for session in complete:
+        recorded = next(d for d in DIALOGUES if d[-2] == session[-1][-1])
+        system = [m for m in recorded if m[0] == "system"]
+        pairs = [m for m in recorded if m[0] != "system"]
+        for k, messages in enumerate(session):
+            expected = list(pairs[: 2 * k + 1])
+            if history == "live":  # the engine's own replies stand in for the recorded ones
+                expected = [(r, REPLY if r == "assistant" else t) for r, t in expected]
+            assert messages == system + expected
