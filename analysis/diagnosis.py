@@ -32,7 +32,7 @@ from scipy.stats import spearmanr
 from slogate.analysis.bands import TPOT_BY_CONTEXT, TTFT_BY_INPUT, band_label
 from slogate.analysis.recorder import Bucket, Counters
 from slogate.analysis.rundata import RunData
-from slogate.analysis.slo import RunVerdict, Verdict, evaluate_run, lag_p99_ms
+from slogate.analysis.slo import SAME_READ_SHARE, RunVerdict, Verdict, evaluate_run, lag_p99_ms
 
 US_PER_MS = 1000.0
 KV_NEAR_FULL = 0.9
@@ -48,8 +48,7 @@ TTFT_MIN_GROWTH = 1.5
 TPOT_MIN_GROWTH = 1.2
 ENGINE = "engine"
 # Chunks read together leave a 0 gap and a doubled one beside it: at 1% of the
-# gaps ITL's p99 is no longer the engine's alone.
-SAME_READ_SHARE = 0.01
+# gaps (SAME_READ_SHARE) ITL's p99 is no longer the engine's alone.
 SAME_READ_MIN_GAPS = 200
 
 ADMISSION_ERRORS = {

@@ -19,6 +19,7 @@ from slogate.analysis.recorder import GoodputLimits, Recorder
 from slogate.analysis.records import RequestRecord
 from slogate.locustfiles.client import StreamClient
 from slogate.locustfiles.engine_info import remote_token_counter
+from slogate.locustfiles.loopwatch import LoopWatch
 from slogate.locustfiles.timeline import Timeline, build_timeline
 from slogate.scenarios import Planner
 from slogate.scenarios.model import Scenario
@@ -65,6 +66,7 @@ class LoadContext:
     cancelled: int = 0
     timeline_done: bool = False
     cpu_warning: bool = False
+    watch: LoopWatch = field(default_factory=LoopWatch)
     _clients: dict[str, StreamClient] = field(default_factory=dict)
     _user_numbers: itertools.count = field(default_factory=itertools.count)
     _picker: WeightedRoundRobin = field(init=False)
@@ -138,12 +140,23 @@ class LoadContext:
             )
         return found
 
+    def watch_loop(self) -> None:
+        """Start measuring this process's loop delays and collector pauses from
+        the end of warm-up (docs/load.md, "The generator's own error")."""
+        warmup_left_s = self.timeline.warmup_s - self.elapsed_s()
+        self.watch.start(time.perf_counter_ns() + max(int(warmup_left_s * 1e9), 0))
+
     def close(self) -> None:
+        self.watch.stop()
         for client in self._clients.values():
             client.close()
         self._clients.clear()
 
     def record(self, record: RequestRecord) -> None:
+        chunks = record.chunk_ns
+        together = [chunks[i] for i in range(1, len(chunks)) if chunks[i] == chunks[i - 1]]
+        if together:
+            record.stalled_same_reads = self.watch.stalled_reads(together)
         elapsed = self.elapsed_s()
         wall = self.origin_s + elapsed
         self.recorder.record(

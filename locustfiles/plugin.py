@@ -39,6 +39,7 @@ from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
 from slogate.locustfiles import state
 from slogate.locustfiles.context import LoadContext
 from slogate.locustfiles.engine_info import EngineError, discover
+from slogate.locustfiles.loopwatch import freeze_startup
 from slogate.locustfiles.session import RunSession
 from slogate.locustfiles.webview import install_web_view
 from slogate.scenarios.loader import resolve
@@ -296,13 +297,22 @@ def on_final(environment: Any, msg: Any, **_: Any) -> None:
         _session.finals.add(msg.node_id)
 
 
-def payload(ctx: LoadContext) -> dict[str, Any]:
-    gauges = {
+def gauges(ctx: LoadContext) -> dict[str, Any]:
+    return {
         "in_flight": ctx.in_flight,
         "cancelled": ctx.cancelled,
         "cpu_warning": ctx.cpu_warning,
     }
-    return {"recorder": ctx.recorder.drain(), "gauges": gauges}
+
+
+def payload(ctx: LoadContext) -> dict[str, Any]:
+    """A worker's data for the master: what it recorded since the last payload,
+    its gauges, and its own health so far (the master keeps the latest)."""
+    return {
+        "recorder": ctx.recorder.drain(),
+        "gauges": gauges(ctx),
+        "generator": ctx.watch.health().to_dict(),
+    }
 
 
 @events.test_start.add_listener
@@ -320,14 +330,24 @@ def on_test_start(environment: Any, **_: Any) -> None:
             origin=options.slogate_origin,
         )
         state.install(ctx)
+        start_watching(ctx)
         return
     if _session is None:
         return
     origin = _session.ctx.origin_s or _session.ctx.start_clock()
     options.slogate_origin = origin
     _session.start(origin)
+    if not isinstance(runner, MasterRunner):
+        start_watching(_session.ctx)
     _session.scraper = start_scraper(options)
     gevent.spawn(housekeeping, environment, _session)
+
+
+def start_watching(ctx: LoadContext) -> None:
+    """A load process is set up: freeze what start-up allocated, so the
+    collector never traverses it during the run, and measure the loop."""
+    freeze_startup()
+    ctx.watch_loop()
 
 
 def start_scraper(options: Any) -> Any:
@@ -352,7 +372,7 @@ def housekeeping(environment: Any, session: RunSession) -> None:
         gevent.sleep(1.0)
         session.users = runner.user_count
         if local:
-            session.absorb(payload(session.ctx))
+            session.absorb_local()
         session.close_windows()
         if options.headless and time.monotonic() >= next_status:
             next_status += options.status_interval
@@ -431,5 +451,5 @@ def on_quitting(environment: Any, **_: Any) -> None:
     if _session.missing_finals:
         reason = f"no final data from workers {', '.join(_session.missing_finals)}"
     if not isinstance(runner, MasterRunner):
-        _session.absorb(payload(_session.ctx))
+        _session.absorb_local()
     environment.process_exit_code = _session.finish(complete=reason is None, reason=reason)

@@ -70,6 +70,7 @@ class RunSession:
         self.collector = Recorder(goodput_limits(ctx.scenarios), ctx.window_s)
         self.rows: list[dict[str, Any]] = []
         self.worker_gauges: dict[str, dict[str, float]] = {}
+        self.worker_health: dict[str, dict[str, Any]] = {}
         self.finals: set[str] = set()
         self.missing_finals: list[str] = []
         self.workers_seen: set[str] = set()
@@ -87,11 +88,26 @@ class RunSession:
         self.started_at = datetime.fromtimestamp(origin_s, timezone.utc).isoformat()
 
     def absorb(self, payload: dict[str, Any], worker: str | None = None) -> None:
+        """A worker's payload (or, with ``worker`` None, an encoded one of this process)."""
         self.collector.absorb(payload["recorder"])
         self.cpu_warning |= payload["gauges"]["cpu_warning"]
         if worker is not None:
             self.workers_seen.add(worker)
             self.worker_gauges[worker] = payload["gauges"]
+            if payload.get("generator") is not None:
+                self.worker_health[worker] = payload["generator"]
+
+    def absorb_local(self) -> None:
+        """This process's own load (a local run): moved, not encoded and decoded."""
+        self.ctx.recorder.transfer(self.collector)
+        self.cpu_warning |= self.ctx.cpu_warning
+
+    def health(self) -> dict[str, dict[str, Any]]:
+        """Each load process's self-measurement: the workers', else this process's."""
+        if self.worker_health:
+            return dict(self.worker_health)
+        own = self.ctx.watch.health()
+        return {"local": own.to_dict()} if own.measured else {}
 
     def gauges(self) -> dict[str, float]:
         if self.worker_gauges:
@@ -173,6 +189,7 @@ class RunSession:
                 "cpu_warning": self.cpu_warning,
                 "processes": max(len(self.workers_seen), 1),
                 "selftest": self.selftest,
+                "health": self.health(),
             },
             "baseline": self.baseline[0] if self.baseline else None,
             "pricing": asdict(self.pricing) if self.pricing else None,

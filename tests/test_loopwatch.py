@@ -1,0 +1,74 @@
+"""A load process's watch over its own loop, on a real gevent loop: busy-waits
+stand in for whatever holds the loop (the collector, a callback, a stop)."""
+
+from __future__ import annotations
+
+import gc
+import time
+
+import gevent
+import pytest
+
+from slogate.analysis.generator import error_bound_ms, stall_block
+from slogate.locustfiles.loopwatch import LoopWatch
+
+
+def hold_loop(seconds: float) -> tuple[int, int]:
+    """Keep the loop from running anything for ``seconds``; its (start, end) ns."""
+    start = time.perf_counter_ns()
+    while time.perf_counter_ns() - start < seconds * 1e9:
+        pass
+    return start, time.perf_counter_ns()
+
+
+def test_stalls_are_measured_per_millisecond_of_wall_time():
+    watch = LoopWatch()
+    watch.start()
+    held = []
+    for _ in range(3):
+        gevent.sleep(0.2)
+        held.append(hold_loop(0.030))
+    gevent.sleep(0.2)
+    watch.stop()
+    health = watch.health()
+    block = stall_block(health)
+    wall_ms = health.wall_s * 1000
+    # one sample per ms, the 90 swallowed by the holds included (the process
+    # may also lose its core now and then: a sample per ms, never fewer)
+    assert 0.8 * wall_ms <= block["samples"] <= 1.1 * wall_ms
+    assert 29.0 <= block["max"] <= 45.0
+    assert block["p50"] < 1.0
+    # 3 x 30 ms of ~800 ms held: the worst 1% of milliseconds waited over 20 ms
+    assert error_bound_ms(health, 99.0, "p99") > 20.0
+    # a chunk read inside a hold (or just after it) was read while stalled
+    inside = [start + (end - start) // 2 for start, end in held]
+    just_after = [end + 200_000 for _, end in held]
+    between = [end + 100_000_000 for _, end in held]
+    assert watch.stalled_reads(inside) == 3
+    assert watch.stalled_reads(just_after) == 3
+    assert watch.stalled_reads(between) == 0
+
+
+def test_the_collector_pauses_are_counted_only_while_watching():
+    watch = LoopWatch()
+    gc.collect()
+    watch.start()
+    gevent.sleep(0.01)
+    gc.collect()
+    gc.collect(0)
+    watch.stop()
+    gc.collect()  # after the window: not counted
+    h = watch.health()
+    assert h.gc_collections[2] >= 1 and h.gc_collections[0] >= 1
+    assert 0 < h.gc_max_pause_ns <= h.gc_total_pause_ns
+    assert watch._on_gc not in gc.callbacks
+
+
+def test_nothing_counts_before_the_measured_window_starts():
+    watch = LoopWatch()
+    watch.start(from_ns=time.perf_counter_ns() + 100_000_000)
+    hold_loop(0.030)  # in warm-up
+    gevent.sleep(0.15)
+    watch.stop()
+    assert stall_block(watch.health())["max"] < 25.0
+    assert watch.health().stall.get_total_count() == pytest.approx(50, abs=45)
