@@ -3,8 +3,9 @@
 Each load process watches its event loop while the run is measured
 (``locustfiles/loopwatch.py``): a ticker due every millisecond records how late
 it ran, with the ticks a stall swallowed filled in, so the histogram holds one
-sample per millisecond of wall time: the delay an output chunk arriving at a
-random instant waited before the process could read it. ``gc.callbacks``
+sample per millisecond of wall time with a request in flight: the delay an
+output chunk arriving at a random instant waited before the process could
+read it. ``gc.callbacks``
 counts the cyclic collector's pauses. The histograms of all processes merge
 exactly (every process reads its own share of the chunks).
 

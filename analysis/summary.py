@@ -167,12 +167,16 @@ def requests_block(c: Counters) -> dict[str, Any]:
 def chunk_gaps_block(c: Counters) -> dict[str, Any]:
     """Gaps between output chunks, and how many were 0: chunks that arrived in
     one read share its instant, so their true gap is unknown (the engine sent
-    them together, or the generator read late)."""
+    them together, or the generator read late); ``same_read_stalled``: those
+    read while the generator's loop was held (the generator's fault)."""
     share = c.same_read_gaps / c.chunk_gaps if c.chunk_gaps else None
+    stalled = c.same_read_stalled_gaps / c.chunk_gaps if c.chunk_gaps else None
     return {
         "total": c.chunk_gaps,
         "same_read": c.same_read_gaps,
         "same_read_share": rounded(share, 6),
+        "same_read_stalled": c.same_read_stalled_gaps,
+        "same_read_stalled_share": rounded(stalled, 6),
     }
 
 

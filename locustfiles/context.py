@@ -66,7 +66,7 @@ class LoadContext:
     cancelled: int = 0
     timeline_done: bool = False
     cpu_warning: bool = False
-    watch: LoopWatch = field(default_factory=LoopWatch)
+    watch: LoopWatch = field(init=False)
     _clients: dict[str, StreamClient] = field(default_factory=dict)
     _user_numbers: itertools.count = field(default_factory=itertools.count)
     _picker: WeightedRoundRobin = field(init=False)
@@ -78,6 +78,18 @@ class LoadContext:
         if self.origin_s is not None:
             self.start_clock(self.origin_s)
         self._picker = WeightedRoundRobin([s.weight for s in self.scenarios])
+        self.watch = LoopWatch(busy=self.streaming)
+
+    def streaming(self) -> bool:
+        """Whether a request of this process is in flight."""
+        return self.in_flight > 0
+
+    def prepare(self) -> None:
+        """Build now what the first user of each scenario would build on the loop:
+        its planner's tokenizer and text corpus (seconds of CPU, once per
+        process), so it neither stalls the run nor escapes the start-up freeze."""
+        for scenario in self.scenarios:
+            self.planner(scenario, stream=0)
 
     @property
     def dispatchers(self) -> int:

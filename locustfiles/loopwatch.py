@@ -8,7 +8,9 @@ load process measures that delay while the run is measured:
 
 - a ticker greenlet due every ``TICK_S`` records how late it ran into an HDR
   histogram, with the ticks a stall swallowed filled in (``hdrh``'s
-  coordinated-omission correction): one sample per millisecond of wall time;
+  coordinated-omission correction): one sample per millisecond of wall time
+  during which a request was in flight (a stall with nothing in flight times
+  no chunk, so it is no error; an open loop's late sends are its lag);
 - ``gc.callbacks`` counts the collector's passes and times their pauses;
 - stalls over ``STALL_NOTE_NS`` are kept for a while (bounded) so a request
   can ask whether its chunks read together were read while the loop was held.
@@ -26,7 +28,7 @@ import gc
 import os
 import resource
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import gevent
 
@@ -58,9 +60,11 @@ def _cpu_s() -> float:
 
 class LoopWatch:
     """Measures this process's loop delays and collector pauses from ``start``
-    until ``stop``; :meth:`health` is the measurement so far."""
+    until ``stop``; :meth:`health` is the measurement so far. ``busy`` tells
+    whether a request is in flight (always, when not given)."""
 
-    def __init__(self) -> None:
+    def __init__(self, busy: Callable[[], bool] | None = None) -> None:
+        self._busy = busy or (lambda: True)
         self._health = ProcessHealth()
         self._greenlet: gevent.Greenlet | None = None
         self._gc_started_ns = 0
@@ -131,17 +135,22 @@ class LoopWatch:
         health.gc_max_pause_ns = max(health.gc_max_pause_ns, pause)
 
     def _tick(self) -> None:
+        """A stall counts when a request was in flight as it began (only the
+        greenlet that held the loop can have started one since)."""
         stall = self._health.stall
+        busy = self._busy
         previous = time.perf_counter_ns()
+        was_busy = busy()
         while True:
             gevent.sleep(TICK_S)
             now = time.perf_counter_ns()
             late = max(now - previous - TICK_NS, 0)
-            if now >= self._from_ns:
+            if was_busy and now >= self._from_ns:
                 stall.record_corrected_value(late // 1000, TICK_US)
                 if late > STALL_NOTE_NS:
                     self._note_stall(previous, now)
             previous = now
+            was_busy = busy()
 
     def _note_stall(self, start_ns: int, end_ns: int) -> None:
         """Keep the stall; forget the oldest in bulk once past the memory (cheap

@@ -344,8 +344,10 @@ def on_test_start(environment: Any, **_: Any) -> None:
 
 
 def start_watching(ctx: LoadContext) -> None:
-    """A load process is set up: freeze what start-up allocated, so the
-    collector never traverses it during the run, and measure the loop."""
+    """A load process is set up: build what its users would build lazily,
+    freeze what start-up allocated, so the collector never traverses it
+    during the run, and measure the loop."""
+    ctx.prepare()
     freeze_startup()
     ctx.watch_loop()
 

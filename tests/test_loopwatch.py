@@ -72,3 +72,21 @@ def test_nothing_counts_before_the_measured_window_starts():
     watch.stop()
     assert stall_block(watch.health())["max"] < 25.0
     assert watch.health().stall.get_total_count() == pytest.approx(50, abs=45)
+
+
+def test_a_stall_with_no_request_in_flight_is_no_error():
+    in_flight = [0]
+    watch = LoopWatch(busy=lambda: in_flight[0] > 0)
+    watch.start()
+    gevent.sleep(0.05)
+    hold_loop(0.030)  # nothing in flight: it times no chunk
+    gevent.sleep(0.05)
+    in_flight[0] = 1
+    gevent.sleep(0.05)
+    hold_loop(0.030)
+    gevent.sleep(0.05)
+    watch.stop()
+    block = stall_block(watch.health())
+    assert 29.0 <= block["max"] <= 45.0
+    # the idle part sampled nothing: about 100 ms of busy time, 30 of them held
+    assert 60 <= block["samples"] <= 160
