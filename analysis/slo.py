@@ -11,10 +11,11 @@ A latency verdict is also not taken on numbers the load generator itself may
 have bent (``slogate.analysis.generator``): when the margin is smaller than the
 run's own error bound for that statistic (the same statistic of the load
 loop's delays), or when, for a gap-based metric (ITL, chunk gaps, max stall),
-more chunks than the statistic's tail were read together while the loop was
-held, the SLO is INVALID, with a note that names the generator and the
-numbers. Chunks read together while the loop was prompt are the engine's
-batching: they stay a finding of the diagnosis, not a reason to distrust.
+the chunks read together while the loop was held are enough to have moved the
+statistic across its limit, the SLO is INVALID, with a note that names the
+generator and the numbers. Chunks read together while the loop was prompt are
+the engine's batching: they stay a finding of the diagnosis, not a reason to
+distrust.
 
 The run's verdict is ``invalid`` when its numbers cannot be trusted (the run did
 not complete, the load generator lagged beyond its bound or ran out of CPU, no
@@ -59,7 +60,7 @@ LATENCY_METRICS = (
 )
 # Metrics made of gaps between chunks: a read that takes two chunks bends them.
 GAP_METRICS = ("itl", "chunk_gap", "max_stall")
-# Chunks read together over this share of the gaps blur a tail (ITL's p99 at 1%).
+# Chunks read together over this share of the gaps blur ITL's p99 (diagnosis).
 SAME_READ_SHARE = 0.01
 RATE_METRICS = ("error_rate", "goodput")
 THROUGHPUT_METRICS = ("requests_per_s", "output_tokens_per_s")
@@ -291,19 +292,27 @@ def generator_bound_ms(threshold: Threshold, health: ProcessHealth | None) -> fl
     return error_bound_ms(health, percentile_of_stat(threshold.stat), threshold.stat)
 
 
-def stalled_share_limit(stat: str) -> float:
-    """The share of gaps read together while the loop was held that bends ``stat``:
-    its tail (1% at most), any for ``max``."""
-    if stat == "max":
-        return 0.0
-    percentile = percentile_of_stat(stat)
-    tail = SAME_READ_SHARE if percentile is None else 1.0 - percentile / 100.0
-    return min(tail, SAME_READ_SHARE)
+def stalled_reach_ms(threshold: Threshold, bucket: Bucket) -> tuple[float, float] | None:
+    """Where the chunks read together while the loop was stalled can have put a
+    gap metric's statistic: a share s of bent samples (a 0 and a doubled gap
+    each) moves a percentile p anywhere between the p-s and p+s percentiles of
+    the rest, the max anywhere above the 100-s one. None when no such chunk,
+    or for the mean (a 0 and a doubled gap keep their sum)."""
+    metric = threshold.metric.removesuffix("_ms")
+    c = bucket.counters
+    if metric not in GAP_METRICS or not c.same_read_stalled_gaps or metric not in bucket.histograms:
+        return None
+    percentile = 100.0 if threshold.stat == "max" else percentile_of_stat(threshold.stat)
+    if percentile is None:
+        return None
+    share = 100.0 * c.same_read_stalled_gaps / max(c.chunk_gaps, 1)
+    view = recorded(bucket.histograms.histogram(metric))
+    low = view.value_at_percentile(max(percentile - share, 0.0)) / US_PER_MS
+    high = view.value_at_percentile(min(percentile + share, 100.0)) / US_PER_MS
+    return low, high
 
 
-def generator_doubt(
-    result: SloResult, health: ProcessHealth | None, counters: Counters
-) -> str | None:
+def generator_doubt(result: SloResult, bucket: Bucket) -> str | None:
     """Why the generator may have bent this verdict (naming the numbers), or None."""
     t = result.threshold
     if result.verdict not in (Verdict.PASS, Verdict.FAIL) or result.margin is None:
@@ -314,25 +323,27 @@ def generator_doubt(
             f"margin {result.margin:+.3f} ms is within the load generator's own error "
             f"bound ±{bound:.3f} ms (its loop stalls at {t.stat}); not trusted"
         )
-    stalled, gaps = counters.same_read_stalled_gaps, counters.chunk_gaps
-    metric = t.metric.removesuffix("_ms")
-    if metric in GAP_METRICS and gaps and stalled > stalled_share_limit(t.stat) * gaps:
+    reach = stalled_reach_ms(t, bucket)
+    if reach is not None and reach[0] <= t.limit <= reach[1]:
+        c = bucket.counters
+        stalled, gaps = c.same_read_stalled_gaps, c.chunk_gaps
         return (
-            f"{stalled} of {gaps} chunk gaps ({100 * stalled / gaps:.2f}%) were read together "
-            "while the load generator's loop was stalled: its gaps are the generator's, "
-            "not the engine's; not trusted"
+            f"{stalled} of {gaps} chunk gaps ({100 * stalled / max(gaps, 1):.2f}%) were read "
+            "together while the load generator's loop was stalled: they can have put "
+            f"{t.stat} anywhere from {reach[0]:.3f} to {reach[1]:.3f} ms, across the limit; "
+            "not trusted"
         )
     return None
 
 
 def distrust(
-    results: list[SloResult], health: ProcessHealth | None, counters: Counters
+    results: list[SloResult], health: ProcessHealth | None, bucket: Bucket
 ) -> list[SloResult]:
     """The results, each latency verdict the generator may have bent made INVALID."""
     judged = []
     for result in results:
         result = replace(result, generator_error_ms=generator_bound_ms(result.threshold, health))
-        doubt = generator_doubt(result, health, counters)
+        doubt = generator_doubt(result, bucket)
         if doubt is not None:
             note = f"{doubt}; {result.note}" if result.note else doubt
             result = replace(result, verdict=Verdict.INVALID, note=note)
@@ -404,7 +415,7 @@ def evaluate_run(run: RunData) -> RunVerdict:
             evaluate(name, threshold, bucket, measured_s)
             for threshold in thresholds_of(name, declared.get(name) or {})
         ]
-        mine = distrust(mine, health, bucket.counters)
+        mine = distrust(mine, health, bucket)
         results.extend(mine)
         floor = Verdict.INCONCLUSIVE if bucket.counters.total == 0 else Verdict.PASS
         scenarios[name] = worst_of([floor, *(r.verdict for r in mine)])
