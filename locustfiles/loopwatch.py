@@ -18,7 +18,9 @@ load process measures that delay while the run is measured:
 Start-up is also where the collector's cost is cut: :func:`freeze_startup`
 moves everything allocated so far (modules, Locust, the scenarios) out of the
 collector's sight, so a full collection during the run has only the run's own
-objects to traverse instead of every imported module's (about 100 ms here).
+objects to traverse instead of every imported module's (about 100 ms here);
+:func:`freeze_spawned` does the same for the users once they have spawned,
+and :func:`defer_full_collections` keeps full collections rare.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ TICK_US = TICK_NS // 1000
 # A tick this late means the loop was held: a chunk arriving then could be
 # read together with the next one. The loop's own latency is about 0.1 ms.
 STALL_NOTE_NS = 1_000_000
+# Collections of the middle generation between two full ones (CPython: 10).
+FULL_COLLECTION_EVERY = 1000
 # How far back stalls are kept: longer than any request's wait for its record.
 STALL_MEMORY_NS = 120 * 1_000_000_000
 # The read that timed a chunk follows the stall's end by up to this much.
@@ -48,8 +52,29 @@ READ_SLACK_NS = 1_000_000
 
 def freeze_startup() -> None:
     """Collect start-up's garbage, then move every object left to the permanent
-    generation: the collector never traverses them again."""
+    generation: the collector never traverses them again. Full collections
+    are deferred from then on."""
     gc.collect()
+    gc.freeze()
+    defer_full_collections()
+
+
+def defer_full_collections() -> None:
+    """Let a full collection run only after ``FULL_COLLECTION_EVERY`` collections
+    of the middle generation instead of CPython's 10: tens of minutes apart
+    at a run's allocation rate, instead of whenever spawning users promoted
+    enough objects. Young collections go on as ever; the hot path leaves no
+    cyclic garbage for the old generation to hold (tests/test_histograms.py)."""
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
+
+
+def freeze_spawned() -> None:
+    """Users have spawned: collect the young generations' garbage (cheap), then
+    move the users' long-lived objects out of the collector's sight too. A
+    thousand users are a few hundred thousand objects: one full collection
+    over them paused the loop for over 100 ms (BENCHMARKS.md)."""
+    gc.collect(1)
     gc.freeze()
 
 

@@ -8,6 +8,9 @@ Locust's events, which are its extension seam:
   cannot be reached) and prepares the run session;
 - ``test_start``: every process builds its load context; workers get the
   scenario path, model, origin and shard count from the master's options;
+  each load process then freezes its start-up objects (out of the cyclic
+  collector's sight) and starts watching its own loop; ``spawning_complete``
+  freezes the users too;
 - ``report_to_master`` / ``worker_report``: workers ship their encoded
   histograms and counters (then reset), the master merges them exactly;
 - ``test_stop`` on a worker sends its final payload; the master waits for
@@ -39,7 +42,7 @@ from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
 from slogate.locustfiles import state
 from slogate.locustfiles.context import LoadContext
 from slogate.locustfiles.engine_info import EngineError, discover
-from slogate.locustfiles.loopwatch import freeze_startup
+from slogate.locustfiles.loopwatch import freeze_spawned, freeze_startup
 from slogate.locustfiles.session import RunSession
 from slogate.locustfiles.webview import install_web_view
 from slogate.scenarios.loader import resolve
@@ -379,6 +382,13 @@ def housekeeping(environment: Any, session: RunSession) -> None:
         if options.headless and time.monotonic() >= next_status:
             next_status += options.status_interval
             log.info(session.status_line())
+
+
+@events.spawning_complete.add_listener
+def on_spawning_complete(environment: Any, **_: Any) -> None:
+    """A load process's users are up: their objects leave the collector's sight."""
+    if not isinstance(environment.runner, MasterRunner) and state.current_or_none() is not None:
+        freeze_spawned()
 
 
 @events.report_to_master.add_listener
