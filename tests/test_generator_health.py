@@ -18,6 +18,7 @@ from slogate.analysis.generator import (
 )
 from slogate.analysis.slo import Verdict, evaluate_run
 from slogate.analysis.summary import build_summary
+from slogate.reports import write_results
 from slogate.reports.junit import junit_xml
 
 TTFT_MS = [50.0 + (i % 10) * 0.1 for i in range(2000)]  # p99 50.9 ms
@@ -142,7 +143,7 @@ def test_the_likely_cause_names_collector_cpu_or_outside():
         assert words in likely_cause({"p": h}, h)
 
 
-def test_summary_and_junit_carry_the_bound_and_the_invalid_verdict():
+def test_summary_junit_and_report_carry_the_bound_and_the_invalid_verdict(tmp_path):
     run = judged(frozen_30_every_500(), [ttft_p99(65.0), itl_p99(200.0)])
     summary = build_summary(run)
     g = summary["generator"]
@@ -161,3 +162,9 @@ def test_summary_and_junit_carry_the_bound_and_the_invalid_verdict():
     errors = [e.get("type") for e in root.iter("error")]
     assert "SLOInvalid" in errors and "InvalidRun" in errors
     assert generator_block({"generator": {}}) == {}  # older results folders: no block
+    write_results(tmp_path, run)
+    page = (tmp_path / "report.html").read_text()
+    assert 'id="generator"' in page
+    bound = f"± {g['error_bound_ms']['ttft_ms']['p99']:.2f} ms"
+    assert page.count(bound) >= 3  # beside both latency verdicts, and per process
+    assert "within the load generator&#39;s own error bound" in page
