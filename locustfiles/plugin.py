@@ -8,8 +8,9 @@ Locust's events, which are its extension seam:
   cannot be reached) and prepares the run session;
 - ``test_start``: every process builds its load context; workers get the
   scenario path, model, origin and shard count from the master's options;
-  each load process then freezes its start-up objects (out of the cyclic
-  collector's sight) and starts watching its own loop; ``spawning_complete``
+  each load process starts watching its own loop, once it has built its
+  planners and frozen its start-up objects (out of the cyclic collector's
+  sight: a local runner at ``init``, a worker here); ``spawning_complete``
   freezes the users too;
 - ``report_to_master`` / ``worker_report``: workers ship their encoded
   histograms and counters (then reset), the master merges them exactly;
@@ -197,6 +198,8 @@ def on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> None
     if isinstance(runner, WorkerRunner):
         return
     _session = start_session(options, runner)
+    if not isinstance(runner, MasterRunner):
+        prepare_process(_session.ctx)  # before the run's clock starts
     if web_ui is not None:
         install_web_view(web_ui, _session)
     gevent.signal_handler(signal.SIGTERM, on_sigterm, environment)
@@ -333,7 +336,8 @@ def on_test_start(environment: Any, **_: Any) -> None:
             origin=options.slogate_origin,
         )
         state.install(ctx)
-        start_watching(ctx)
+        prepare_process(ctx)
+        ctx.watch_loop()
         return
     if _session is None:
         return
@@ -341,18 +345,17 @@ def on_test_start(environment: Any, **_: Any) -> None:
     options.slogate_origin = origin
     _session.start(origin)
     if not isinstance(runner, MasterRunner):
-        start_watching(_session.ctx)
+        _session.ctx.watch_loop()
     _session.scraper = start_scraper(options)
     gevent.spawn(housekeeping, environment, _session)
 
 
-def start_watching(ctx: LoadContext) -> None:
-    """A load process is set up: build what its users would build lazily,
-    freeze what start-up allocated, so the collector never traverses it
-    during the run, and measure the loop."""
+def prepare_process(ctx: LoadContext) -> None:
+    """A load process is set up: build what its users would build lazily, then
+    freeze what start-up allocated, so the collector never traverses it during
+    the run (docs/load.md, "The generator's own error")."""
     ctx.prepare()
     freeze_startup()
-    ctx.watch_loop()
 
 
 def start_scraper(options: Any) -> Any:
@@ -385,9 +388,10 @@ def housekeeping(environment: Any, session: RunSession) -> None:
 
 
 @events.spawning_complete.add_listener
-def on_spawning_complete(environment: Any, **_: Any) -> None:
+def on_spawning_complete(user_count: int, **_: Any) -> None:
     """A load process's users are up: their objects leave the collector's sight."""
-    if not isinstance(environment.runner, MasterRunner) and state.current_or_none() is not None:
+    ctx = state.current_or_none()
+    if ctx is not None and ctx.watch.running:  # a load process, not the master
         freeze_spawned()
 
 
