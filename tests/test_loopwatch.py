@@ -37,7 +37,8 @@ def test_stalls_are_measured_per_millisecond_of_wall_time():
     # one sample per ms, the 90 swallowed by the holds included (the process
     # may also lose its core now and then: a sample per ms, never fewer)
     assert 0.8 * wall_ms <= block["samples"] <= 1.1 * wall_ms
-    assert 29.0 <= block["max"] <= 45.0
+    longest_hold_ms = max(end - start for start, end in held) / 1e6  # with any preemption
+    assert 29.0 <= block["max"] <= longest_hold_ms + 10.0
     assert block["p50"] < 1.0
     # 3 x 30 ms of ~800 ms held: the worst 1% of milliseconds waited over 20 ms
     assert error_bound_ms(health, 99.0, "p99") > 20.0
