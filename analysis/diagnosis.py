@@ -6,7 +6,8 @@ show it, quoting them; a path without its evidence says nothing. The paths:
 - **load generator**: the tool lagged behind its arrival schedule or ran out of
   CPU, and every latency is then suspect (checked first, it voids the rest); or
   many output chunks were timed by one read, which blurs the inter-token gaps
-  (a warning: an engine that sends events together does that too);
+  (a warning, which says how many were read while the generator's loop was
+  stalled: those are its own, the others the engine's batching);
 - **admission limits**: requests refused (HTTP 429, 5xx) or cut off (timeouts);
 - **capacity-bound**: requests waiting in the engine's queue, the KV cache near
   full, preemptions, or an open-loop rate the server could not keep up with;
@@ -32,7 +33,7 @@ from scipy.stats import spearmanr
 from slogate.analysis.bands import TPOT_BY_CONTEXT, TTFT_BY_INPUT, band_label
 from slogate.analysis.recorder import Bucket, Counters
 from slogate.analysis.rundata import RunData
-from slogate.analysis.slo import RunVerdict, Verdict, evaluate_run, lag_p99_ms
+from slogate.analysis.slo import SAME_READ_SHARE, RunVerdict, Verdict, evaluate_run, lag_p99_ms
 
 US_PER_MS = 1000.0
 KV_NEAR_FULL = 0.9
@@ -48,8 +49,7 @@ TTFT_MIN_GROWTH = 1.5
 TPOT_MIN_GROWTH = 1.2
 ENGINE = "engine"
 # Chunks read together leave a 0 gap and a doubled one beside it: at 1% of the
-# gaps ITL's p99 is no longer the engine's alone.
-SAME_READ_SHARE = 0.01
+# gaps (SAME_READ_SHARE) ITL's p99 is no longer the engine's alone.
 SAME_READ_MIN_GAPS = 200
 
 ADMISSION_ERRORS = {
@@ -117,6 +117,23 @@ def blurred_share(c: Counters) -> float | None:
     return c.same_read_gaps / c.chunk_gaps
 
 
+def same_read_cause(c: Counters) -> str:
+    """Whose the 0 gaps are: those read while the generator's loop was stalled are
+    its own (they make ITL SLOs invalid), the others the engine's batching."""
+    stalled = c.same_read_stalled_gaps
+    if not stalled:
+        return (
+            "The generator's loop was prompt when it read them: the engine sent those "
+            "events together (a stream interval, speculative decoding, a batched flush)."
+        )
+    return (
+        f"{stalled} of them were read while the load generator's loop was stalled: those "
+        "are its own (too many streams for its CPU, or the machine was busy: compare "
+        "`slogate selftest`, add --processes); the other "
+        f"{c.same_read_gaps - stalled} were read promptly, so the engine sent them together."
+    )
+
+
 def same_read_findings(scenario: str, bucket: Bucket) -> list[Finding]:
     c = bucket.counters
     share = blurred_share(c)
@@ -128,9 +145,13 @@ def same_read_findings(scenario: str, bucket: Bucket) -> list[Finding]:
             f"{100 * share:.1f}% of the gaps between output chunks ({c.same_read_gaps} of "
             f"{c.chunk_gaps}) were 0: those chunks arrived in one read and share its instant, "
             "so their true gaps are unknown and ITL percentiles below that share read 0. "
-            "Either the engine sends several events at once, or the generator read late "
-            "(too many streams for its CPU: compare `slogate selftest`, add --processes).",
-            {"same_read_gaps": c.same_read_gaps, "chunk_gaps": c.chunk_gaps, "share": share},
+            + same_read_cause(c),
+            {
+                "same_read_gaps": c.same_read_gaps,
+                "chunk_gaps": c.chunk_gaps,
+                "share": share,
+                "stalled_gaps": c.same_read_stalled_gaps,
+            },
             ("itl_ms",),
             scenario,
         )

@@ -46,6 +46,9 @@ class RequestRecord:
     server reported per-chunk usage (else empty). ``output_tokens`` is the
     server's usage count when it sent one; ``tokenizer_tokens`` the count of a
     configured tokenizer over the generated text when it did not.
+    ``stalled_same_reads`` counts the chunks timed by the same read as the one
+    before them while the load process's loop was held (set by the load side:
+    the generator's fault, not the engine's batching).
     """
 
     scenario: str
@@ -66,6 +69,7 @@ class RequestRecord:
     error: ErrorKind | None = None
     error_message: str = ""
     http_status: int | None = None
+    stalled_same_reads: int = 0
 
     @property
     def ok(self) -> bool:

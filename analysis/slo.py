@@ -7,22 +7,40 @@ because too few samples lie beyond it cannot pass: it is INCONCLUSIVE, with the
 number of samples that would be needed. It can still FAIL when the samples at
 hand already prove it: the interval's lower bound lies above the limit.
 
+A latency verdict is also not taken on numbers the load generator itself may
+have bent (``slogate.analysis.generator``): when the margin is smaller than the
+run's own error bound for that statistic (the same statistic of the load
+loop's delays), or when, for a gap-based metric (ITL, chunk gaps, max stall),
+the chunks read together while the loop was held are enough to have moved the
+statistic across its limit, the SLO is INVALID, with a note that names the
+generator and the numbers. Chunks read together while the loop was prompt are
+the engine's batching: they stay a finding of the diagnosis, not a reason to
+distrust.
+
 The run's verdict is ``invalid`` when its numbers cannot be trusted (the run did
 not complete, the load generator lagged beyond its bound or ran out of CPU, no
-request was measured); otherwise the worst scenario verdict wins, fail before
-inconclusive before pass. Exit codes follow DESIGN.md.
+request was measured, or an SLO was invalid as above); otherwise the worst
+scenario verdict wins, fail before inconclusive before pass. Exit codes follow
+docs/reports.md.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
 from scipy.stats import beta
 
+from slogate.analysis.generator import (
+    ProcessHealth,
+    error_bound_ms,
+    generator_reason,
+    merged,
+    processes,
+)
 from slogate.analysis.histograms import recorded
 from slogate.analysis.percentiles import CONFIDENCE, estimate, min_samples
 from slogate.analysis.recorder import Bucket, Counters
@@ -40,6 +58,10 @@ LATENCY_METRICS = (
     "chunk_gap",
     "max_stall",
 )
+# Metrics made of gaps between chunks: a read that takes two chunks bends them.
+GAP_METRICS = ("itl", "chunk_gap", "max_stall")
+# Chunks read together over this share of the gaps blur ITL's p99 (diagnosis).
+SAME_READ_SHARE = 0.01
 RATE_METRICS = ("error_rate", "goodput")
 THROUGHPUT_METRICS = ("requests_per_s", "output_tokens_per_s")
 
@@ -74,7 +96,9 @@ def worst_of(verdicts: Iterable[Verdict]) -> Verdict:
 class SloResult:
     """One threshold's verdict. ``value`` and the bounds are in the metric's unit
     (ms, a fraction, per second); ``margin`` is the headroom in that unit
-    (negative when failing) and ``margin_pct`` the same relative to the limit."""
+    (negative when failing) and ``margin_pct`` the same relative to the limit.
+    ``generator_error_ms`` is how far the load generator's own delays can have
+    moved a latency value in this run (None when not measured)."""
 
     scenario: str
     threshold: Threshold
@@ -85,6 +109,7 @@ class SloResult:
     count: int
     needed: int | None = None
     note: str = ""
+    generator_error_ms: float | None = None
 
     @property
     def margin(self) -> float | None:
@@ -254,6 +279,78 @@ def lag_p99_ms(run: RunData) -> float | None:
     return worst
 
 
+def is_latency(threshold: Threshold) -> bool:
+    metric = threshold.metric
+    return metric.endswith("_ms") and metric.removesuffix("_ms") in LATENCY_METRICS
+
+
+def generator_bound_ms(threshold: Threshold, health: ProcessHealth | None) -> float | None:
+    """How far the load generator's own delays can have moved this latency
+    statistic in this run (``slogate.analysis.generator``); None when unmeasured."""
+    if health is None or not is_latency(threshold):
+        return None
+    return error_bound_ms(health, percentile_of_stat(threshold.stat), threshold.stat)
+
+
+def stalled_reach_ms(threshold: Threshold, bucket: Bucket) -> tuple[float, float] | None:
+    """Where the chunks read together while the loop was stalled can have put a
+    gap metric's statistic: a share s of bent samples (a 0 and a doubled gap
+    each) moves a percentile p anywhere between the p-s and p+s percentiles of
+    the rest, the max anywhere above the 100-s one. None when no such chunk,
+    or for the mean (a 0 and a doubled gap keep their sum)."""
+    metric = threshold.metric.removesuffix("_ms")
+    c = bucket.counters
+    if metric not in GAP_METRICS or not c.same_read_stalled_gaps or metric not in bucket.histograms:
+        return None
+    percentile = 100.0 if threshold.stat == "max" else percentile_of_stat(threshold.stat)
+    if percentile is None:
+        return None
+    share = 100.0 * c.same_read_stalled_gaps / max(c.chunk_gaps, 1)
+    view = recorded(bucket.histograms.histogram(metric))
+    low = view.value_at_percentile(max(percentile - share, 0.0)) / US_PER_MS
+    high = view.value_at_percentile(min(percentile + share, 100.0)) / US_PER_MS
+    return low, high
+
+
+def generator_doubt(result: SloResult, bucket: Bucket) -> str | None:
+    """Why the generator may have bent this verdict (naming the numbers), or None."""
+    t = result.threshold
+    if result.verdict not in (Verdict.PASS, Verdict.FAIL) or result.margin is None:
+        return None
+    bound = result.generator_error_ms
+    if bound is not None and abs(result.margin) < bound:
+        return (
+            f"margin {result.margin:+.3f} ms is within the load generator's own error "
+            f"bound ±{bound:.3f} ms (its loop stalls at {t.stat}); not trusted"
+        )
+    reach = stalled_reach_ms(t, bucket)
+    if reach is not None and reach[0] <= t.limit <= reach[1]:
+        c = bucket.counters
+        stalled, gaps = c.same_read_stalled_gaps, c.chunk_gaps
+        return (
+            f"{stalled} of {gaps} chunk gaps ({100 * stalled / max(gaps, 1):.2f}%) were read "
+            "together while the load generator's loop was stalled: they can have put "
+            f"{t.stat} anywhere from {reach[0]:.3f} to {reach[1]:.3f} ms, across the limit; "
+            "not trusted"
+        )
+    return None
+
+
+def distrust(
+    results: list[SloResult], health: ProcessHealth | None, bucket: Bucket
+) -> list[SloResult]:
+    """The results, each latency verdict the generator may have bent made INVALID."""
+    judged = []
+    for result in results:
+        result = replace(result, generator_error_ms=generator_bound_ms(result.threshold, health))
+        doubt = generator_doubt(result, bucket)
+        if doubt is not None:
+            note = f"{doubt}; {result.note}" if result.note else doubt
+            result = replace(result, verdict=Verdict.INVALID, note=note)
+        judged.append(result)
+    return judged
+
+
 def invalid_reasons(run: RunData) -> list[str]:
     """Why the run's numbers cannot be trusted; empty when they can."""
     meta = run.meta
@@ -308,6 +405,8 @@ def evaluate_run(run: RunData) -> RunVerdict:
     A scenario without measured requests is inconclusive: zero requests never pass."""
     measured_s = run.meta.get("measured_s")
     declared = run.meta.get("scenarios") or {}
+    per_process = processes(run.meta)
+    health = merged(per_process)
     results: list[SloResult] = []
     scenarios: dict[str, Verdict] = {}
     for name in run.scenario_names():
@@ -316,9 +415,15 @@ def evaluate_run(run: RunData) -> RunVerdict:
             evaluate(name, threshold, bucket, measured_s)
             for threshold in thresholds_of(name, declared.get(name) or {})
         ]
+        mine = distrust(mine, health, bucket)
         results.extend(mine)
         floor = Verdict.INCONCLUSIVE if bucket.counters.total == 0 else Verdict.PASS
         scenarios[name] = worst_of([floor, *(r.verdict for r in mine)])
+    distrusted = [
+        f"{r.scenario}: {r.name}: {r.note}" for r in results if r.verdict is Verdict.INVALID
+    ]
     reasons = invalid_reasons(run)
+    if distrusted:
+        reasons += [*distrusted, generator_reason(per_process)]
     verdict = Verdict.INVALID if reasons else worst_of(scenarios.values())
     return RunVerdict(verdict, tuple(results), scenarios, tuple(reasons))

@@ -20,6 +20,7 @@ from hdrh.histogram import HdrHistogram
 from slogate.analysis.capacity import Pricing, throughput_cost
 from slogate.analysis.compare import Comparison
 from slogate.analysis.diagnosis import diagnose, findings_to_dicts
+from slogate.analysis.generator import generator_block
 from slogate.analysis.percentiles import STANDARD_PERCENTILES, estimate, summarize
 from slogate.analysis.recorder import Bucket, Counters
 from slogate.analysis.rundata import RunData
@@ -166,12 +167,16 @@ def requests_block(c: Counters) -> dict[str, Any]:
 def chunk_gaps_block(c: Counters) -> dict[str, Any]:
     """Gaps between output chunks, and how many were 0: chunks that arrived in
     one read share its instant, so their true gap is unknown (the engine sent
-    them together, or the generator read late)."""
+    them together, or the generator read late); ``same_read_stalled``: those
+    read while the generator's loop was held (the generator's fault)."""
     share = c.same_read_gaps / c.chunk_gaps if c.chunk_gaps else None
+    stalled = c.same_read_stalled_gaps / c.chunk_gaps if c.chunk_gaps else None
     return {
         "total": c.chunk_gaps,
         "same_read": c.same_read_gaps,
         "same_read_share": rounded(share, 6),
+        "same_read_stalled": c.same_read_stalled_gaps,
+        "same_read_stalled_share": rounded(stalled, 6),
     }
 
 
@@ -297,6 +302,7 @@ def slo_entry(result: SloResult) -> dict[str, Any]:
         "n": result.count,
         "needed": result.needed,
         "note": result.note,
+        "generator_error_ms": rounded(result.generator_error_ms, 3),
     }
 
 
@@ -344,16 +350,24 @@ def build_summary(
         "worst_slo": None if worst is None else {"scenario": worst.scenario, **slo_entry(worst)},
         "slo_counts": {
             v: sum(r.verdict.value == v for r in verdict.results)
-            for v in ("pass", "fail", "inconclusive")
+            for v in ("pass", "fail", "inconclusive", "invalid")
         },
         "run": redact({key: meta.get(key) for key in RUN_KEYS}),
-        "generator": redact({**(meta.get("generator") or {}), "lag_p99_ms": lag_p99_ms(run)}),
+        "generator": generator_summary(run),
         "scenarios": {name: scenario_block(run, name, verdict) for name in run.scenario_names()},
     }
     summary["diagnosis"] = findings_to_dicts(diagnose(run, verdict))
     if comparison is not None:
         summary["baseline"] = comparison.to_dict()
     return summary
+
+
+def generator_summary(run: RunData) -> dict[str, Any]:
+    """The run's metadata about its load generator, with its self-measurement
+    made readable (loop stalls, error bounds, collector pauses; merged and per
+    process) in place of the encoded histograms."""
+    given = {k: v for k, v in (run.meta.get("generator") or {}).items() if k != "health"}
+    return redact({**given, "lag_p99_ms": lag_p99_ms(run), **generator_block(run.meta)})
 
 
 def pricing(run: RunData) -> Pricing | None:

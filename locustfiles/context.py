@@ -19,6 +19,7 @@ from slogate.analysis.recorder import GoodputLimits, Recorder
 from slogate.analysis.records import RequestRecord
 from slogate.locustfiles.client import StreamClient
 from slogate.locustfiles.engine_info import remote_token_counter
+from slogate.locustfiles.loopwatch import LoopWatch
 from slogate.locustfiles.timeline import Timeline, build_timeline
 from slogate.scenarios import Planner
 from slogate.scenarios.model import Scenario
@@ -65,6 +66,7 @@ class LoadContext:
     cancelled: int = 0
     timeline_done: bool = False
     cpu_warning: bool = False
+    watch: LoopWatch = field(init=False)
     _clients: dict[str, StreamClient] = field(default_factory=dict)
     _user_numbers: itertools.count = field(default_factory=itertools.count)
     _picker: WeightedRoundRobin = field(init=False)
@@ -76,6 +78,18 @@ class LoadContext:
         if self.origin_s is not None:
             self.start_clock(self.origin_s)
         self._picker = WeightedRoundRobin([s.weight for s in self.scenarios])
+        self.watch = LoopWatch(busy=self.streaming)
+
+    def streaming(self) -> bool:
+        """Whether a request of this process is in flight."""
+        return self.in_flight > 0
+
+    def prepare(self) -> None:
+        """Build now what the first user of each scenario would build on the loop:
+        its planner's tokenizer and text corpus (seconds of CPU, once per
+        process), so it neither stalls the run nor escapes the start-up freeze."""
+        for scenario in self.scenarios:
+            self.planner(scenario, stream=0)
 
     @property
     def dispatchers(self) -> int:
@@ -138,12 +152,23 @@ class LoadContext:
             )
         return found
 
+    def watch_loop(self) -> None:
+        """Start measuring this process's loop delays and collector pauses from
+        the end of warm-up (docs/load.md, "The generator's own error")."""
+        warmup_left_s = self.timeline.warmup_s - self.elapsed_s()
+        self.watch.start(time.perf_counter_ns() + max(int(warmup_left_s * 1e9), 0))
+
     def close(self) -> None:
+        self.watch.stop()
         for client in self._clients.values():
             client.close()
         self._clients.clear()
 
     def record(self, record: RequestRecord) -> None:
+        chunks = record.chunk_ns
+        together = [chunks[i] for i in range(1, len(chunks)) if chunks[i] == chunks[i - 1]]
+        if together:
+            record.stalled_same_reads = self.watch.stalled_reads(together)
         elapsed = self.elapsed_s()
         wall = self.origin_s + elapsed
         self.recorder.record(

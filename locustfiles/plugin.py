@@ -8,6 +8,10 @@ Locust's events, which are its extension seam:
   cannot be reached) and prepares the run session;
 - ``test_start``: every process builds its load context; workers get the
   scenario path, model, origin and shard count from the master's options;
+  each load process starts watching its own loop, once it has built its
+  planners and frozen its start-up objects (out of the cyclic collector's
+  sight: a local runner at ``init``, a worker here); ``spawning_complete``
+  freezes the users too;
 - ``report_to_master`` / ``worker_report``: workers ship their encoded
   histograms and counters (then reset), the master merges them exactly;
 - ``test_stop`` on a worker sends its final payload; the master waits for
@@ -39,6 +43,7 @@ from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
 from slogate.locustfiles import state
 from slogate.locustfiles.context import LoadContext
 from slogate.locustfiles.engine_info import EngineError, discover
+from slogate.locustfiles.loopwatch import freeze_spawned, freeze_startup
 from slogate.locustfiles.session import RunSession
 from slogate.locustfiles.webview import install_web_view
 from slogate.scenarios.loader import resolve
@@ -193,6 +198,8 @@ def on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> None
     if isinstance(runner, WorkerRunner):
         return
     _session = start_session(options, runner)
+    if not isinstance(runner, MasterRunner):
+        prepare_process(_session.ctx)  # before the run's clock starts
     if web_ui is not None:
         install_web_view(web_ui, _session)
     gevent.signal_handler(signal.SIGTERM, on_sigterm, environment)
@@ -296,13 +303,22 @@ def on_final(environment: Any, msg: Any, **_: Any) -> None:
         _session.finals.add(msg.node_id)
 
 
-def payload(ctx: LoadContext) -> dict[str, Any]:
-    gauges = {
+def gauges(ctx: LoadContext) -> dict[str, Any]:
+    return {
         "in_flight": ctx.in_flight,
         "cancelled": ctx.cancelled,
         "cpu_warning": ctx.cpu_warning,
     }
-    return {"recorder": ctx.recorder.drain(), "gauges": gauges}
+
+
+def payload(ctx: LoadContext) -> dict[str, Any]:
+    """A worker's data for the master: what it recorded since the last payload,
+    its gauges, and its own health so far (the master keeps the latest)."""
+    return {
+        "recorder": ctx.recorder.drain(),
+        "gauges": gauges(ctx),
+        "generator": ctx.watch.health().to_dict(),
+    }
 
 
 @events.test_start.add_listener
@@ -320,14 +336,26 @@ def on_test_start(environment: Any, **_: Any) -> None:
             origin=options.slogate_origin,
         )
         state.install(ctx)
+        prepare_process(ctx)
+        ctx.watch_loop()
         return
     if _session is None:
         return
     origin = _session.ctx.origin_s or _session.ctx.start_clock()
     options.slogate_origin = origin
     _session.start(origin)
+    if not isinstance(runner, MasterRunner):
+        _session.ctx.watch_loop()
     _session.scraper = start_scraper(options)
     gevent.spawn(housekeeping, environment, _session)
+
+
+def prepare_process(ctx: LoadContext) -> None:
+    """A load process is set up: build what its users would build lazily, then
+    freeze what start-up allocated, so the collector never traverses it during
+    the run (docs/load.md, "The generator's own error")."""
+    ctx.prepare()
+    freeze_startup()
 
 
 def start_scraper(options: Any) -> Any:
@@ -352,11 +380,19 @@ def housekeeping(environment: Any, session: RunSession) -> None:
         gevent.sleep(1.0)
         session.users = runner.user_count
         if local:
-            session.absorb(payload(session.ctx))
+            session.absorb_local()
         session.close_windows()
         if options.headless and time.monotonic() >= next_status:
             next_status += options.status_interval
             log.info(session.status_line())
+
+
+@events.spawning_complete.add_listener
+def on_spawning_complete(user_count: int, **_: Any) -> None:
+    """A load process's users are up: their objects leave the collector's sight."""
+    ctx = state.current_or_none()
+    if ctx is not None and ctx.watch.running:  # a load process, not the master
+        freeze_spawned()
 
 
 @events.report_to_master.add_listener
@@ -431,5 +467,5 @@ def on_quitting(environment: Any, **_: Any) -> None:
     if _session.missing_finals:
         reason = f"no final data from workers {', '.join(_session.missing_finals)}"
     if not isinstance(runner, MasterRunner):
-        _session.absorb(payload(_session.ctx))
+        _session.absorb_local()
     environment.process_exit_code = _session.finish(complete=reason is None, reason=reason)

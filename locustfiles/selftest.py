@@ -19,12 +19,14 @@ import gevent
 import numpy as np
 import psutil
 
+from slogate.analysis.generator import ProcessHealth, gc_block, stall_block
 from slogate.analysis.metrics import per_token_itl
 from slogate.analysis.percentiles import estimate
 from slogate.analysis.recorder import OVERALL, Recorder
 from slogate.exactengine.launcher import ExactEngine
 from slogate.exactengine.truth import TruthEntry
 from slogate.locustfiles.client import StreamClient
+from slogate.locustfiles.loopwatch import LoopWatch, freeze_startup
 from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
 
 SCENARIO = "selftest"
@@ -76,6 +78,7 @@ class SelftestResult:
     tokens_exact: bool
     comparisons: list[Comparison] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
+    health: ProcessHealth = field(default_factory=ProcessHealth)
 
     @property
     def streams(self) -> int:
@@ -112,6 +115,8 @@ class SelftestResult:
             "rss_end_mb": round(self.rss_end_mb, 1),
             "tokens_exact": self.tokens_exact,
             "max_abs_error_ms": round(self.max_abs_error_ms, 4),
+            "loop_stall_ms": stall_block(self.health),
+            "gc": gc_block(self.health),
             "comparisons": [
                 {
                     "metric": c.metric,
@@ -143,6 +148,13 @@ class SelftestResult:
                 f" error {c.error_ms:+.3f} ms"
             )
         out.append(f"token counts exact: {'yes' if self.tokens_exact else 'NO'}")
+        stall, pauses = stall_block(self.health), gc_block(self.health)
+        if stall["samples"]:
+            out.append(
+                f"client loop stalls: p50 {stall['p50']:.3f} ms, p99 {stall['p99']:.3f} ms, "
+                f"max {stall['max']:.3f} ms; collector: {pauses['collections']} passes "
+                f"{pauses['by_generation']}, longest {pauses['max_pause_ms']:.3f} ms"
+            )
         return out
 
 
@@ -217,17 +229,22 @@ def run_selftest(
         recorder = Recorder()
         _warm_up(client, streams, turn)
         engine.truth()  # forget the warm-up requests
+        freeze_startup()  # as a load process does before its users start
+        watch = LoopWatch()
         server_cpu_before = sum(server.cpu_times()[:2])
         rss_start = _rss_mb()
         cpu_before = _cpu_s()
+        watch.start()
         events, wall_s, counts = _drive(client, recorder, streams, duration_s, itl_ms, turn)
+        watch.stop()
         client_cpu = _cpu_s() - cpu_before
         memory = (_peak_rss_mb(), rss_start, _rss_mb())
         server_cpu = sum(server.cpu_times()[:2]) - server_cpu_before
         client.close()
         truth = engine.truth()
     setup = Setup(streams, ttft_ms, itl_ms, tokens, tokens_per_chunk, client.kernel_timestamps)
-    return _result(setup, wall_s, events, client_cpu, server_cpu, memory, recorder, truth, counts)
+    result = _result(setup, wall_s, events, client_cpu, server_cpu, memory, recorder, truth, counts)
+    return replace(result, health=watch.health())
 
 
 def _warm_up(client: StreamClient, streams: int, turn: PlannedTurn) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from slogate.analysis.capacity import Pricing
 from slogate.analysis.diagnosis import blurred_share
+from slogate.analysis.generator import ProcessHealth, error_bound_ms, merged
 from slogate.analysis.recorder import OVERALL, Recorder
 from slogate.analysis.rundata import RunData
 from slogate.analysis.summary import redact
@@ -31,6 +32,8 @@ log = logging.getLogger("slogate")
 # A window stays open this many report intervals after it ends, so workers'
 # reports that straddle its end still land in it.
 WINDOW_GRACE_S = 7.0
+# The status line names the generator's own error bound from this much on.
+STALL_WARNING_MS = 1.0
 
 
 def scenario_meta(scenario: Scenario) -> dict[str, Any]:
@@ -70,6 +73,7 @@ class RunSession:
         self.collector = Recorder(goodput_limits(ctx.scenarios), ctx.window_s)
         self.rows: list[dict[str, Any]] = []
         self.worker_gauges: dict[str, dict[str, float]] = {}
+        self.worker_health: dict[str, dict[str, Any]] = {}
         self.finals: set[str] = set()
         self.missing_finals: list[str] = []
         self.workers_seen: set[str] = set()
@@ -87,11 +91,33 @@ class RunSession:
         self.started_at = datetime.fromtimestamp(origin_s, timezone.utc).isoformat()
 
     def absorb(self, payload: dict[str, Any], worker: str | None = None) -> None:
+        """A worker's payload (or, with ``worker`` None, an encoded one of this process)."""
         self.collector.absorb(payload["recorder"])
         self.cpu_warning |= payload["gauges"]["cpu_warning"]
         if worker is not None:
             self.workers_seen.add(worker)
             self.worker_gauges[worker] = payload["gauges"]
+            if payload.get("generator") is not None:
+                self.worker_health[worker] = payload["generator"]
+
+    def absorb_local(self) -> None:
+        """This process's own load (a local run): moved, not encoded and decoded."""
+        self.ctx.recorder.transfer(self.collector)
+        self.cpu_warning |= self.ctx.cpu_warning
+
+    def generator_health(self) -> ProcessHealth | None:
+        """All load processes' self-measurement so far, merged (None before any)."""
+        if self.worker_health:
+            return merged({w: ProcessHealth.from_dict(h) for w, h in self.worker_health.items()})
+        own = self.ctx.watch.health()
+        return own if own.measured else None
+
+    def health(self) -> dict[str, dict[str, Any]]:
+        """Each load process's self-measurement: the workers', else this process's."""
+        if self.worker_health:
+            return dict(self.worker_health)
+        own = self.ctx.watch.health()
+        return {"local": own.to_dict()} if own.measured else {}
 
     def gauges(self) -> dict[str, float]:
         if self.worker_gauges:
@@ -144,6 +170,10 @@ class RunSession:
                 )
                 text += f" TTFT p99 {p99:.0f} ms" + (f" (SLO {limit:g})" if limit else "")
             parts.append(text)
+        health = self.generator_health()
+        bound = None if health is None else error_bound_ms(health, 99.0, "p99")
+        if bound is not None and bound >= STALL_WARNING_MS:
+            parts.append(f"generator loop stalls p99 {bound:.1f} ms (its error bound)")
         return " | ".join(parts)
 
     def meta(self, complete: bool, reason: str | None) -> dict[str, Any]:
@@ -173,6 +203,7 @@ class RunSession:
                 "cpu_warning": self.cpu_warning,
                 "processes": max(len(self.workers_seen), 1),
                 "selftest": self.selftest,
+                "health": self.health(),
             },
             "baseline": self.baseline[0] if self.baseline else None,
             "pricing": asdict(self.pricing) if self.pricing else None,

@@ -2,7 +2,8 @@
 
 A failed SLO is a ``<failure>`` whose text gives value, threshold and margin.
 An inconclusive one is an ``<error>`` (not ``<skipped>``, which CI servers show
-green): the gate could not be decided. Each suite also has a ``run valid``
+green): the gate could not be decided; so is an invalid one (the load
+generator's own error could have flipped it). Each suite also has a ``run valid``
 case, an error when the run was invalid, so an invalid run never reads as
 passed. Text from servers may hold characters XML 1.0 forbids; they are dropped.
 """
@@ -35,6 +36,8 @@ def describe(slo: dict[str, Any]) -> str:
     if ci[0] is not None or ci[1] is not None:
         parts.append(f"95% CI [{fmt(ci[0])}, {fmt(ci[1])}]")
     parts.append(f"n={slo['n']}")
+    if slo.get("generator_error_ms") is not None:
+        parts.append(f"generator error ±{fmt(slo['generator_error_ms'])}{unit}")
     if slo["note"]:
         parts.append(slo["note"])
     return "; ".join(parts)
@@ -67,6 +70,8 @@ def scenario_suite(
             ET.SubElement(case, "failure", message=text, type="SLOFailed").text = text
         elif slo["verdict"] == "inconclusive":
             ET.SubElement(case, "error", message=text, type="SLOInconclusive").text = text
+        elif slo["verdict"] == "invalid":
+            ET.SubElement(case, "error", message=text, type="SLOInvalid").text = text
         else:
             ET.SubElement(case, "system-out").text = text
     cases = suite.findall("testcase")

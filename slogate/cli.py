@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 from collections.abc import Callable, Sequence
 
@@ -87,6 +88,7 @@ def add_small_parsers(sub: argparse._SubParsersAction) -> None:
     selftest = sub.add_parser("selftest", help="this machine's measurement error and capacity")
     selftest.add_argument("--streams", type=positive_int, default=64)
     selftest.add_argument("--duration", type=positive_duration, default=10.0)
+    selftest.add_argument("--json", action="store_true", help="print the result as one JSON line")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -156,7 +158,7 @@ def selftest(args: argparse.Namespace) -> int:
     from slogate.locustfiles.selftest import run_selftest
 
     result = run_selftest(streams=args.streams, duration_s=args.duration)
-    print("\n".join(result.lines()))
+    print(json.dumps(result.to_dict()) if args.json else "\n".join(result.lines()))
     return 0
 
 

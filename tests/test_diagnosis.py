@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from reportdata import read_together, request
 
@@ -130,14 +132,28 @@ def test_chunks_read_together_are_counted_and_claimed_above_one_percent(tmp_path
     c = run.overall("chat").counters
     assert (c.chunk_gaps, c.same_read_gaps) == (310, 6)
     gaps = build_summary(run)["scenarios"]["chat"]["chunk_gaps"]
-    assert gaps == {"total": 310, "same_read": 6, "same_read_share": round(6 / 310, 6)}
+    assert gaps == {
+        "total": 310,
+        "same_read": 6,
+        "same_read_share": round(6 / 310, 6),
+        "same_read_stalled": 0,
+        "same_read_stalled_share": 0.0,
+    }
     write_results(tmp_path, run)
     page = (tmp_path / "report.html").read_text()
     assert "Gaps between output chunks: 310, of which 6 (1.94%) were 0" in page
     (finding,) = [f for f in diagnose(run) if f.cause == "load generator"]
-    assert finding.evidence == {"same_read_gaps": 6, "chunk_gaps": 310, "share": 6 / 310}
+    evidence = {"same_read_gaps": 6, "chunk_gaps": 310, "share": 6 / 310, "stalled_gaps": 0}
+    assert finding.evidence == evidence
     assert "1.9% of the gaps between output chunks (6 of 310) were 0" in finding.text
+    assert "the engine sent those events together" in finding.text
     assert finding.metrics == ("itl_ms",)
+    # read while the loop was stalled, they are the generator's
+    stalled = [request(50) for _ in range(8)]
+    stalled += [replace(read_together(request(50), 3), stalled_same_reads=2) for _ in range(2)]
+    (finding,) = [f for f in diagnose(run_of(stalled)) if f.cause == "load generator"]
+    assert finding.evidence["stalled_gaps"] == 4
+    assert "4 of them were read while the load generator's loop was stalled" in finding.text
     # 3 of 310 is under 1%: no claim
     fewer = run_of([request(50) for _ in range(9)] + [read_together(request(50), 3)])
     assert not [f for f in diagnose(fewer) if f.cause == "load generator"]

@@ -1,5 +1,7 @@
 """HDR histogram sets: exact merge, encode/decode, and the bulk view's agreement with hdrh."""
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -56,3 +58,38 @@ def test_out_of_range_values_are_clamped_not_dropped():
     assert h.get_total_count() == 2
     assert h.get_min_value() == 0
     assert h.get_max_value() >= HIGHEST_US
+
+
+def cyclic_garbage(action) -> list:
+    """What ``action`` left for the cyclic collector (unreachable objects in cycles)."""
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        action()
+        gc.collect()
+        return list(gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+
+
+def test_histograms_dropped_after_shipping_leave_no_cyclic_garbage():
+    """Workers drain (encode) and the master absorbs (decode, merge) every few
+    seconds; hdrh's own histograms are cycles, 188 KB each, freed only by the
+    collector's pauses (issue 11)."""
+
+    def ship() -> None:
+        for _ in range(5):
+            sent = HistogramSet()
+            sent.record_us("ttft", 50_000)
+            sent.record_many_ns("itl", [20e6, 21e6], [3, 4])
+            received = HistogramSet.decode(sent.encode())
+            total = HistogramSet()
+            total.add(received)
+            assert total.histogram("itl").get_total_count() == 7
+
+    garbage = cyclic_garbage(ship)
+    # ctypes array *types* (hdrh makes one per buffer size, ctypes caches them
+    # weakly) are small; the histograms and their 188 KB payloads must not be.
+    hdrh_objects = [o for o in garbage if type(o).__module__.startswith("hdrh")]
+    assert hdrh_objects == []

@@ -111,6 +111,13 @@ def test_master_and_two_workers_lose_nothing_at_shutdown(engine, tmp_path):
                 w.kill()
     assert master.returncode == 0, master.stderr[-3000:]
     assert_every_request_accounted(tmp_path / "out", engine, users=6, at_least=50)
+    # each worker measured its own loop; the master merged them exactly
+    generator = summary(tmp_path / "out")["generator"]
+    processes = generator["per_process"].values()
+    assert len(processes) == 2 and len({p["pid"] for p in processes}) == 2
+    assert generator["loop_stall_ms"]["samples"] == sum(
+        p["loop_stall_ms"]["samples"] for p in processes
+    )
 
 
 def test_sigterm_mid_run_leaves_a_complete_folder_marked_incomplete(engine, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import gevent
 from reportdata import read_together, request
 
 from slogate import scenarios
@@ -37,3 +38,20 @@ def test_status_line_warns_while_chunks_are_read_together(tmp_path: Path) -> Non
         record = read_together(request(50, scenario=SCENARIO), 3)
         run.collector.record(record, wall_s=time.time())
     assert "chunks read together 1.9% (ITL blurred)" in run.status_line()
+
+
+def test_status_line_names_the_generators_own_stalls(tmp_path: Path) -> None:
+    run = session(tmp_path)
+    run.collector.record(request(50, scenario=SCENARIO), wall_s=time.time())
+    assert "generator" not in run.status_line()  # not measured yet
+    watch = run.ctx.watch
+    run.ctx.in_flight = 1  # the loop stalls count while a request is in flight
+    watch.start()
+    gevent.sleep(0.05)
+    start = time.perf_counter_ns()
+    while time.perf_counter_ns() - start < 40_000_000:  # hold the loop 40 ms
+        pass
+    gevent.sleep(0.02)
+    watch.stop()
+    line = run.status_line()
+    assert "generator loop stalls p99" in line and "(its error bound)" in line

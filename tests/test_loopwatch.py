@@ -1,0 +1,95 @@
+"""A load process's watch over its own loop, on a real gevent loop: busy-waits
+stand in for whatever holds the loop (the collector, a callback, a stop)."""
+
+from __future__ import annotations
+
+import gc
+import time
+
+import gevent
+import pytest
+
+from slogate.analysis.generator import error_bound_ms, stall_block
+from slogate.locustfiles.loopwatch import LoopWatch
+
+
+def hold_loop(seconds: float) -> tuple[int, int]:
+    """Keep the loop from running anything for ``seconds``; its (start, end) ns."""
+    start = time.perf_counter_ns()
+    while time.perf_counter_ns() - start < seconds * 1e9:
+        pass
+    return start, time.perf_counter_ns()
+
+
+def test_stalls_are_measured_per_millisecond_of_wall_time():
+    watch = LoopWatch()
+    started = time.perf_counter_ns()
+    watch.start()
+    held = []
+    for _ in range(3):
+        gevent.sleep(0.2)
+        held.append(hold_loop(0.030))
+    gevent.sleep(0.2)
+    watch.stop()
+    health = watch.health()
+    block = stall_block(health)
+    wall_ms = health.wall_s * 1000
+    # one sample per ms, the 90 swallowed by the holds included (the process
+    # may also lose its core now and then: a sample per ms, never fewer)
+    assert 0.8 * wall_ms <= block["samples"] <= 1.1 * wall_ms
+    longest_hold_ms = max(end - start for start, end in held) / 1e6  # with any preemption
+    assert 29.0 <= block["max"] <= longest_hold_ms + 10.0
+    assert block["p50"] < 1.0
+    # 3 x 30 ms of ~800 ms held: the worst 1% of milliseconds waited over 20 ms
+    assert error_bound_ms(health, 99.0, "p99") > 20.0
+    # a chunk read inside a hold (or just after it) was read while stalled
+    inside = [start + (end - start) // 2 for start, end in held]
+    just_after = [end + 200_000 for _, end in held]
+    unwatched = [started - 5_000_000, time.perf_counter_ns() + 5_000_000]
+    assert watch.stalled_reads(inside) == 3
+    assert watch.stalled_reads(just_after) == 3
+    # (between the holds the machine may stall the process too: not asserted)
+    assert watch.stalled_reads(unwatched) == 0
+
+
+def test_the_collector_pauses_are_counted_only_while_watching():
+    watch = LoopWatch()
+    gc.collect()
+    watch.start()
+    gevent.sleep(0.01)
+    gc.collect()
+    gc.collect(0)
+    watch.stop()
+    gc.collect()  # after the window: not counted
+    h = watch.health()
+    assert h.gc_collections[2] >= 1 and h.gc_collections[0] >= 1
+    assert 0 < h.gc_max_pause_ns <= h.gc_total_pause_ns
+    assert watch._on_gc not in gc.callbacks
+
+
+def test_nothing_counts_before_the_measured_window_starts():
+    watch = LoopWatch()
+    watch.start(from_ns=time.perf_counter_ns() + 100_000_000)
+    hold_loop(0.030)  # in warm-up
+    gevent.sleep(0.15)
+    watch.stop()
+    assert stall_block(watch.health())["max"] < 25.0
+    assert watch.health().stall.get_total_count() == pytest.approx(50, abs=45)
+
+
+def test_a_stall_with_no_request_in_flight_is_no_error():
+    in_flight = [0]
+    watch = LoopWatch(busy=lambda: in_flight[0] > 0)
+    watch.start()
+    gevent.sleep(0.05)
+    hold_loop(0.030)  # nothing in flight: it times no chunk
+    gevent.sleep(0.05)
+    in_flight[0] = 1
+    gevent.sleep(0.05)
+    hold_loop(0.030)
+    gevent.sleep(0.05)
+    watch.stop()
+    block = stall_block(watch.health())
+    assert 29.0 <= block["max"] <= 45.0
+    # the idle part sampled nothing: about 100 ms of busy time, 30 of them held
+    assert 60 <= block["samples"] <= 160
