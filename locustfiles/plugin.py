@@ -342,17 +342,14 @@ def start_scraper(options: Any) -> Any:
 
 
 def housekeeping(environment: Any, session: RunSession) -> None:
-    """Once a second: take this process's own data (local runs), close finished
-    windows, sample users; every ``--status-interval`` print the status line."""
+    """Once a second: close finished windows, sample users; every
+    ``--status-interval`` print the status line."""
     runner = environment.runner
     options = environment.parsed_options
-    local = not isinstance(runner, MasterRunner)
     next_status = time.monotonic() + options.status_interval
     while session.finished_code is None:
         gevent.sleep(1.0)
         session.users = runner.user_count
-        if local:
-            session.absorb(payload(session.ctx))
         session.close_windows()
         if options.headless and time.monotonic() >= next_status:
             next_status += options.status_interval
@@ -430,6 +427,4 @@ def on_quitting(environment: Any, **_: Any) -> None:
     reason = None if done else "interrupted before the load profile ended"
     if _session.missing_finals:
         reason = f"no final data from workers {', '.join(_session.missing_finals)}"
-    if not isinstance(runner, MasterRunner):
-        _session.absorb(payload(_session.ctx))
     environment.process_exit_code = _session.finish(complete=reason is None, reason=reason)

@@ -1,8 +1,10 @@
 """The run as the process that judges it sees it: the local runner, or the master.
 
-It absorbs the recorders' payloads (its own process's, or the workers'),
-closes time windows into rows, samples load gauges, prints the headless status
-line, and at the end hands everything to ``reports`` as a :class:`RunData`.
+It judges from its process's own recorder: a local run's users record straight
+into it (no encoding round trip on the load loop), a master absorbs the
+workers' payloads into it. It closes time windows into rows, samples load
+gauges, prints the headless status line, and at the end hands everything to
+``reports`` as a :class:`RunData`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from slogate.analysis.recorder import OVERALL, Recorder
 from slogate.analysis.rundata import RunData
 from slogate.analysis.summary import redact
 from slogate.analysis.timeseries import window_row
-from slogate.locustfiles.context import LoadContext, goodput_limits
+from slogate.locustfiles.context import LoadContext
 from slogate.locustfiles.engine_info import EngineInfo
 from slogate.locustfiles.provenance import git_revision, tool_version
 from slogate.scenarios.model import Scenario
@@ -67,7 +69,7 @@ class RunSession:
         self.max_lag_ms = max_lag_ms
         self.baseline = baseline
         self.pricing = pricing
-        self.collector = Recorder(goodput_limits(ctx.scenarios), ctx.window_s)
+        self.collector: Recorder = ctx.recorder
         self.rows: list[dict[str, Any]] = []
         self.worker_gauges: dict[str, dict[str, float]] = {}
         self.finals: set[str] = set()
@@ -86,12 +88,12 @@ class RunSession:
         self.start_wall = origin_s
         self.started_at = datetime.fromtimestamp(origin_s, timezone.utc).isoformat()
 
-    def absorb(self, payload: dict[str, Any], worker: str | None = None) -> None:
+    def absorb(self, payload: dict[str, Any], worker: str) -> None:
+        """A worker's report: its recorder's content since the last, its gauges."""
         self.collector.absorb(payload["recorder"])
         self.cpu_warning |= payload["gauges"]["cpu_warning"]
-        if worker is not None:
-            self.workers_seen.add(worker)
-            self.worker_gauges[worker] = payload["gauges"]
+        self.workers_seen.add(worker)
+        self.worker_gauges[worker] = payload["gauges"]
 
     def gauges(self) -> dict[str, float]:
         if self.worker_gauges:
