@@ -177,7 +177,8 @@ def record_headline(hist: HistogramSet, m: RequestMetrics) -> None:
     if m.tpot_ns is not None:
         hist.record_ns("tpot", m.tpot_ns)
     if m.itl_ns:  # each chunk's per-token gap, weighted by its tokens, in one batch
-        hist.record_many_ns("itl", [gap for gap, _ in m.itl_ns], [k for _, k in m.itl_ns])
+        gaps, tokens = zip(*m.itl_ns, strict=True)
+        hist.record_many_ns("itl", gaps, tokens)
 
 
 def record_window(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: bool) -> None:
