@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +23,11 @@ from slogate.locustfiles.engine_info import remote_token_counter
 from slogate.locustfiles.timeline import Timeline, build_timeline
 from slogate.scenarios import Planner
 from slogate.scenarios.model import Scenario
+
+
+def process_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def goodput_limits(scenarios: list[Scenario]) -> dict[str, GoodputLimits]:
@@ -69,6 +75,7 @@ class LoadContext:
     _user_numbers: itertools.count = field(default_factory=itertools.count)
     _picker: WeightedRoundRobin = field(init=False)
     _dispatching: set[str] = field(default_factory=set)
+    _cpu_start: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         self.timeline = build_timeline(self.scenarios[0].load, self.dispatchers)
@@ -90,7 +97,18 @@ class LoadContext:
         elif self.origin_s is None:
             self.origin_s = time.time()
         self.recorder.origin_s = self.origin_s
+        if self._cpu_start is None:
+            self._cpu_start = (process_cpu_s(), time.monotonic())
         return self.origin_s
+
+    def cpu(self) -> dict[str, float]:
+        """This process's CPU since the load started: seconds and cores (CPU
+        seconds per wall second), for the summary's per-process table."""
+        if self._cpu_start is None:
+            return {"cpu_s": 0.0, "cores": 0.0}
+        cpu_s = process_cpu_s() - self._cpu_start[0]
+        wall_s = time.monotonic() - self._cpu_start[1]
+        return {"cpu_s": round(cpu_s, 3), "cores": round(cpu_s / wall_s, 3) if wall_s else 0.0}
 
     def elapsed_s(self) -> float:
         if self.origin_s is None:

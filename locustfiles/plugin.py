@@ -20,6 +20,7 @@ Locust's events, which are its extension seam:
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import signal
 import sys
@@ -149,6 +150,12 @@ def add_options(parser: Any) -> None:
         "--slogate-model", default="", **hidden, help="internal: the model the master resolved"
     )
     parser.add_argument(
+        "--slogate-processes-reason",
+        default="",
+        **hidden,
+        help="internal: why `slogate run` chose its number of processes",
+    )
+    parser.add_argument(
         "--slogate-shards",
         type=int,
         default=1,
@@ -234,12 +241,22 @@ def start_session(options: Any, runner: Any) -> RunSession:
         host=options.host,
         command=shlex.join(sys.argv),
         max_lag_ms=options.max_lag_ms or loaded[0].load.max_lag_ms,
+        processes_reason=options.slogate_processes_reason or processes_reason(options),
         baseline=(options.baseline, baseline) if baseline else None,
         pricing=pricing,
     )
     if options.selftest > 0:
         session.selftest = measure_generator(options.selftest)
     return session
+
+
+def processes_reason(options: Any) -> str:
+    """Why this run has the processes it has, when `slogate run` did not say."""
+    if options.processes and options.processes > 0:
+        return f"--processes {options.processes}"
+    if options.master:
+        return f"--master, {options.expect_workers} workers expected"
+    return "one process (no --processes)"
 
 
 def check_options(options: Any) -> None:
@@ -301,6 +318,8 @@ def payload(ctx: LoadContext) -> dict[str, Any]:
         "in_flight": ctx.in_flight,
         "cancelled": ctx.cancelled,
         "cpu_warning": ctx.cpu_warning,
+        "pid": os.getpid(),
+        **ctx.cpu(),
     }
     return {"recorder": ctx.recorder.drain(), "gauges": gauges}
 

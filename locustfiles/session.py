@@ -56,6 +56,7 @@ class RunSession:
         host: str,
         command: str,
         max_lag_ms: float,
+        processes_reason: str = "",
         baseline: tuple[str, RunData] | None = None,
         pricing: Pricing | None = None,
     ) -> None:
@@ -67,6 +68,7 @@ class RunSession:
         self.host = host
         self.command = command
         self.max_lag_ms = max_lag_ms
+        self.processes_reason = processes_reason
         self.baseline = baseline
         self.pricing = pricing
         self.collector: Recorder = ctx.recorder
@@ -101,6 +103,17 @@ class RunSession:
         else:
             in_flight = self.ctx.in_flight
         return {"users": self.users, "in_flight": in_flight}
+
+    def per_process(self) -> dict[str, dict[str, float]]:
+        """CPU of each load process (the workers', or this process's own), from
+        its latest report."""
+        if self.worker_gauges:
+            keys = ("pid", "cpu_s", "cores")
+            return {
+                f"worker {worker}": {k: gauges[k] for k in keys if k in gauges}
+                for worker, gauges in sorted(self.worker_gauges.items())
+            }
+        return {"local": {"pid": os.getpid(), **self.ctx.cpu()}}
 
     def cancelled(self) -> int:
         """Requests cut off by the end of the run, in every process."""
@@ -174,6 +187,8 @@ class RunSession:
                 "max_lag_ms": self.max_lag_ms,
                 "cpu_warning": self.cpu_warning,
                 "processes": max(len(self.workers_seen), 1),
+                "processes_reason": self.processes_reason,
+                "per_process": self.per_process(),
                 "selftest": self.selftest,
             },
             "baseline": self.baseline[0] if self.baseline else None,
