@@ -338,15 +338,25 @@ def on_test_start(environment: Any, **_: Any) -> None:
             options.slogate_shards,
             origin=options.slogate_origin,
         )
+        prepare_text(ctx)
         state.install(ctx)
         return
     if _session is None:
         return
+    if not isinstance(runner, MasterRunner):
+        prepare_text(_session.ctx)  # before the clock starts: start-up is not load time
     origin = _session.ctx.origin_s or _session.ctx.start_clock()
     options.slogate_origin = origin
     _session.start(origin)
     _session.scraper = start_scraper(options)
     gevent.spawn(housekeeping, environment, _session)
+
+
+def prepare_text(ctx: LoadContext) -> None:
+    """Tokenize the prompt text before users start, in a thread: the loop keeps
+    running meanwhile (a worker blocked for 3 s misses its heartbeats and is
+    dropped by the master), and the first users do not stall each other."""
+    gevent.get_hub().threadpool.apply(ctx.prepare_text)
 
 
 def start_scraper(options: Any) -> Any:
