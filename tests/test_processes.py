@@ -40,7 +40,7 @@ def test_open_loop_plans_rate_times_output_tokens_at_the_busiest_stage(tmp_path)
             "stages": [
                 {"name": "low", "duration": "5s", "rate": {"rps": 10}},
                 {"name": "peak", "duration": "5s", "rate": {"rps": 300}},
-            ]
+            ],
         },
     )
     assert planned_event_rate(scenarios.load(staged, {})) == 1200
