@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import socket
 import subprocess
 import sys
 from datetime import datetime
@@ -71,7 +72,19 @@ def locust_command(
     for flag, value in options.items():
         if value is not None:
             cmd += [flag, str(value)]
+    if processes[0] > 1:
+        # Locust's master listens on 5557 unless told otherwise: two runs on one
+        # machine would then share (or fight over) one master.
+        port = str(free_port())
+        cmd += ["--master-bind-port", port, "--master-port", port]
     return cmd
+
+
+def free_port() -> int:
+    """A TCP port free on this machine now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def run_locust(cmd: list[str]) -> int:

@@ -4,6 +4,7 @@ its reason, from the scenario files themselves and a real run."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from loadruns import scenario_file, slogate, summary
@@ -85,3 +86,18 @@ def test_processes_must_be_auto_or_a_positive_number():
     done = slogate("run", "tests/data/exact-chat.yaml", "--processes", "0")
     assert done.returncode == 2
     assert "--processes" in done.stderr and "expected an integer >= 1" in done.stderr
+
+
+def test_worker_processes_get_a_master_port_of_their_own():
+    """Locust's master listens on 5557 by default: two runs on one machine would
+    share one master (workers of one run counted in the other)."""
+    from slogate.cli import build_parser
+    from slogate.run_cmd import locust_command
+
+    args = build_parser().parse_args(["run", "tests/data/exact-chat.yaml"])
+    one = locust_command(args, Path("s.yaml"), "http://h", Path("out"), (1, "one"))
+    assert "--master-bind-port" not in one and "--processes" not in one
+    cmd = locust_command(args, Path("s.yaml"), "http://h", Path("out"), (2, "two"))
+    port = cmd[cmd.index("--master-bind-port") + 1]
+    assert cmd[cmd.index("--master-port") + 1] == port != "5557"
+    assert cmd[cmd.index("--processes") + 1] == "2"
