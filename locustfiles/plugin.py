@@ -233,6 +233,8 @@ def start_session(options: Any, runner: Any) -> RunSession:
     except OSError as error:
         fail(EXIT_CONFIG, f"--out {out_dir}: cannot make the results folder: {error}")
     ctx = build_context(options, loaded, options.host, engine.model, shards, origin=None)
+    if not isinstance(runner, MasterRunner):
+        prepare_text(ctx)  # now, before the run's clock starts: start-up is not load time
     state.install(ctx)
     session = RunSession(
         ctx,
@@ -343,8 +345,6 @@ def on_test_start(environment: Any, **_: Any) -> None:
         return
     if _session is None:
         return
-    if not isinstance(runner, MasterRunner):
-        prepare_text(_session.ctx)  # before the clock starts: start-up is not load time
     origin = _session.ctx.origin_s or _session.ctx.start_clock()
     options.slogate_origin = origin
     _session.start(origin)
