@@ -28,8 +28,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scipy.stats import spearmanr
-
 from slogate.analysis.bands import TPOT_BY_CONTEXT, TTFT_BY_INPUT, band_label
 from slogate.analysis.recorder import Bucket, Counters
 from slogate.analysis.rundata import RunData
@@ -303,6 +301,10 @@ def rising(values: Sequence[float], keys: Sequence[float], growth: float) -> flo
     >= ``growth``), else None."""
     if len(values) < MIN_GROUPS or values[0] <= 0 or len(set(values)) == 1:
         return None
+    from scipy.stats import (
+        spearmanr,  # imported here: scipy.stats costs every load process about 70 MB
+    )
+
     rho = float(spearmanr(keys, values).statistic)
     if math.isnan(rho) or rho < MIN_RANK_CORRELATION or values[-1] / values[0] < growth:
         return None

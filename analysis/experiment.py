@@ -15,8 +15,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scipy.stats import spearmanr
-
 from slogate.analysis.recorder import Bucket
 from slogate.analysis.rundata import RunData
 from slogate.analysis.summary import distribution, requests_block, throughput_block
@@ -134,6 +132,10 @@ def direction(
     order = sorted(range(len(xs)), key=lambda i: xs[i])
     first, last = ys[order[0]], ys[order[-1]]
     ratio, spread = last / first, max(ys) / min(ys)
+    from scipy.stats import (
+        spearmanr,  # imported here: scipy.stats costs every load process about 70 MB
+    )
+
     rho = float(spearmanr(xs, ys).statistic) if len(set(ys)) > 1 else 0.0
     rho = None if math.isnan(rho) else rho
     if spread - 1 <= flat_within:

@@ -8,6 +8,7 @@ let a report be re-rendered or two runs compared without loss.
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from hdrh.histogram import HdrHistogram
 LOWEST_US = 1
 HIGHEST_US = 3_600_000_000
 SIGNIFICANT_DIGITS = 3
+PENDING_MAX = 4096  # batched values a histogram holds before they are recorded
 
 
 class Histogram(HdrHistogram):
@@ -55,7 +57,11 @@ def record_many(histogram: HdrHistogram, values_us: np.ndarray, counts: np.ndarr
     index = (
         ((bucket + 1) << h.sub_bucket_half_count_magnitude) + sub_bucket - h.sub_bucket_half_count
     )
-    np.add.at(np.ctypeslib.as_array(h.counts), index, counts.astype(np.uint64))
+    # bincount, not np.add.at: five times faster for a batch of thousands (float
+    # weights stay exact far beyond any count a run reaches).
+    array = np.ctypeslib.as_array(h.counts)
+    added = np.bincount(index, weights=counts, minlength=len(array))
+    np.add(array, added.astype(np.uint64), out=array)
     h.total_count += int(counts.sum())
     h.min_value = min(h.min_value, int(values_us.min()))
     h.max_value = max(h.max_value, int(values_us.max()))
@@ -140,14 +146,24 @@ class HistogramSet:
     Values above the range are clamped to its top rather than silently dropped
     (``hdrh`` drops them and returns False), so a one-hour stall still shows as
     the worst value; negative ones (a clock misuse upstream) record as 0.
+
+    Batches (:meth:`record_many_ns`: a request's per-token ITL and chunk gaps)
+    wait in plain lists and reach the histogram ``PENDING_MAX`` values at a
+    time, or as soon as anything reads the set: numpy's fixed cost per call
+    (about 60 us a request, more than the rest of the recording) is then paid
+    once per few thousand values. What any reader sees is exactly what was
+    recorded; memory stays bounded by ``PENDING_MAX`` per histogram.
     """
 
-    __slots__ = ("_histograms",)
+    __slots__ = ("_histograms", "_pending")
 
     def __init__(self) -> None:
         self._histograms: dict[str, HdrHistogram] = {}
+        self._pending: dict[str, tuple[list[float], list[int]]] = {}
 
     def histogram(self, name: str) -> HdrHistogram:
+        if name in self._pending:
+            self._flush(name)
         histogram = self._histograms.get(name)
         if histogram is None:
             histogram = self._histograms[name] = new_histogram()
@@ -167,20 +183,36 @@ class HistogramSet:
         :meth:`record_ns` does; ``counts`` (same length) weights each value."""
         if not len(values_ns):
             return
-        us = np.floor(np.asarray(values_ns, dtype=np.float64) / 1000.0 + 0.5)
+        pending = self._pending.get(name)
+        if pending is None:
+            pending = self._pending[name] = ([], [])
+        values, weights = pending
+        values.extend(values_ns)
+        weights.extend(itertools.repeat(1, len(values_ns)) if counts is None else counts)
+        if len(values) >= PENDING_MAX:
+            self._flush(name)
+
+    def _flush(self, name: str) -> None:
+        values, weights = self._pending.pop(name)
+        us = np.floor(np.asarray(values, dtype=np.float64) / 1000.0 + 0.5)
         np.clip(us, 0, HIGHEST_US, out=us)
-        weights = (
-            np.ones(len(us), dtype=np.int64) if counts is None else np.asarray(counts, np.int64)
-        )
-        record_many(self.histogram(name), us.astype(np.int64), weights)
+        histogram = self._histograms.get(name)
+        if histogram is None:
+            histogram = self._histograms[name] = new_histogram()
+        record_many(histogram, us.astype(np.int64), np.asarray(weights, dtype=np.int64))
+
+    def _flush_all(self) -> None:
+        for name in list(self._pending):
+            self._flush(name)
 
     def names(self) -> list[str]:
-        return sorted(self._histograms)
+        return sorted({*self._histograms, *self._pending})
 
     def __contains__(self, name: str) -> bool:
-        return name in self._histograms
+        return name in self._histograms or name in self._pending
 
     def __iter__(self) -> Iterator[tuple[str, HdrHistogram]]:
+        self._flush_all()
         return iter(sorted(self._histograms.items()))
 
     def add(self, other: HistogramSet) -> None:
@@ -207,3 +239,4 @@ class HistogramSet:
 
     def reset(self) -> None:
         self._histograms.clear()
+        self._pending.clear()

@@ -17,6 +17,8 @@ DESIGN.md's measurement contract:
 
 from __future__ import annotations
 
+import itertools
+import operator
 from dataclasses import dataclass
 from enum import Enum
 
@@ -105,11 +107,24 @@ def chunk_token_counts(record: RequestRecord, total: int) -> tuple[list[int], Ch
 
 def per_token_itl(chunk_ns: list[int], tokens: list[int]) -> list[tuple[float, int]]:
     """(gap per token, token count) for every chunk after the first."""
+    return _itl_of_gaps(_gaps(chunk_ns), tokens)
+
+
+def _gaps(chunk_ns: list[int]) -> list[int]:
+    return list(map(operator.sub, itertools.islice(chunk_ns, 1, None), chunk_ns))
+
+
+def _itl_of_gaps(gaps: list[int], tokens: list[int]) -> list[tuple[float, int]]:
+    """Per-token ITL from the chunk gaps; a chunk without tokens passes its gap on
+    to the next chunk that has some. Runs once per request over every chunk, so
+    the usual case (every chunk carried tokens) is one comprehension."""
+    later = tokens[1:]
+    if min(later, default=1) > 0:
+        return [(gap / k, k) for gap, k in zip(gaps, later, strict=True)]
     samples: list[tuple[float, int]] = []
     carried = 0
-    for i in range(1, len(chunk_ns)):
-        carried += chunk_ns[i] - chunk_ns[i - 1]
-        k = tokens[i]
+    for gap, k in zip(gaps, later, strict=True):
+        carried += gap
         if k > 0:
             samples.append((carried / k, k))
             carried = 0
@@ -122,14 +137,14 @@ def request_metrics(record: RequestRecord) -> RequestMetrics:
     total, count_method = output_token_count(record)
     tokens, token_method = chunk_token_counts(record, total)
     first = chunks[0] if chunks else None
-    gaps = [chunks[i] - chunks[i - 1] for i in range(1, len(chunks))]
+    gaps = _gaps(chunks)
     tpot = (chunks[-1] - chunks[0]) / (total - 1) if chunks and total > 1 else None
     scheduled = record.scheduled_ns
     return RequestMetrics(
         ttft_ns=None if first is None else first - record.start_ns,
         e2e_ns=record.end_ns - record.start_ns,
         tpot_ns=tpot,
-        itl_ns=per_token_itl(chunks, tokens),
+        itl_ns=_itl_of_gaps(gaps, tokens),
         chunk_gaps_ns=gaps,
         max_stall_ns=max(gaps) if gaps else None,
         output_tokens=total,

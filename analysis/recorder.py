@@ -182,7 +182,8 @@ def record_headline(hist: HistogramSet, m: RequestMetrics) -> None:
     if m.tpot_ns is not None:
         hist.record_ns("tpot", m.tpot_ns)
     if m.itl_ns:  # each chunk's per-token gap, weighted by its tokens, in one batch
-        hist.record_many_ns("itl", [gap for gap, _ in m.itl_ns], [k for _, k in m.itl_ns])
+        gaps, tokens = zip(*m.itl_ns, strict=True)
+        hist.record_many_ns("itl", gaps, tokens)
 
 
 def record_window(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: bool) -> None:
@@ -289,17 +290,6 @@ class Recorder:
         self.buckets = {}
         self.windows = {}
         return payload
-
-    def transfer(self, target: Recorder) -> None:
-        """Move everything recorded so far into ``target`` in this process, without
-        encoding (what :meth:`drain` and :meth:`absorb` do across processes costs
-        about a millisecond per histogram, all of it stalling the load loop)."""
-        for (scenario, span), bucket in self.buckets.items():
-            target.bucket(scenario, span).add(bucket)
-        for (scenario, index), bucket in self.windows.items():
-            target.window(scenario, index).add(bucket)
-        self.buckets = {}
-        self.windows = {}
 
     def absorb(self, payload: dict[str, Any]) -> None:
         for scenario, span, data in payload["buckets"]:

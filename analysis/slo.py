@@ -32,8 +32,6 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
-from scipy.stats import beta
-
 from slogate.analysis.generator import (
     ProcessHealth,
     error_bound_ms,
@@ -157,6 +155,8 @@ def proportion_interval(
     if n == 0:
         return None, None
     alpha = 1.0 - confidence
+    from scipy.stats import beta  # imported here: scipy.stats costs every load process about 70 MB
+
     lower = 0.0 if hits == 0 else float(beta.ppf(alpha / 2, hits, n - hits + 1))
     upper = 1.0 if hits == n else float(beta.ppf(1 - alpha / 2, hits + 1, n - hits))
     return lower, upper

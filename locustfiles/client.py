@@ -37,11 +37,19 @@ from slogate.locustfiles.sse import SSEParser
 from slogate.scenarios.model import Api, PlannedTurn, RequestOptions, Timeouts
 from slogate.scenarios.text import output_token_counter
 
-__all__ = ["StreamClient", "StreamResult", "error_kind_for_status"]
+__all__ = ["PreparedRequest", "StreamClient", "StreamResult", "error_kind_for_status"]
 
 ERROR_BODY_LIMIT = 65536
 DRAIN_TIMEOUT_S = 1.0
 _PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRequest:
+    """A request ready to write: its turn and its HTTP bytes (head and JSON body)."""
+
+    turn: PlannedTurn
+    request: bytes
 
 
 @dataclass(slots=True)
@@ -214,17 +222,29 @@ class StreamClient:
         body.update(options.extra_body)
         return body
 
+    def prepare(self, turn: PlannedTurn, messages: list[dict] | None = None) -> PreparedRequest:
+        """The whole HTTP request for ``turn``, encoded: open loop builds it ahead
+        of the request's instant (:mod:`slogate.locustfiles.lookahead`)."""
+        payload = orjson.dumps(self.body(turn, messages))
+        request = self._head + b"Content-Length: %d\r\n\r\n" % len(payload) + payload
+        return PreparedRequest(turn, request)
+
     def send(
         self,
         turn: PlannedTurn,
         messages: list[dict] | None = None,
         scheduled_ns: int | None = None,
     ) -> StreamResult:
-        """Send one streaming request and follow it to its end. The clock starts
+        """Build one streaming request, send it and follow it to its end."""
+        return self.send_prepared(self.prepare(turn, messages), scheduled_ns)
+
+    def send_prepared(
+        self, prepared: PreparedRequest, scheduled_ns: int | None = None
+    ) -> StreamResult:
+        """Send a prepared request and follow it to its end. The clock starts
         just before the request is written (connecting first when no idle
         connection is left, since a real client waits for that too)."""
-        payload = orjson.dumps(self.body(turn, messages))
-        request = self._head + b"Content-Length: %d\r\n\r\n" % len(payload) + payload
+        turn, request = prepared.turn, prepared.request
         record = RequestRecord(
             scenario=turn.scenario,
             start_ns=0,

@@ -23,6 +23,7 @@ from slogate.locustfiles.loopwatch import LoopWatch
 from slogate.locustfiles.timeline import Timeline, build_timeline
 from slogate.scenarios import Planner
 from slogate.scenarios.model import Scenario
+from slogate.scenarios.planner import prepare_text
 
 
 def goodput_limits(scenarios: list[Scenario]) -> dict[str, GoodputLimits]:
@@ -128,6 +129,11 @@ class LoadContext:
                 self._dispatching.add(scenario.name)
                 return scenario
         return None
+
+    def prepare_text(self) -> None:
+        """Tokenize every scenario's prompt text (blocking; call it in a thread)."""
+        for scenario in self.scenarios:
+            prepare_text(scenario)
 
     def planner(self, scenario: Scenario, stream: int) -> Planner:
         counter = self.server_token_counter if scenario.request.tokenizer == "server" else None

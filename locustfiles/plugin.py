@@ -154,6 +154,12 @@ def add_options(parser: Any) -> None:
         "--slogate-model", default="", **hidden, help="internal: the model the master resolved"
     )
     parser.add_argument(
+        "--slogate-processes-reason",
+        default="",
+        **hidden,
+        help="internal: why `slogate run` chose its number of processes",
+    )
+    parser.add_argument(
         "--slogate-shards",
         type=int,
         default=1,
@@ -241,12 +247,22 @@ def start_session(options: Any, runner: Any) -> RunSession:
         host=options.host,
         command=shlex.join(sys.argv),
         max_lag_ms=options.max_lag_ms or loaded[0].load.max_lag_ms,
+        processes_reason=options.slogate_processes_reason or processes_reason(options),
         baseline=(options.baseline, baseline) if baseline else None,
         pricing=pricing,
     )
     if options.selftest > 0:
         session.selftest = measure_generator(options.selftest)
     return session
+
+
+def processes_reason(options: Any) -> str:
+    """Why this run has the processes it has, when `slogate run` did not say."""
+    if options.processes and options.processes > 0:
+        return f"--processes {options.processes}"
+    if options.master:
+        return f"--master, {options.expect_workers} workers expected"
+    return "one process (no --processes)"
 
 
 def check_options(options: Any) -> None:
@@ -351,9 +367,12 @@ def on_test_start(environment: Any, **_: Any) -> None:
 
 
 def prepare_process(ctx: LoadContext) -> None:
-    """A load process is set up: build what its users would build lazily, then
-    freeze what start-up allocated, so the collector never traverses it during
-    the run (docs/load.md, "The generator's own error")."""
+    """A load process is set up before its clock starts: tokenize the prompt text
+    in a thread (the loop keeps running meanwhile: a worker blocked for 3 s
+    misses its heartbeats and is dropped by the master), build what its users
+    would build lazily, then freeze what start-up allocated, so the collector
+    never traverses it during the run (docs/load.md, "The generator's own error")."""
+    gevent.get_hub().threadpool.apply(ctx.prepare_text)
     ctx.prepare()
     freeze_startup()
 
@@ -370,17 +389,14 @@ def start_scraper(options: Any) -> Any:
 
 
 def housekeeping(environment: Any, session: RunSession) -> None:
-    """Once a second: take this process's own data (local runs), close finished
-    windows, sample users; every ``--status-interval`` print the status line."""
+    """Once a second: close finished windows, sample users; every
+    ``--status-interval`` print the status line."""
     runner = environment.runner
     options = environment.parsed_options
-    local = not isinstance(runner, MasterRunner)
     next_status = time.monotonic() + options.status_interval
     while session.finished_code is None:
         gevent.sleep(1.0)
         session.users = runner.user_count
-        if local:
-            session.absorb_local()
         session.close_windows()
         if options.headless and time.monotonic() >= next_status:
             next_status += options.status_interval
@@ -466,6 +482,4 @@ def on_quitting(environment: Any, **_: Any) -> None:
     reason = None if done else "interrupted before the load profile ended"
     if _session.missing_finals:
         reason = f"no final data from workers {', '.join(_session.missing_finals)}"
-    if not isinstance(runner, MasterRunner):
-        _session.absorb_local()
     environment.process_exit_code = _session.finish(complete=reason is None, reason=reason)

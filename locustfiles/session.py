@@ -1,8 +1,10 @@
 """The run as the process that judges it sees it: the local runner, or the master.
 
-It absorbs the recorders' payloads (its own process's, or the workers'),
-closes time windows into rows, samples load gauges, prints the headless status
-line, and at the end hands everything to ``reports`` as a :class:`RunData`.
+It judges from its process's own recorder: a local run's users record straight
+into it (no encoding round trip on the load loop), a master absorbs the
+workers' payloads into it. It closes time windows into rows, samples load
+gauges, prints the headless status line, and at the end hands everything to
+``reports`` as a :class:`RunData`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from slogate.analysis.recorder import OVERALL, Recorder
 from slogate.analysis.rundata import RunData
 from slogate.analysis.summary import redact
 from slogate.analysis.timeseries import window_row
-from slogate.locustfiles.context import LoadContext, goodput_limits
+from slogate.locustfiles.context import LoadContext
 from slogate.locustfiles.engine_info import EngineInfo
 from slogate.locustfiles.provenance import git_revision, tool_version
 from slogate.scenarios.model import Scenario
@@ -57,6 +59,7 @@ class RunSession:
         host: str,
         command: str,
         max_lag_ms: float,
+        processes_reason: str = "",
         baseline: tuple[str, RunData] | None = None,
         pricing: Pricing | None = None,
     ) -> None:
@@ -68,9 +71,10 @@ class RunSession:
         self.host = host
         self.command = command
         self.max_lag_ms = max_lag_ms
+        self.processes_reason = processes_reason
         self.baseline = baseline
         self.pricing = pricing
-        self.collector = Recorder(goodput_limits(ctx.scenarios), ctx.window_s)
+        self.collector: Recorder = ctx.recorder
         self.rows: list[dict[str, Any]] = []
         self.worker_gauges: dict[str, dict[str, float]] = {}
         self.worker_health: dict[str, dict[str, Any]] = {}
@@ -90,20 +94,15 @@ class RunSession:
         self.start_wall = origin_s
         self.started_at = datetime.fromtimestamp(origin_s, timezone.utc).isoformat()
 
-    def absorb(self, payload: dict[str, Any], worker: str | None = None) -> None:
-        """A worker's payload (or, with ``worker`` None, an encoded one of this process)."""
+    def absorb(self, payload: dict[str, Any], worker: str) -> None:
+        """A worker's report: its recorder's content since the last, its gauges
+        and its own health so far (the latest is kept)."""
         self.collector.absorb(payload["recorder"])
         self.cpu_warning |= payload["gauges"]["cpu_warning"]
-        if worker is not None:
-            self.workers_seen.add(worker)
-            self.worker_gauges[worker] = payload["gauges"]
-            if payload.get("generator") is not None:
-                self.worker_health[worker] = payload["generator"]
-
-    def absorb_local(self) -> None:
-        """This process's own load (a local run): moved, not encoded and decoded."""
-        self.ctx.recorder.transfer(self.collector)
-        self.cpu_warning |= self.ctx.cpu_warning
+        self.workers_seen.add(worker)
+        self.worker_gauges[worker] = payload["gauges"]
+        if payload.get("generator") is not None:
+            self.worker_health[worker] = payload["generator"]
 
     def generator_health(self) -> ProcessHealth | None:
         """All load processes' self-measurement so far, merged (None before any)."""
@@ -202,6 +201,7 @@ class RunSession:
                 "max_lag_ms": self.max_lag_ms,
                 "cpu_warning": self.cpu_warning,
                 "processes": max(len(self.workers_seen), 1),
+                "processes_reason": self.processes_reason,
                 "selftest": self.selftest,
                 "health": self.health(),
             },

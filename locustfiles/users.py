@@ -5,7 +5,9 @@ for the previous reply and the think time, so load follows the engine's speed.
 Open loop: a user is a dispatcher shard that follows the scenario's arrival
 process, starting one greenlet per arrival into a bounded pool, so load does
 not slow down when the engine does; latency is also measured from each
-arrival's scheduled instant (coordinated omission).
+arrival's scheduled instant (coordinated omission). Each arrival's request is
+built ahead of its instant (:mod:`slogate.locustfiles.lookahead`), so the
+dispatch itself is only a write.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from gevent.pool import Pool
 from locust import User, task
 from locust.exception import StopUser
 
-from slogate.locustfiles.client import StreamClient, StreamResult, chat_messages
+from slogate.locustfiles.client import PreparedRequest, StreamClient, StreamResult, chat_messages
+from slogate.locustfiles.lookahead import LookAhead
 from slogate.locustfiles.state import current_context
-from slogate.scenarios.model import PlannedTurn
 
 REQUEST_TYPE = "SSE"
 
@@ -36,8 +38,7 @@ class _ScenarioUser(User):
     def send(
         self,
         client: StreamClient,
-        turn: PlannedTurn,
-        messages: list[dict] | None,
+        prepared: PreparedRequest,
         scheduled_ns: int | None = None,
     ) -> StreamResult:
         """Send one request and record it, in slogate's histograms and in Locust's
@@ -46,7 +47,7 @@ class _ScenarioUser(User):
         ctx = self.ctx
         ctx.in_flight += 1
         try:
-            result = client.send(turn, messages, scheduled_ns=scheduled_ns)
+            result = client.send_prepared(prepared, scheduled_ns=scheduled_ns)
         except gevent.GreenletExit:
             ctx.cancelled += 1
             raise
@@ -77,7 +78,8 @@ class SlogateUser(_ScenarioUser):
         for turn in conversation.turns:
             if turn.think_time_s > 0:
                 gevent.sleep(turn.think_time_s)
-            result = self.send(client, turn, chat_messages(turn, history) if chat else None)
+            messages = chat_messages(turn, history) if chat else None
+            result = self.send(client, client.prepare(turn, messages))
             if not result.record.ok:
                 return
             if chat:
@@ -113,18 +115,19 @@ class OpenLoopUser(_ScenarioUser):
         # a few hundred milliseconds late would otherwise begin with a burst of
         # overdue arrivals and charge its own start-up to the engine as lag.
         origin_ns = time.perf_counter_ns()
-        end_s = ctx.timeline.total_s - ctx.elapsed_s()
+        end_ns = origin_ns + int((ctx.timeline.total_s - ctx.elapsed_s()) * 1e9)
+        ahead = LookAhead(
+            self.planner.arrivals(rate_scale=self.scenario.weight / ctx.shards),
+            due_ns=lambda turn: origin_ns + int(turn.arrival_s * 1e9),
+            prepare=client.prepare,
+            until_ns=end_ns,
+        )
         try:
-            for turn in self.planner.arrivals(rate_scale=self.scenario.weight / ctx.shards):
-                if turn.arrival_s >= end_s:
-                    break
-                due_ns = origin_ns + int(turn.arrival_s * 1e9)
-                delay = (due_ns - time.perf_counter_ns()) / 1e9
-                if delay > 0:
-                    gevent.sleep(delay)
+            for due in ahead:
                 pool.wait_available()
-                pool.spawn(self.send, client, turn, None, due_ns)
+                pool.spawn(self.send, client, due.item, due.due_ns)
             pool.join()
         finally:
+            ahead.close()
             pool.kill()
         raise StopUser()

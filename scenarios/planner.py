@@ -25,6 +25,12 @@ STREAM_TAG = 0
 ARRIVALS_TAG = 2  # Context.shared_rng uses 1
 
 
+def prepare_text(scenario: Scenario) -> None:
+    """Read and tokenize the text ``scenario``'s prompts are cut from, once per
+    process (about a second): planners made afterwards start at once."""
+    make_writer(scenario.workload.corpus, scenario.request.tokenizer, None)
+
+
 class Planner:
     """Plans ``scenario``'s requests for one stream.
 

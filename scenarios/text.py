@@ -170,7 +170,9 @@ def tokenized_corpus(kind: str, tokenizer_path: str) -> TokenizedCorpus:
     """Tokenize a corpus once per process (a few hundred milliseconds)."""
     text = corpus_text(kind)
     tokenizer = load_tokenizer(tokenizer_path)
-    encoding = tokenizer.encode(text, add_special_tokens=False)
+    # encode_batch releases the GIL (encode does not): a load process tokenizes
+    # in a thread while its event loop keeps serving (heartbeats, streams).
+    encoding = tokenizer.encode_batch([text], add_special_tokens=False)[0]
     offsets = np.array(encoding.offsets, dtype=np.int64)
     words = np.array([-1 if w is None else w for w in encoding.word_ids], dtype=np.int64)
     word_start = np.r_[True, words[1:] != words[:-1]] & (words >= 0)

@@ -49,3 +49,8 @@ def positive_duration(text: str) -> float:
     if seconds <= 0:
         raise argparse.ArgumentTypeError(f"expected a duration > 0, got {text!r}")
     return seconds
+
+
+def processes(text: str) -> int | str:
+    """``auto`` or a number of load processes >= 1."""
+    return text if text == "auto" else positive_int(text)

@@ -21,6 +21,7 @@ from slogate.args import (
     positive_duration,
     positive_float,
     positive_int,
+    processes,
 )
 
 
@@ -33,7 +34,13 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--spawn-rate", "-r", type=float, help="users started per second")
     p.add_argument("--rate", type=float, help="open loop: requests per second")
     p.add_argument("--duration", "-t", type=duration, help="run time, e.g. 30s, 5m")
-    p.add_argument("--processes", type=int, help="load-generating worker processes")
+    p.add_argument(
+        "--processes",
+        type=processes,
+        default="auto",
+        help="load-generating worker processes, or auto (default): enough that none "
+        "needs more than half a core for the planned load",
+    )
     p.add_argument("--out", help="results folder (default results/<time>-<scenario>)")
     p.add_argument("--baseline", help="results folder of a run to compare with")
     p.add_argument("--seed", type=int, help="workload seed")

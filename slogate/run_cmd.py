@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import socket
 import subprocess
 import sys
 from datetime import datetime
@@ -18,7 +19,9 @@ from pathlib import Path
 
 from slogate import locustfiles, scenarios
 from slogate.analysis.slo import EXIT_CONFIG
+from slogate.locustfiles.processes import plan_processes
 from slogate.scenarios.loader import resolve
+from slogate.scenarios.model import Scenario
 from slogate.target import TargetError, target_engine
 
 RUN_LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "run.py"
@@ -35,7 +38,17 @@ def scenario_overrides(args: argparse.Namespace) -> dict:
     return {k: v for k, v in given.items() if v is not None}
 
 
-def locust_command(args: argparse.Namespace, scenario: Path, host: str, out: Path) -> list[str]:
+def choose_processes(args: argparse.Namespace, loaded: list[Scenario]) -> tuple[int, str]:
+    """``--processes N`` as given, or what ``auto`` plans for these scenarios."""
+    if args.processes != "auto":
+        return args.processes, f"--processes {args.processes}"
+    plan = plan_processes(loaded)
+    return plan.processes, plan.reason
+
+
+def locust_command(
+    args: argparse.Namespace, scenario: Path, host: str, out: Path, processes: tuple[int, str]
+) -> list[str]:
     cmd = [sys.executable, "-m", "locust", "-f", str(RUN_LOCUSTFILE), "--host", host]
     cmd += ["--scenario", str(scenario), "--out", str(out)]
     if not args.web_ui:
@@ -44,7 +57,8 @@ def locust_command(args: argparse.Namespace, scenario: Path, host: str, out: Pat
         "-u": args.users,
         "-r": args.spawn_rate,
         "--slogate-duration": args.duration,  # seconds, fractions kept (-t takes whole ones)
-        "--processes": args.processes,
+        "--processes": processes[0] if processes[0] > 1 else None,
+        "--slogate-processes-reason": processes[1],
         "--rate": args.rate,
         "--seed": args.seed,
         "--baseline": args.baseline,
@@ -58,7 +72,19 @@ def locust_command(args: argparse.Namespace, scenario: Path, host: str, out: Pat
     for flag, value in options.items():
         if value is not None:
             cmd += [flag, str(value)]
+    if processes[0] > 1:
+        # Locust's master listens on 5557 unless told otherwise: two runs on one
+        # machine would then share (or fight over) one master.
+        port = str(free_port())
+        cmd += ["--master-bind-port", port, "--master-port", port]
     return cmd
+
+
+def free_port() -> int:
+    """A TCP port free on this machine now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def run_locust(cmd: list[str]) -> int:
@@ -82,13 +108,15 @@ def run(args: argparse.Namespace) -> int:
     except scenarios.ScenarioError as error:
         print(f"slogate: {error}", file=sys.stderr)
         return EXIT_CONFIG
+    processes = choose_processes(args, loaded)
+    print(f"slogate: {processes[1]}", flush=True)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else Path("results") / f"{stamp}-{loaded[0].name}"
     try:
         with target_engine(args.host, args.profile) as host:
             if not args.host:
                 print(f"slogate: no --host: started the simulated engine at {host}", flush=True)
-            code = run_locust(locust_command(args, scenario, host, out))
+            code = run_locust(locust_command(args, scenario, host, out, processes))
     except TargetError as error:
         print(f"slogate: {error}", file=sys.stderr)
         return error.code

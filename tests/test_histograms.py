@@ -93,3 +93,24 @@ def test_histograms_dropped_after_shipping_leave_no_cyclic_garbage():
     # weakly) are small; the histograms and their 188 KB payloads must not be.
     hdrh_objects = [o for o in garbage if type(o).__module__.startswith("hdrh")]
     assert hdrh_objects == []
+
+
+def test_batches_waiting_to_be_recorded_are_seen_by_every_reader():
+    """Batches wait in lists until enough have come (or anything reads the set):
+    a reader never sees less than was recorded, across the flush threshold."""
+    rng = np.random.default_rng(5)
+    one, batched = HistogramSet(), HistogramSet()
+    for size in (3, 250, 4000, 1, 700):  # crosses PENDING_MAX once, then stays below
+        values = rng.lognormal(15, 1, size).tolist()
+        for value in values:
+            one.record_ns("itl", value)
+        batched.record_many_ns("itl", values)
+        assert "itl" in batched and batched.names() == ["itl"]
+        assert batched.encode() == one.encode()
+    merged = HistogramSet()
+    merged.add(batched)
+    assert merged.histogram("itl").get_total_count() == one.histogram("itl").get_total_count()
+    batched.record_many_ns("itl", [1e6, 2e6])
+    assert [(name, h.get_total_count()) for name, h in batched] == [("itl", 4956)]
+    batched.reset()
+    assert batched.names() == [] and "itl" not in batched

@@ -84,7 +84,12 @@ def test_processes_2_counts_every_request_the_server_answered(engine, tmp_path):
                    "--users", "6", "--out", str(tmp_path / "out"))  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert_every_request_accounted(tmp_path / "out", engine, users=6, at_least=50)
-    assert summary(tmp_path / "out")["generator"]["processes"] == 2
+    generator = summary(tmp_path / "out")["generator"]
+    assert generator["processes"] == 2
+    assert generator["processes_reason"] == "--processes 2"
+    per_process = generator["per_process"]
+    assert len(per_process) == 2 and all(p["cpu_s"] > 0 for p in per_process.values())
+    assert len({p["pid"] for p in per_process.values()}) == 2
 
 
 def test_master_and_two_workers_lose_nothing_at_shutdown(engine, tmp_path):
