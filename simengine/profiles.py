@@ -194,7 +194,7 @@ class Efficiency:
 
 
 def _read_yaml(name: str) -> dict[str, Any]:
-    text = resources.files("simengine").joinpath("profiles", name).read_text("utf-8")
+    text = resources.files("slogate.simengine").joinpath("profiles", name).read_text("utf-8")
     return yaml.safe_load(text)
 
 
