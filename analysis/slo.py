@@ -10,7 +10,7 @@ hand already prove it: the interval's lower bound lies above the limit.
 The run's verdict is ``invalid`` when its numbers cannot be trusted (the run did
 not complete, the load generator lagged beyond its bound or ran out of CPU, no
 request was measured); otherwise the worst scenario verdict wins, fail before
-inconclusive before pass. Exit codes follow DESIGN.md.
+inconclusive before pass. Exit codes follow docs/design.md.
 """
 
 from __future__ import annotations

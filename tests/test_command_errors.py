@@ -1,5 +1,5 @@
 """Bad command lines and bad engines: each stops before any load is sent, with
-a message naming what was wrong and the exit code of DESIGN.md (2 bad
+a message naming what was wrong and the exit code of docs/design.md (2 bad
 configuration, 3 the engine cannot be used). No tracebacks."""
 
 from __future__ import annotations

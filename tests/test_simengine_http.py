@@ -1,4 +1,4 @@
-"""The running engine over HTTP: the seeds' phenomena, stream shapes, endpoints.
+"""The running engine over HTTP: prefill/decode phenomena, stream shapes, endpoints.
 
 Engines run in child processes on 127.0.0.1 with port 0, as ``slogate run``
 starts them; ``speedup`` shrinks the model clock so the file runs in seconds.
@@ -80,7 +80,7 @@ def completions(engine: EngineProcess) -> str:
     return engine.url + "/v1/completions"
 
 
-# -- the seeds' phenomena -------------------------------------------------------------
+# -- prefill/decode phenomena ---------------------------------------------------------
 def test_ttft_grows_with_prompt_length(engines: Any) -> None:
     url = completions(engines["main"])
 
@@ -172,7 +172,7 @@ def test_fp8_and_int4_weights_lower_tpot(engines: Any) -> None:
     assert int4 < 0.9 * fp8
 
 
-def test_kv_cache_accounting_reproduces_the_seeds_example(engines: Any) -> None:
+def test_kv_cache_accounting_reproduces_the_worked_example(engines: Any) -> None:
     """Llama-2-7B fp16, batch 4, 4096 tokens each: about 8.6 GB of KV cache."""
     engine = engines["llama2"]
     engine.stats(reset=True)
