@@ -22,6 +22,8 @@ from slogate.scenarios.loader import resolve
 from slogate.target import TargetError, target_engine
 
 RUN_LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "run.py"
+# Flags without a value, passed on when given.
+SWITCHES = {"--save-requests": "save_requests", "--locust-stats": "locust_stats"}
 
 
 def scenario_overrides(args: argparse.Namespace) -> dict:
@@ -40,6 +42,7 @@ def locust_command(args: argparse.Namespace, scenario: Path, host: str, out: Pat
     cmd += ["--scenario", str(scenario), "--out", str(out)]
     if not args.web_ui:
         cmd += ["--headless", "--only-summary"]
+    cmd += [flag for flag, on in SWITCHES.items() if getattr(args, on)]
     options = {
         "-u": args.users,
         "-r": args.spawn_rate,
@@ -92,7 +95,4 @@ def run(args: argparse.Namespace) -> int:
     except TargetError as error:
         print(f"slogate: {error}", file=sys.stderr)
         return error.code
-    report = out / "report.html"
-    if report.exists():
-        print(f"slogate: report {report} (exit {code})")
     return code

@@ -42,7 +42,7 @@ def test_plain_locust_and_slogate_run_write_equivalent_results(engine, tmp_path)
     assert "[slogate]" in via_cli.stderr  # the headless status line
     via_locust = subprocess.run(
         locust_command("--headless", "-u", "4", "-r", "4", "-t", "8s", "--host", engine.url,
-                       "--scenario", scenario, "--out", str(tmp_path / "locust")),
+                       "--scenario", scenario, "--out", str(tmp_path / "locust"), "--locust-stats"),
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert via_locust.returncode == 0, via_locust.stderr[-3000:]
@@ -53,6 +53,12 @@ def test_plain_locust_and_slogate_run_write_equivalent_results(engine, tmp_path)
         assert s["tokens"]["count_method"] == "usage"
         assert s["tokens"]["output"] == 16 * s["requests"]["ok"]
     assert abs(a["requests"]["ok"] - b["requests"]["ok"]) <= 0.15 * a["requests"]["ok"]
+    for run, out in ((via_cli, "cli"), (via_locust, "locust")):
+        last = run.stdout.rstrip().splitlines()[-1]
+        assert last == f"verdict PASS, exit 0: {tmp_path / out / 'report.html'}", run.stdout
+    assert "Aggregated" not in via_cli.stderr  # Locust's own tables only when asked for
+    assert "Aggregated" in via_locust.stderr
+    assert "Warning" not in via_cli.stderr
     for metric, tolerance in (("ttft_ms", 3.0), ("itl_ms", 1.0), ("tpot_ms", 1.0)):
         assert abs(a["metrics"][metric]["p50"] - b["metrics"][metric]["p50"]) < tolerance, metric
     assert a["metrics"]["ttft_ms"]["p50"] == pytest.approx(50, abs=3)
@@ -81,10 +87,26 @@ def assert_every_request_accounted(out, engine, users: int, at_least: int) -> No
 
 def test_processes_2_counts_every_request_the_server_answered(engine, tmp_path):
     done = slogate("run", "tests/data/exact-chat.yaml", "--host", engine.url, "--processes", "2",
-                   "--users", "6", "--out", str(tmp_path / "out"))  # fmt: skip
+                   "--users", "6", "--out", str(tmp_path / "out"), "--save-requests")  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert_every_request_accounted(tmp_path / "out", engine, users=6, at_least=50)
     assert summary(tmp_path / "out")["generator"]["processes"] == 2
+    assert_requests_saved(tmp_path / "out")
+
+
+def assert_requests_saved(out) -> None:
+    """Both processes' lines are in requests.jsonl, whole, one per finished
+    request, with the server's known schedule (TTFT 50 ms, ITL 20 ms, 16 tokens)."""
+    lines = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
+    measured = [line for line in lines if not line["warmup"]]
+    r = scenario_stats(out)["requests"]
+    assert len(measured) == r["ok"] + r["failed"]
+    assert sum(line["ok"] for line in measured) == r["ok"]
+    for line in lines:
+        assert line["scenario"] == "exact-chat" and line["stage"] is not None
+        assert line["output_tokens"] == 16 == len(line["chunk_ms"])
+        assert line["ttft_ms"] == pytest.approx(50, abs=15)
+        assert line["chunk_ms"][0] == line["ttft_ms"]
 
 
 def test_master_and_two_workers_lose_nothing_at_shutdown(engine, tmp_path):
