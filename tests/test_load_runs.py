@@ -28,9 +28,10 @@ def scenario_stats(out, name="exact-chat"):
     return summary(out)["scenarios"][name]
 
 
-def served(engine) -> dict[str, int]:
+def served(engine, seen: list = ()) -> dict[str, int]:
+    """Outcomes in the engine's log: ``seen`` (entries read earlier) and the rest."""
     outcomes: dict[str, int] = {}
-    for entry in engine.truth():
+    for entry in [*seen, *engine.truth()]:
         outcomes[entry.outcome] = outcomes.get(entry.outcome, 0) + 1
     return outcomes
 
@@ -65,7 +66,7 @@ def test_plain_locust_and_slogate_run_write_equivalent_results(engine, tmp_path)
     assert a["metrics"]["itl_ms"]["p50"] == pytest.approx(20, abs=1)
 
 
-def assert_every_request_accounted(out, engine, users: int, at_least: int) -> None:
+def assert_every_request_accounted(out, engine, users: int, at_least: int, seen=()) -> None:
     """Conservation at shutdown: each request the server saw is counted once,
     as finished (ok or failed) or as cancelled at stop, and nothing is invented.
 
@@ -78,7 +79,7 @@ def assert_every_request_accounted(out, engine, users: int, at_least: int) -> No
     s = summary(out)
     r = s["scenarios"]["exact-chat"]["requests"]
     finished, cancelled = r["ok"] + r["failed"], s["run"]["cancelled_at_stop"]
-    outcomes = served(engine)
+    outcomes = served(engine, seen)
     done, closed = outcomes.get("done", 0), outcomes.get("client_closed", 0)
     assert finished > at_least
     assert finished <= done
@@ -142,7 +143,7 @@ def test_sigterm_mid_run_leaves_a_complete_folder_marked_incomplete(engine, tmp_
          "--host", engine.url, "--duration", "60s", "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    time.sleep(8)
+    seen = wait_until_served(engine, 20)
     run.send_signal(signal.SIGTERM)
     _, stderr = run.communicate(timeout=60)
     assert run.returncode == 3, stderr[-3000:]
@@ -151,7 +152,19 @@ def test_sigterm_mid_run_leaves_a_complete_folder_marked_incomplete(engine, tmp_
     assert s["run"]["complete"] is False
     for name in ("report.html", "junit.xml", "percentiles.csv", "data/run.json"):
         assert (out / name).exists(), name
-    assert_every_request_accounted(out, engine, users=4, at_least=10)
+    assert_every_request_accounted(out, engine, users=4, at_least=10, seen=seen)
+
+
+def wait_until_served(engine, count: int, timeout_s: float = 60) -> list:
+    """The engine's log entries once it has finished ``count`` requests (the
+    log is drained as it is read: pass them on to the accounting)."""
+    seen: list = []
+    deadline = time.monotonic() + timeout_s
+    while len(seen) < count:
+        assert time.monotonic() < deadline, f"the engine finished {len(seen)} of {count}"
+        seen += engine.truth()
+        time.sleep(0.05)
+    return seen
 
 
 def test_unreachable_host_exits_3_with_a_clear_message(tmp_path):

@@ -26,6 +26,8 @@ from simprobe import Probe, chat_body, completion_body, probe, probe_many
 from slogate.simengine.launch import EngineProcess, start_engine
 from slogate.simengine.text import encode_text
 
+pytestmark = pytest.mark.slow  # seven engine processes, and loads of seconds
+
 ENGINES: dict[str, dict[str, Any]] = {
     "main": {"profile": "llama-3.1-8b@h100", "speedup": 2},
     "fp8": {"profile": "llama-3.1-8b@h100:fp8", "speedup": 2},
@@ -280,6 +282,14 @@ def test_non_stream_responses(engines: Any) -> None:
     assert text["usage"] == {"prompt_tokens": 3, "total_tokens": 8, "completion_tokens": 5}
 
 
+async def generating(engine: EngineProcess, timeout_s: float = 10.0) -> None:
+    """Returns once the engine reports a running request."""
+    deadline = time.monotonic() + timeout_s
+    while await asyncio.to_thread(metric, engine, "vllm:num_requests_running") < 1:
+        assert time.monotonic() < deadline, "no request started generating"
+        await asyncio.sleep(0.005)
+
+
 def test_short_steps_still_leave_time_to_serve_requests(engines: Any) -> None:
     """At speedup 200 a decode step lasts ~40 us of wall time; the engine loop must
     still yield between steps, or no other request is served until it idles."""
@@ -290,7 +300,7 @@ def test_short_steps_still_leave_time_to_serve_requests(engines: Any) -> None:
         async with aiohttp.ClientSession() as session:
             start = time.perf_counter()
             task = asyncio.create_task(probe(session, completions(engine), long))
-            await asyncio.sleep(0.1)  # the long request is generating
+            await generating(engine)
             async with session.get(engine.url + "/health") as response:
                 assert response.status == 200
             health = time.perf_counter() - start
