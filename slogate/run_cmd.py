@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import socket
 import subprocess
 import sys
 from datetime import datetime
@@ -61,7 +62,19 @@ def locust_command(args: argparse.Namespace, scenario: Path, host: str, out: Pat
     for flag, value in options.items():
         if value is not None:
             cmd += [flag, str(value)]
+    if args.processes:
+        cmd += worker_link()
     return cmd
+
+
+def worker_link() -> list[str]:
+    """Master and ``--processes`` workers meet on a free loopback port. Locust's
+    fixed default (5557, on every interface) makes two runs on one machine (CI
+    jobs on one runner) fail to bind or, worse, swap workers."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    return ["--master-bind-host", "127.0.0.1", "--master-bind-port", port, "--master-port", port]
 
 
 def run_locust(cmd: list[str]) -> int:
