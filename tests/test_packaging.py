@@ -99,4 +99,6 @@ def test_a_ten_second_run_from_an_empty_folder_writes_a_report(
     (report,) = workdir.glob("results/*-chat/report.html")
     summary = json.loads((report.parent / "summary.json").read_text())
     assert summary["scenarios"]["chat"]["requests"]["ok"] > 0
-    assert "Traceback" not in done.stderr
+    assert "Traceback" not in done.stderr and "Warning" not in done.stderr
+    last = done.stdout.rstrip().splitlines()[-1]
+    assert last.endswith(f"exit {done.returncode}: {report.relative_to(workdir)}")
