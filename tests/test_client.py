@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from loadruns import slogate
 
 from slogate.analysis.metrics import ChunkTokenMethod, request_metrics
 from slogate.analysis.records import CountMethod, ErrorKind
@@ -389,3 +390,12 @@ def test_reported_percentiles_match_the_truth_under_load(kernel_timestamps: bool
     assert abs(errors["ttft", "p50"]) < 1.0
     assert abs(errors["itl", "p50"]) < 1.0
     assert abs(errors["itl", "p99"]) < 5.0  # one ITL late would be off by 5 ms
+
+
+@pytest.mark.slow
+def test_slogate_selftest_runs_patched_without_a_warning() -> None:
+    """The command patches gevent before anything imports ssl: no MonkeyPatchWarning."""
+    done = slogate("selftest", "--streams", "2", "--duration", "1", timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "ttft p50: reported" in done.stdout
+    assert "Warning" not in done.stderr, done.stderr[-2000:]
