@@ -8,6 +8,7 @@ folder of templates or traces cannot be left out of the wheel. pyproject.toml
 cannot express either, hence this file; everything else is declared there.
 """
 
+import warnings
 from pathlib import Path
 
 from setuptools import find_packages, setup
@@ -36,6 +37,12 @@ def data_files(folder: Path) -> list[str]:
             files.append(path.relative_to(folder).as_posix())
     return files
 
+
+# Every editable install warns that same-named folders in the working directory
+# may shadow the package. The finder maps only ``slogate`` and ``slogate.*`` and
+# the repository's folders import only that way, so the warning says nothing
+# here and would be the one line of noise in `make setup`.
+warnings.filterwarnings("ignore", message=r"Editable installation\.")
 
 found = find_packages(exclude=NOT_INSTALLED)
 rooms = sorted({name.split(".")[0] for name in found} - {"slogate"})

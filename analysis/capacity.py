@@ -90,7 +90,7 @@ def blocks_for(tokens: int, block_size: int) -> int:
 def kv_plan(profile: Profile, context_tokens: int, batch: int | None = None) -> KvPlan:
     """The KV-cache plan of ``profile`` for sequences of ``context_tokens``
     (prompt plus output); ``batch`` also sizes the KV cache of that many such
-    sequences (the seed article's worked example)."""
+    sequences (the textbook worked example, ``slogate plan --worked-example``)."""
     if context_tokens < 1:
         raise ValueError(f"context length must be at least 1 token, got {context_tokens}")
     if batch is not None and batch < 1:
@@ -118,10 +118,10 @@ def kv_plan(profile: Profile, context_tokens: int, batch: int | None = None) -> 
 
 
 @dataclass(frozen=True)
-class SeedFormula:
-    """The seed article's KV-cache formula, term by term:
+class KvFormula:
+    """The textbook KV-cache formula, term by term:
     2 x batch x layers x width x sequence length x bytes per element, where the
-    article's "hidden size" is, exactly, the K/V width kv_heads x head_dim (the
+    textbook's "hidden size" is, exactly, the K/V width kv_heads x head_dim (the
     two are equal for models without grouped-query attention, as Llama-2-7B)."""
 
     batch: int
@@ -140,12 +140,12 @@ class SeedFormula:
         return "2 x " + " x ".join(str(t) for t in terms) + " bytes"
 
 
-def seed_formula(profile: Profile, batch: int, seq_len: int) -> SeedFormula:
+def kv_formula(profile: Profile, batch: int, seq_len: int) -> KvFormula:
     """The formula's terms for ``profile``; its product equals the profile's own
     accounting, ``profile.kv_cache_bytes(batch * seq_len)``."""
     model = profile.model
     per_element = profile.kv_bytes_per_token // (2 * model.layers * model.kv_heads * model.head_dim)
-    return SeedFormula(batch, model.layers, model.kv_heads * model.head_dim, seq_len, per_element)
+    return KvFormula(batch, model.layers, model.kv_heads * model.head_dim, seq_len, per_element)
 
 
 # -- cost ---------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Why an SLO failed: the seed articles' troubleshooting paths, run on a run's data.
+"""Why an SLO failed: the standard troubleshooting paths, run on a run's data.
 
 Each path looks for one cause and makes a claim only when the recorded numbers
 show it, quoting them; a path without its evidence says nothing. The paths:

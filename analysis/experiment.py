@@ -5,7 +5,7 @@ weight precision); its runs (the repeats) are pooled exactly by merging their
 histograms, so its p99 is the p99 of every request measured at that setting,
 not an average of p99s. A *trend* states how a metric moves along the points
 (rises, falls, stays flat) with the numbers that say so, and whether that is
-what the seed articles lead one to expect.
+what the physics of prefill and decode leads one to expect.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def lookup(block: Mapping[str, Any], path: Sequence[str]) -> float | None:
 
 @dataclass(frozen=True)
 class Expectation:
-    """What the seeds lead one to expect: ``path`` (into a point block) moves in
+    """What prefill/decode physics leads one to expect: ``path`` (into a point block) moves in
     ``direction`` as the factor grows."""
 
     claim: str
@@ -166,7 +166,7 @@ def trend(expectation: Expectation, points: Sequence[Mapping[str, Any]]) -> Tren
     )
 
 
-# What the seed articles lead one to expect of each controlled experiment.
+# What prefill/decode physics leads one to expect of each controlled experiment.
 EXPECTATIONS: dict[str, tuple[Expectation, ...]] = {
     "prompt-length": (
         Expectation(

@@ -1,7 +1,7 @@
 """HDR histograms of latency metrics, in microseconds: record, encode, decode, merge.
 
 One :class:`HistogramSet` holds a histogram per metric name. Every histogram
-covers 1 us to 1 h at 3 significant digits (DESIGN.md), so any two can be
+covers 1 us to 1 h at 3 significant digits (docs/design.md), so any two can be
 merged exactly: Locust workers ship encoded sets to the master, and saved sets
 let a report be re-rendered or two runs compared without loss.
 """

@@ -1,7 +1,7 @@
 """Per-request latency metrics, computed from a record's raw timestamps.
 
 Pure functions of a :class:`~slogate.analysis.records.RequestRecord`; the definitions are
-DESIGN.md's measurement contract:
+docs/design.md's measurement contract:
 
 - TTFT: start -> first chunk that carried output.
 - ITL, per token: a chunk that carries k tokens after a gap g contributes k

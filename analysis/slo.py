@@ -21,7 +21,7 @@ The run's verdict is ``invalid`` when its numbers cannot be trusted (the run did
 not complete, the load generator lagged beyond its bound or ran out of CPU, no
 request was measured, or an SLO was invalid as above); otherwise the worst
 scenario verdict wins, fail before inconclusive before pass. Exit codes follow
-docs/reports.md.
+docs/design.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``summary.json``: the run's numbers and verdicts as one versioned document.
 
-The keys of DESIGN.md's contract (``schema``, ``verdict``, per scenario
+The keys of docs/design.md's results contract (``schema``, ``verdict``, per scenario
 ``requests``, ``tokens``, ``metrics``, ``throughput``, ``slo``) are what CI
 scripts and dashboards read; everything else is added around them. Times are
 milliseconds, rates per second, fractions 0..1. A metric without samples has

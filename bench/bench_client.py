@@ -1,10 +1,10 @@
 """The streaming client's measurement error and capacity, against the
-exact-schedule server (issue 2, "Done when").
+exact-schedule server, against the targets in BENCHMARKS.md.
 
     .venv/bin/python bench/bench_client.py accuracy [--streams 1 64 256 1024] [--repeats 3]
     .venv/bin/python bench/bench_client.py capacity [--streams 32 64 96 128] [--itl-ms 1]
     .venv/bin/python bench/bench_client.py memory
-    .venv/bin/python bench/bench_client.py seed [--requests 10]
+    .venv/bin/python bench/bench_client.py urllib [--requests 10]
     .venv/bin/python bench/bench_client.py micro [--requests 300]
 
 accuracy: TTFT 50 ms, ITL 20 ms, 128 tokens; reported TTFT/ITL p50 and p99
@@ -12,7 +12,7 @@ minus the truth from the server's log, events/s, client CPU, peak RSS.
 capacity: true ITL of ``--itl-ms``, many streams: events/s, client CPU per
 event and ITL error, to find the most one process sustains with ITL p99 error
 under 1 ms. memory: the same load for 5 s and for 20 s; peak RSS must not grow.
-seed: the seed article's urllib ``run_once`` (bench/seed_run_once.py) and
+urllib: a tutorial-style urllib ``run_once`` (bench/urllib_run_once.py) and
 slogate's client, one stream each, TTFT beside the truth. micro: the per-event
 Python cost of parsing and recording, without sockets.
 
@@ -163,27 +163,27 @@ def memory(args: argparse.Namespace) -> None:
         )  # fmt: skip
 
 
-def seed(args: argparse.Namespace) -> None:
+def urllib(args: argparse.Namespace) -> None:
     """Both measurements, one request at a time, against one server."""
-    from bench.seed_run_once import run_once
+    from bench.urllib_run_once import run_once
     from slogate.exactengine.launcher import ExactEngine
     from slogate.locustfiles.client import StreamClient
     from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
 
     prompt = "Explain how a neural network learns."
     with ExactEngine({"ttft_ms": 50, "itl_ms": 20}) as engine:
-        seed_ttft = []
+        urllib_ttft = []
         for _ in range(args.requests):
             out = run_once(engine.url + "/v1/chat/completions", prompt, engine.model, 128)
-            seed_ttft.append(out["first_ns"] - out["start_ns"])
-        seed_truth = [t.ttft_ns for t in engine.truth()]
+            urllib_ttft.append(out["first_ns"] - out["start_ns"])
+        urllib_truth = [t.ttft_ns for t in engine.truth()]
         client = StreamClient(engine.url, "chat", engine.model, RequestOptions(), Timeouts(), 1)
-        turn = PlannedTurn("seed", 0, 0, prompt, 128, 6, 128)
+        turn = PlannedTurn("urllib", 0, 0, prompt, 128, 6, 128)
         ours = [client.send(turn).record for _ in range(args.requests)]
         client.close()
         ours_truth = [t.ttft_ns for t in engine.truth()]
     rows = [
-        ("seed run_once (urllib)", seed_ttft, seed_truth),
+        ("tutorial run_once (urllib)", urllib_ttft, urllib_truth),
         ("slogate StreamClient", [r.chunk_ns[0] - r.start_ns for r in ours], ours_truth),
     ]
     table("client", "TTFT median ms", "truth median ms", "error median ms", "error max ms")
@@ -282,11 +282,11 @@ def main() -> None:
     sub.add_parser("memory")
     micro_parser = sub.add_parser("micro")
     micro_parser.add_argument("--requests", type=int, default=300)
-    seed_parser = sub.add_parser("seed")
-    seed_parser.add_argument("--requests", type=int, default=10)
+    urllib_parser = sub.add_parser("urllib")
+    urllib_parser.add_argument("--requests", type=int, default=10)
     args = parser.parse_args()
     commands = {"one": one, "accuracy": accuracy, "capacity": capacity, "memory": memory}
-    commands.update(seed=seed, micro=micro)
+    commands.update(urllib=urllib, micro=micro)
     commands[args.command](args)
 
 

@@ -1,4 +1,4 @@
-"""Rendering a 1,000,000-request run: the target is under 5 s (issue 5).
+"""Rendering a 1,000,000-request run: the target is under 5 s (BENCHMARKS.md).
 
 Builds a run the size of a long nightly one: one scenario, 1M requests over
 about 2.8 hours at 100 requests/s, every histogram filled with 1M requests'

@@ -11,7 +11,7 @@ CPU behind other processes (the machine's share of the lateness).
     .venv/bin/python bench/bench_simengine.py --streams 1024 --duration 15
     .venv/bin/python bench/bench_simengine.py --realtime   # on a shared machine
 
-The pass mark (issue 6): step lateness p99 under 2 ms on one core.
+The pass mark (BENCHMARKS.md): step lateness p99 under 2 ms on one core.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ chunk timed at the instant its bytes arrived.
 It runs in Locust's gevent world (gevent sockets, so it cooperates whether or
 not the process is monkey-patched) and owns its connections
 (:mod:`slogate.locustfiles.connections`) instead of going through ``FastHttpSession``,
-whose ``iter_lines`` delivered events 151 ms late (NOTES.md): every read returns
+whose ``iter_lines`` delivered events 151 ms late (docs/design.md): every read returns
 what has arrived, geventhttpclient's C (llhttp) parser strips the HTTP framing,
 and :mod:`slogate.locustfiles.sse` and :mod:`slogate.locustfiles.openai_stream` turn the body
 into the record.

@@ -2,9 +2,9 @@
 
 Each process of a run (the local runner, or each worker) has one ``LoadContext``:
 the scenarios, one streaming client per scenario, the recorder every finished
-request goes into, and the shared run origin that places requests on the
-timeline. The master has one too, with no clients: it only absorbs the
-workers' recorders.
+request goes into (and, with ``--save-requests``, the request log), and the
+shared run origin that places requests on the timeline. The master has one too,
+with no clients: it only absorbs the workers' recorders.
 """
 
 from __future__ import annotations
@@ -15,11 +15,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from slogate.analysis.export import request_line
 from slogate.analysis.recorder import GoodputLimits, Recorder
 from slogate.analysis.records import RequestRecord
 from slogate.locustfiles.client import StreamClient
 from slogate.locustfiles.engine_info import remote_token_counter
 from slogate.locustfiles.loopwatch import LoopWatch
+from slogate.locustfiles.request_log import RequestLog
 from slogate.locustfiles.timeline import Timeline, build_timeline
 from slogate.scenarios import Planner
 from slogate.scenarios.model import Scenario
@@ -68,6 +70,7 @@ class LoadContext:
     timeline_done: bool = False
     cpu_warning: bool = False
     watch: LoopWatch = field(init=False)
+    request_log: RequestLog | None = None
     _clients: dict[str, StreamClient] = field(default_factory=dict)
     _user_numbers: itertools.count = field(default_factory=itertools.count)
     _picker: WeightedRoundRobin = field(init=False)
@@ -169,6 +172,8 @@ class LoadContext:
         for client in self._clients.values():
             client.close()
         self._clients.clear()
+        if self.request_log is not None:
+            self.request_log.close()
 
     def record(self, record: RequestRecord) -> None:
         chunks = record.chunk_ns
@@ -177,9 +182,8 @@ class LoadContext:
             record.stalled_same_reads = self.watch.stalled_reads(together)
         elapsed = self.elapsed_s()
         wall = self.origin_s + elapsed
-        self.recorder.record(
-            record,
-            wall_s=wall,
-            stage=self.timeline.stage_name(elapsed),
-            warmup=self.timeline.in_warmup(elapsed),
-        )
+        stage = self.timeline.stage_name(elapsed)
+        warmup = self.timeline.in_warmup(elapsed)
+        metrics = self.recorder.record(record, wall_s=wall, stage=stage, warmup=warmup)
+        if self.request_log is not None:
+            self.request_log.write(request_line(record, metrics, wall, stage, warmup))

@@ -4,7 +4,7 @@ Pure (no I/O): :func:`parse_chunk` classifies one event's data, and
 :class:`StreamInterpreter` applies a stream's events, with their arrival
 instants, to a :class:`~slogate.analysis.records.RequestRecord`.
 
-Engines differ (DESIGN.md, NOTES.md): a role-only first chunk (vLLM, SGLang),
+Engines differ (docs/design.md, Engines): a role-only first chunk (vLLM, SGLang),
 the role on every chunk (TGI: role plus content in one chunk IS output), empty
 deltas carrying only a finish_reason (SGLang), a trailing ``choices: []`` usage
 chunk, cumulative usage on every chunk (vLLM ``continuous_usage_stats``),

@@ -16,9 +16,11 @@ Locust's events, which are its extension seam:
   histograms and counters (then reset), the master merges them exactly;
 - ``test_stop`` on a worker sends its final payload; the master waits for
   every worker's final payload before judging (Locust itself would drop the
-  last reports, NOTES.md);
+  last reports, docs/design.md);
 - ``quitting``: the session writes the results folder and sets the exit code,
-  also after SIGINT/SIGTERM, then marked incomplete.
+  also after SIGINT/SIGTERM, then marked incomplete;
+- ``quit``, after Locust's own output: the verdict table, the last thing a run
+  prints. Locust's statistics tables only with ``--locust-stats``.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from slogate.locustfiles import state
 from slogate.locustfiles.context import LoadContext
 from slogate.locustfiles.engine_info import EngineError, discover
 from slogate.locustfiles.loopwatch import freeze_spawned, freeze_startup
+from slogate.locustfiles.request_log import REQUESTS_FILE, RequestLog
 from slogate.locustfiles.session import RunSession
 from slogate.locustfiles.webview import install_web_view
 from slogate.scenarios.loader import resolve
@@ -51,6 +54,8 @@ from slogate.scenarios.model import Scenario
 
 log = logging.getLogger("slogate")
 
+# Locust prints its statistics tables through this logger.
+LOCUST_STATS_LOGGER = "locust.stats_logger"
 FINALS_TIMEOUT_S = 30.0
 SELFTEST_S = 5.0
 
@@ -135,6 +140,19 @@ def add_options(parser: Any) -> None:
     parser.add_argument(
         "--status-interval", type=float, default=10.0, help="headless: seconds between status lines"
     )
+    parser.add_argument(
+        "--locust-stats",
+        action="store_true",
+        default=False,
+        help="also print Locust's own statistics tables (its percentiles are rounded; "
+        "the verdict uses slogate's)",
+    )
+    parser.add_argument(
+        "--save-requests",
+        action="store_true",
+        default=False,
+        help=f"write every request's record to {REQUESTS_FILE} in the results folder",
+    )
     hidden = {"include_in_web_ui": False}
     parser.add_argument(
         "--slogate-duration",
@@ -171,6 +189,9 @@ def add_options(parser: Any) -> None:
 def build_context(
     options: Any, loaded: list[Scenario], host: str, model: str, shards: int, origin: float | None
 ) -> LoadContext:
+    """This process's load context; every process logs requests into the folder
+    the master chose (``--out`` reaches workers with the master's options)."""
+    saving = options.save_requests and options.out
     return LoadContext(
         scenarios=loaded,
         host=host,
@@ -179,6 +200,7 @@ def build_context(
         shards=shards,
         window_s=options.window,
         origin_s=origin,
+        request_log=RequestLog(Path(options.out) / REQUESTS_FILE) if saving else None,
     )
 
 
@@ -203,6 +225,8 @@ def on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> None
         runner.register_message("slogate_final", on_final)
     if isinstance(runner, WorkerRunner):
         return
+    if not options.locust_stats:
+        logging.getLogger(LOCUST_STATS_LOGGER).disabled = True
     _session = start_session(options, runner)
     if not isinstance(runner, MasterRunner):
         prepare_process(_session.ctx)  # before the run's clock starts
@@ -238,6 +262,9 @@ def start_session(options: Any, runner: Any) -> RunSession:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         fail(EXIT_CONFIG, f"--out {out_dir}: cannot make the results folder: {error}")
+    options.out = str(out_dir)  # workers receive it, and log requests there
+    if options.save_requests:
+        (out_dir / REQUESTS_FILE).write_bytes(b"")  # this run's requests only, even if none
     ctx = build_context(options, loaded, options.host, engine.model, shards, origin=None)
     state.install(ctx)
     session = RunSession(
@@ -483,3 +510,10 @@ def on_quitting(environment: Any, **_: Any) -> None:
     if _session.missing_finals:
         reason = f"no final data from workers {', '.join(_session.missing_finals)}"
     environment.process_exit_code = _session.finish(complete=reason is None, reason=reason)
+
+
+@events.quit.add_listener
+def on_quit(**_: Any) -> None:
+    """The verdict table, after everything Locust prints on its way out."""
+    if _session is not None and _session.verdict_table is not None:
+        print(_session.verdict_table, flush=True)

@@ -87,6 +87,7 @@ class RunSession:
         self.start_wall: float | None = None
         self.scraper = None
         self.finished_code: int | None = None
+        self.verdict_table: str | None = None
         self.selftest: dict[str, Any] | None = None
 
     def start(self, origin_s: float) -> None:
@@ -211,10 +212,12 @@ class RunSession:
         }
 
     def finish(self, complete: bool, reason: str | None = None) -> int:
-        """Write the results folder and return the gate's exit code (once)."""
+        """Write the results folder and return the gate's exit code (once); the
+        verdict table is kept for the very end of the output."""
         if self.finished_code is not None:
             return self.finished_code
         from slogate.reports import write_index, write_results
+        from slogate.reports.terminal import verdict_table
 
         self.close_windows(everything=True)
         log.info(self.status_line())
@@ -229,6 +232,6 @@ class RunSession:
         baseline = self.baseline[1] if self.baseline else None
         outcome = write_results(self.out_dir, run, baseline)
         write_index(self.out_dir.parent)
-        log.info("slogate: verdict %s -> %s", outcome.verdict, self.out_dir / "report.html")
+        self.verdict_table = verdict_table(outcome.summary, outcome.files["report"])
         self.finished_code = outcome.exit_code
         return outcome.exit_code

@@ -14,7 +14,7 @@ class SlogateShape(LoadTestShape):
     the timeline ends. ``-u``/``-r``/``-t`` reach it through the scenario's
     overrides, hence ``use_common_options``. On a master the shape stops the
     workers itself before the run ends: Locust's quit alone would give their
-    final reports half a second (NOTES.md)."""
+    final reports half a second (docs/design.md)."""
 
     use_common_options = True
 

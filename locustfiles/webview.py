@@ -1,6 +1,6 @@
 """A slogate tab in Locust's web UI: HDR percentiles per scenario and the SLO status.
 
-Locust's own percentiles are rounded to about two digits (NOTES.md); this
+Locust's own percentiles are rounded to about two digits (docs/design.md); this
 table shows the exact HDR values the verdict will use, refreshed with the
 UI's stats polling.
 """

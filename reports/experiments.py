@@ -2,7 +2,7 @@
 
 An experiment or sweep document (``experiment.json``/``sweep.json``) is a list
 of points, each with an ``x`` (the factor's value), pooled metrics and
-throughput, and the runs behind it. This module draws the seed articles' plots
+throughput, and the runs behind it. This module draws the classic plots
 from it (TTFT vs prompt length, TPOT vs output length, latency vs throughput
 with concurrency, memory and speed by weight precision, p99 vs load for a
 sweep), renders one self-contained HTML page and flattens the points to CSV.

@@ -36,6 +36,7 @@ from slogate.scenarios.schema import (
     required,
 )
 from slogate.scenarios.sections import read_load, read_request, read_slo, read_timeouts
+from slogate.scenarios.units import parse_duration
 from slogate.scenarios.workloads import ConversationsWorkload, TraceWorkload, read_workload
 from slogate.scenarios.workloads.chat import ChatWorkload
 
@@ -171,11 +172,30 @@ def apply_overrides(file: Path, raw: Any, overrides: dict[str, Any]) -> tuple[An
         if key in given:
             load[key] = given[key]
             notes[f"load.{key}"] = f"from the override {key}"
+    shorten_warmup(load, given, notes)
     raw["load"] = load
     if "seed" in given:
         raw["seed"] = given["seed"]
         notes["seed"] = "from the override seed"
     return raw, notes
+
+
+def shorten_warmup(load: dict, given: dict[str, Any], notes: dict[str, str]) -> None:
+    """A duration given on the command line that leaves no time after the file's
+    own warm-up (``--duration 10s`` on a scenario with ``warmup: 10s``) keeps a
+    quarter of the run as warm-up, rather than refusing a short trial run. The
+    warm-up used is in the run's recorded configuration; one given explicitly
+    is kept and checked as written."""
+    if "duration" not in given or "warmup" in given:
+        return
+    try:
+        duration = parse_duration(given["duration"])
+        warmup = parse_duration(load.get("warmup", 0))
+    except ValueError:
+        return  # reported, with its key, when the load section is read
+    if 0 < duration <= warmup:
+        load["warmup"] = duration / 4
+        notes["load.warmup"] = f"shortened to a quarter of the override duration, from {warmup:g}s"
 
 
 def _scenario(

@@ -2,7 +2,8 @@
 
 Not a fixed-latency mock: a roofline model of a GPU running vLLM-style
 continuous batching with a paged KV cache, so prompt length, output length,
-concurrency and quantization change latency the way the seed articles explain.
+concurrency and quantization change latency the way they do on a real GPU
+(compute-bound prefill, bandwidth-bound decode, KV-cache growth).
 
 - ``profiles``: model x GPU x dtype x tensor-parallel deployments, capacity math
 - ``model``: step time (roofline); ``kvcache``, ``scheduler``: batching, KV, preemption

@@ -1,6 +1,6 @@
 """The calibration table: the simulator against published measurements.
 
-Each :class:`Reference` is a published number (NOTES.md) and the closed-loop
+Each :class:`Reference` is a published number (docs/simengine.md) and the closed-loop
 experiment that corresponds to it; :func:`calibrate` runs the experiments
 offline and :func:`markdown` renders the table in ``docs/simengine.md``.
 ``python -m slogate.simengine.calibration`` prints it; the test suite asserts every row

@@ -167,7 +167,7 @@ class Efficiency:
     """Achieved fractions of peak and fixed costs: the calibrated constants.
 
     ``matmul``/``attention`` are fractions of the tensor peak, ``bandwidth`` of
-    HBM bandwidth (NOTES.md: published numbers imply decode at 50-80% of HBM
+    HBM bandwidth (docs/design.md: published numbers imply decode at 50-80% of HBM
     bandwidth and prefill at 45-70% of peak). The overheads stand for the
     engine's CPU work per step (scheduling, sampling, detokenizing) and per
     sequence in the batch."""

@@ -3,7 +3,7 @@
 A real model stops when it samples EOS, so without ``ignore_eos`` outputs vary
 in length even for equal ``max_tokens``. The simulator draws the EOS position
 from a lognormal distribution whose default median and p90 are the Azure
-conversation trace's output lengths (129 and 424 tokens, DESIGN.md).
+conversation trace's output lengths (129 and 424 tokens, docs/design.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The `slogate` command: wires the rooms together, holds no logic of its own.
 
-Exit codes (DESIGN.md): 0 every SLO passed, 1 an SLO failed, 2 bad
+Exit codes (docs/design.md): 0 every SLO passed, 1 an SLO failed, 2 bad
 configuration, 3 the run itself failed or is invalid, 4 inconclusive.
 Subcommand modules are imported only when used, so `slogate --help` and
 `slogate scenario check` stay fast and never import Locust.
@@ -58,6 +58,14 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
         help="first measure the generator's error at STREAMS streams; recorded in the summary",
     )
     p.add_argument("--web-ui", action="store_true", help="run with Locust's web UI, not headless")
+    p.add_argument(
+        "--save-requests",
+        action="store_true",
+        help="write every request's record to requests.jsonl in the results folder",
+    )
+    p.add_argument(
+        "--locust-stats", action="store_true", help="also print Locust's own statistics tables"
+    )
 
 
 def add_engine_parser(sub: argparse._SubParsersAction) -> None:
@@ -144,12 +152,15 @@ def scenario(args: argparse.Namespace) -> int:
 def report(args: argparse.Namespace) -> int:
     from slogate.analysis.slo import EXIT_CONFIG
     from slogate.reports import rerender
+    from slogate.reports.terminal import verdict_table
 
     try:
-        return rerender(args.dir).exit_code
+        outcome = rerender(args.dir)
     except (OSError, ValueError) as error:
         print(f"slogate report: {error}", file=sys.stderr)
         return EXIT_CONFIG
+    print(verdict_table(outcome.summary, outcome.files["report"]))
+    return outcome.exit_code
 
 
 def compare(args: argparse.Namespace) -> int:
@@ -159,9 +170,6 @@ def compare(args: argparse.Namespace) -> int:
 
 
 def selftest(args: argparse.Namespace) -> int:
-    from gevent import monkey
-
-    monkey.patch_all()  # as in a real run: importing Locust patches the whole process
     from slogate.locustfiles.selftest import run_selftest
 
     result = run_selftest(streams=args.streams, duration_s=args.duration)
@@ -190,7 +198,19 @@ COMMANDS = {
 }
 
 
+def patch_like_a_run(argv: Sequence[str]) -> None:
+    """``slogate selftest`` measures the generator as a run has it: importing
+    Locust monkey-patches the whole process. The patch must precede every import
+    of ssl, and building the parser imports the engines (aiohttp, ssl): so it
+    comes first, or gevent warns that ssl was imported before it."""
+    if list(argv[:1]) == ["selftest"]:
+        from gevent import monkey
+
+        monkey.patch_all()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    patch_like_a_run(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     if args.command == "engine":

@@ -1,4 +1,4 @@
-"""`slogate experiment`: the seed articles' four controlled experiments.
+"""`slogate experiment`: the four controlled experiments of inference performance testing.
 
 Change one factor, hold the rest, repeat, read mean, p95 and p99:
 
@@ -72,7 +72,8 @@ def add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "experiment",
         help="a controlled experiment: vary one factor, hold the rest, repeat",
-        description="The seed articles' controlled experiments. Each varies one factor over "
+        description="Controlled experiments: prompt length, output length, concurrency, "
+        "precision. Each varies one factor over "
         "--values, holds everything else, repeats each setting and reports mean, p95 and "
         "p99 with plots, in a results folder like a run's.",
     )

@@ -17,13 +17,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from slogate.analysis.capacity import Pricing, cost_block, kv_plan, seed_formula
+from slogate.analysis.capacity import Pricing, cost_block, kv_formula, kv_plan
 from slogate.analysis.slo import EXIT_CONFIG
 from slogate.simengine.profiles import Profile, ProfileError, load_profile
 from slogate.simengine.simulate import simulate_closed_loop
 
 GB = 1e9
-SEEDS_EXAMPLE = {"model": "llama-2-7b", "gpu": "l4", "dtype": "fp16", "batch": 4, "context": 4096}
+WORKED_EXAMPLE = {"model": "llama-2-7b", "gpu": "l4", "dtype": "fp16", "batch": 4, "context": 4096}
 ESTIMATE_MAX_CONCURRENCY = 1024
 MIN_TABLE_CONTEXT = 512
 
@@ -61,9 +61,9 @@ def add_plan_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--gpu-price-per-hour", type=float, help="price of one GPU-hour")
     p.add_argument(
-        "--seeds-example",
+        "--worked-example",
         action="store_true",
-        help="the seed article's example: Llama-2-7B fp16, batch 4, 4096 tokens, 24 GB L4",
+        help="the textbook KV-cache example: Llama-2-7B fp16, batch 4, 4096 tokens, 24 GB L4",
     )
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--out", help="also write plan.json and contexts.csv into this folder")
@@ -132,8 +132,8 @@ def build_plan(
     plan = kv_plan(profile, context, batch)
     result: dict[str, Any] = {"schema": "slogate.plan/1", **profile.describe(), **plan.to_dict()}
     if batch is not None:
-        formula = seed_formula(profile, batch, context)
-        result["seed_formula"] = {"expression": formula.expression, "bytes": formula.bytes}
+        formula = kv_formula(profile, batch, context)
+        result["kv_formula"] = {"expression": formula.expression, "bytes": formula.bytes}
     result["contexts"] = [
         {
             "context_tokens": c,
@@ -187,7 +187,7 @@ def render_text(p: dict[str, Any]) -> str:
         verdict = "fits" if p["batch_fits"] else "does NOT fit"
         lines.append(
             f"  batch of {p['batch']} x {p['context_tokens']:,} tokens: KV "
-            f"{gb(p['batch_kv_bytes'])} = {p['seed_formula']['expression']}; with the weights "
+            f"{gb(p['batch_kv_bytes'])} = {p['kv_formula']['expression']}; with the weights "
             f"{gb(p['batch_kv_bytes'] + p['weight_bytes'])}: {verdict}"
         )
     lines.append("  max concurrent sequences by context length:")
@@ -219,8 +219,8 @@ def write_plan(out: Path, plan: dict[str, Any]) -> None:
 
 
 def plan_command(args: argparse.Namespace) -> int:
-    if args.seeds_example:
-        for key, value in SEEDS_EXAMPLE.items():
+    if args.worked_example:
+        for key, value in WORKED_EXAMPLE.items():
             if getattr(args, key) is None:
                 setattr(args, key, value)
     try:

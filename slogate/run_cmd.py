@@ -25,6 +25,8 @@ from slogate.scenarios.model import Scenario
 from slogate.target import TargetError, target_engine
 
 RUN_LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "run.py"
+# Flags without a value, passed on when given.
+SWITCHES = {"--save-requests": "save_requests", "--locust-stats": "locust_stats"}
 
 
 def scenario_overrides(args: argparse.Namespace) -> dict:
@@ -53,6 +55,7 @@ def locust_command(
     cmd += ["--scenario", str(scenario), "--out", str(out)]
     if not args.web_ui:
         cmd += ["--headless", "--only-summary"]
+    cmd += [flag for flag, on in SWITCHES.items() if getattr(args, on)]
     options = {
         "-u": args.users,
         "-r": args.spawn_rate,
@@ -73,18 +76,18 @@ def locust_command(
         if value is not None:
             cmd += [flag, str(value)]
     if processes[0] > 1:
-        # Locust's master listens on 5557 unless told otherwise: two runs on one
-        # machine would then share (or fight over) one master.
-        port = str(free_port())
-        cmd += ["--master-bind-port", port, "--master-port", port]
+        cmd += worker_link()
     return cmd
 
 
-def free_port() -> int:
-    """A TCP port free on this machine now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def worker_link() -> list[str]:
+    """Master and ``--processes`` workers meet on a free loopback port. Locust's
+    fixed default (5557, on every interface) makes two runs on one machine (CI
+    jobs on one runner) fail to bind or, worse, swap workers."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    return ["--master-bind-host", "127.0.0.1", "--master-bind-port", port, "--master-port", port]
 
 
 def run_locust(cmd: list[str]) -> int:
@@ -120,7 +123,4 @@ def run(args: argparse.Namespace) -> int:
     except TargetError as error:
         print(f"slogate: {error}", file=sys.stderr)
         return error.code
-    report = out / "report.html"
-    if report.exists():
-        print(f"slogate: report {report} (exit {code})")
     return code

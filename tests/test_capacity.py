@@ -15,9 +15,9 @@ from slogate.analysis.capacity import (
     cost_block,
     cost_per_million,
     knee_index,
+    kv_formula,
     kv_plan,
     limiting_slo,
-    seed_formula,
 )
 from slogate.plan import add_plan_parser, plan_command
 from slogate.simengine.profiles import load_profile
@@ -25,13 +25,13 @@ from slogate.simengine.profiles import load_profile
 MIB, GIB = 1024**2, 1024**3
 
 
-def test_seed_articles_worked_example_llama2_7b_batch4_4096_fp16():
+def test_worked_example_llama2_7b_batch4_4096_fp16():
     """2 x 4 x 32 x 4096 x 4096 x 2 bytes = 8,589,934,592 bytes, about 8.6 GB."""
     profile = load_profile("llama-2-7b@a100:fp16")
     plan = kv_plan(profile, context_tokens=4096, batch=4)
     assert plan.batch_kv_bytes == 2 * 4 * 32 * 4096 * 4096 * 2 == 8_589_934_592
     assert round(plan.batch_kv_bytes / 1e9, 1) == 8.6
-    formula = seed_formula(profile, batch=4, seq_len=4096)
+    formula = kv_formula(profile, batch=4, seq_len=4096)
     assert formula.expression == "2 x 4 x 32 x 4096 x 4096 x 2 bytes"
     assert formula.bytes == plan.batch_kv_bytes
     # "plus about 14 GB of parameters, over 22 GB: tight on a 24 GB card"
@@ -39,10 +39,10 @@ def test_seed_articles_worked_example_llama2_7b_batch4_4096_fp16():
     assert (plan.weight_bytes + plan.batch_kv_bytes) / 1e9 > 22
 
 
-def test_seed_formula_uses_kv_width_not_hidden_size_under_gqa():
+def test_kv_formula_uses_kv_width_not_hidden_size_under_gqa():
     """Llama-3.1-8B has 8 KV heads of 128: the K/V width is 1024, not its hidden 4096."""
     profile = load_profile("llama-3.1-8b@h100")
-    formula = seed_formula(profile, batch=1, seq_len=1)
+    formula = kv_formula(profile, batch=1, seq_len=1)
     assert (formula.layers, formula.width, formula.bytes_per_element) == (32, 1024, 2)
     assert formula.bytes == profile.kv_bytes_per_token == 128 * 1024
 
@@ -232,8 +232,8 @@ def plan(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def test_plan_command_reproduces_the_seed_example(tmp_path):
-    code, text, _ = plan("--seeds-example", "--out", str(tmp_path))
+def test_plan_command_reproduces_the_worked_example(tmp_path):
+    code, text, _ = plan("--worked-example", "--out", str(tmp_path))
     assert code == 0
     assert "llama-2-7b@l4:fp16" in text
     assert "batch of 4 x 4,096 tokens: KV 8.59 GB = 2 x 4 x 32 x 4096 x 4096 x 2 bytes" in text

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from loadruns import slogate
 
 from slogate.analysis.metrics import ChunkTokenMethod, request_metrics
 from slogate.analysis.records import CountMethod, ErrorKind
@@ -287,9 +288,12 @@ def test_connect_timeout_when_the_listener_never_accepts() -> None:
     assert result.record.error is ErrorKind.TIMEOUT_CONNECT
 
 
-def serve_once(response: bytes, connections: int = 1) -> tuple[str, threading.Thread]:
+def serve_once(
+    response: bytes, connections: int = 1, closed: threading.Semaphore | None = None
+) -> tuple[str, threading.Thread]:
     """A raw server answering one request on each of ``connections`` connections
-    with ``response``, closing each connection after it."""
+    with ``response``, closing each connection after it (and releasing ``closed``
+    once it has)."""
     listener = socket.create_server(("127.0.0.1", 0))
 
     def run() -> None:
@@ -298,6 +302,8 @@ def serve_once(response: bytes, connections: int = 1) -> tuple[str, threading.Th
             conn.recv(65536)
             conn.sendall(response)
             conn.close()
+            if closed is not None:
+                closed.release()
         listener.close()
 
     thread = threading.Thread(target=run, daemon=True)
@@ -341,10 +347,11 @@ def test_idle_connection_closed_by_the_server_is_replaced() -> None:
         b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
         + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
     )  # announces keep-alive, then the server closes the connection anyway
-    url, thread = serve_once(keep_alive, connections=2)
+    closed = threading.Semaphore(0)
+    url, thread = serve_once(keep_alive, connections=2, closed=closed)
     client = make_client(url)
     first = client.send(TURN).record
-    time.sleep(0.1)  # let the server's close arrive
+    assert closed.acquire(timeout=5)  # the server has closed the kept-alive connection
     second = client.send(TURN).record
     thread.join(5)
     assert first.ok, first.error_message
@@ -383,3 +390,12 @@ def test_reported_percentiles_match_the_truth_under_load(kernel_timestamps: bool
     assert abs(errors["ttft", "p50"]) < 1.0
     assert abs(errors["itl", "p50"]) < 1.0
     assert abs(errors["itl", "p99"]) < 5.0  # one ITL late would be off by 5 ms
+
+
+@pytest.mark.slow
+def test_slogate_selftest_runs_patched_without_a_warning() -> None:
+    """The command patches gevent before anything imports ssl: no MonkeyPatchWarning."""
+    done = slogate("selftest", "--streams", "2", "--duration", "1", timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "ttft p50: reported" in done.stdout
+    assert "Warning" not in done.stderr, done.stderr[-2000:]

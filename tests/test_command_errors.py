@@ -1,5 +1,5 @@
 """Bad command lines and bad engines: each stops before any load is sent, with
-a message naming what was wrong and the exit code of DESIGN.md (2 bad
+a message naming what was wrong and the exit code of docs/design.md (2 bad
 configuration, 3 the engine cannot be used). No tracebacks."""
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ def test_bad_command_lines(args: tuple[str, ...], code: int, says: str) -> None:
     assert done.returncode == code, done.stderr[-2000:]
     assert says in done.stderr
     assert "Traceback" not in done.stderr
+    assert done.stderr.endswith("\n")  # the shell prompt never lands on the message
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +75,7 @@ def test_plain_locust_rejects_bad_flags_before_any_load(engine, tmp_path, flags,
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 2, done.stderr[-2000:]
-    assert says in done.stderr
+    assert says in done.stderr and done.stderr.endswith("\n")
     assert engine.truth() == []
 
 

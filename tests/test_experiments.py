@@ -1,7 +1,7 @@
 """Controlled experiments: trends, pooling, the report; and the four experiments end to end.
 
 The end-to-end tests run `slogate experiment` on the simulated engine with
-short trials and assert the seed articles' trends on the numbers it saved.
+short trials and assert the expected trends on the numbers it saved.
 """
 
 from __future__ import annotations

@@ -28,9 +28,10 @@ def scenario_stats(out, name="exact-chat"):
     return summary(out)["scenarios"][name]
 
 
-def served(engine) -> dict[str, int]:
+def served(engine, seen: list = ()) -> dict[str, int]:
+    """Outcomes in the engine's log: ``seen`` (entries read earlier) and the rest."""
     outcomes: dict[str, int] = {}
-    for entry in engine.truth():
+    for entry in [*seen, *engine.truth()]:
         outcomes[entry.outcome] = outcomes.get(entry.outcome, 0) + 1
     return outcomes
 
@@ -42,7 +43,7 @@ def test_plain_locust_and_slogate_run_write_equivalent_results(engine, tmp_path)
     assert "[slogate]" in via_cli.stderr  # the headless status line
     via_locust = subprocess.run(
         locust_command("--headless", "-u", "4", "-r", "4", "-t", "8s", "--host", engine.url,
-                       "--scenario", scenario, "--out", str(tmp_path / "locust")),
+                       "--scenario", scenario, "--out", str(tmp_path / "locust"), "--locust-stats"),
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert via_locust.returncode == 0, via_locust.stderr[-3000:]
@@ -53,13 +54,19 @@ def test_plain_locust_and_slogate_run_write_equivalent_results(engine, tmp_path)
         assert s["tokens"]["count_method"] == "usage"
         assert s["tokens"]["output"] == 16 * s["requests"]["ok"]
     assert abs(a["requests"]["ok"] - b["requests"]["ok"]) <= 0.15 * a["requests"]["ok"]
+    for run, out in ((via_cli, "cli"), (via_locust, "locust")):
+        last = run.stdout.rstrip().splitlines()[-1]
+        assert last == f"verdict PASS, exit 0: {tmp_path / out / 'report.html'}", run.stdout
+    assert "Aggregated" not in via_cli.stderr  # Locust's own tables only when asked for
+    assert "Aggregated" in via_locust.stderr
+    assert "Warning" not in via_cli.stderr
     for metric, tolerance in (("ttft_ms", 3.0), ("itl_ms", 1.0), ("tpot_ms", 1.0)):
         assert abs(a["metrics"][metric]["p50"] - b["metrics"][metric]["p50"]) < tolerance, metric
     assert a["metrics"]["ttft_ms"]["p50"] == pytest.approx(50, abs=3)
     assert a["metrics"]["itl_ms"]["p50"] == pytest.approx(20, abs=1)
 
 
-def assert_every_request_accounted(out, engine, users: int, at_least: int) -> None:
+def assert_every_request_accounted(out, engine, users: int, at_least: int, seen=()) -> None:
     """Conservation at shutdown: each request the server saw is counted once,
     as finished (ok or failed) or as cancelled at stop, and nothing is invented.
 
@@ -72,7 +79,7 @@ def assert_every_request_accounted(out, engine, users: int, at_least: int) -> No
     s = summary(out)
     r = s["scenarios"]["exact-chat"]["requests"]
     finished, cancelled = r["ok"] + r["failed"], s["run"]["cancelled_at_stop"]
-    outcomes = served(engine)
+    outcomes = served(engine, seen)
     done, closed = outcomes.get("done", 0), outcomes.get("client_closed", 0)
     assert finished > at_least
     assert finished <= done
@@ -81,7 +88,7 @@ def assert_every_request_accounted(out, engine, users: int, at_least: int) -> No
 
 def test_processes_2_counts_every_request_the_server_answered(engine, tmp_path):
     done = slogate("run", "tests/data/exact-chat.yaml", "--host", engine.url, "--processes", "2",
-                   "--users", "6", "--out", str(tmp_path / "out"))  # fmt: skip
+                   "--users", "6", "--out", str(tmp_path / "out"), "--save-requests")  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert_every_request_accounted(tmp_path / "out", engine, users=6, at_least=50)
     generator = summary(tmp_path / "out")["generator"]
@@ -90,6 +97,22 @@ def test_processes_2_counts_every_request_the_server_answered(engine, tmp_path):
     per_process = generator["per_process"]
     assert len(per_process) == 2 and all(p["cpu_s"] > 0 for p in per_process.values())
     assert len({p["pid"] for p in per_process.values()}) == 2
+    assert_requests_saved(tmp_path / "out")
+
+
+def assert_requests_saved(out) -> None:
+    """Both processes' lines are in requests.jsonl, whole, one per finished
+    request, with the server's known schedule (TTFT 50 ms, ITL 20 ms, 16 tokens)."""
+    lines = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
+    measured = [line for line in lines if not line["warmup"]]
+    r = scenario_stats(out)["requests"]
+    assert len(measured) == r["ok"] + r["failed"]
+    assert sum(line["ok"] for line in measured) == r["ok"]
+    for line in lines:
+        assert line["scenario"] == "exact-chat" and line["stage"] is not None
+        assert line["output_tokens"] == 16 == len(line["chunk_ms"])
+        assert line["ttft_ms"] == pytest.approx(50, abs=15)
+        assert line["chunk_ms"][0] == line["ttft_ms"]
 
 
 def test_master_and_two_workers_lose_nothing_at_shutdown(engine, tmp_path):
@@ -132,7 +155,7 @@ def test_sigterm_mid_run_leaves_a_complete_folder_marked_incomplete(engine, tmp_
          "--host", engine.url, "--duration", "60s", "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    time.sleep(8)
+    seen = wait_until_served(engine, 20)
     run.send_signal(signal.SIGTERM)
     _, stderr = run.communicate(timeout=60)
     assert run.returncode == 3, stderr[-3000:]
@@ -141,7 +164,19 @@ def test_sigterm_mid_run_leaves_a_complete_folder_marked_incomplete(engine, tmp_
     assert s["run"]["complete"] is False
     for name in ("report.html", "junit.xml", "percentiles.csv", "data/run.json"):
         assert (out / name).exists(), name
-    assert_every_request_accounted(out, engine, users=4, at_least=10)
+    assert_every_request_accounted(out, engine, users=4, at_least=10, seen=seen)
+
+
+def wait_until_served(engine, count: int, timeout_s: float = 60) -> list:
+    """The engine's log entries once it has finished ``count`` requests (the
+    log is drained as it is read: pass them on to the accounting)."""
+    seen: list = []
+    deadline = time.monotonic() + timeout_s
+    while len(seen) < count:
+        assert time.monotonic() < deadline, f"the engine finished {len(seen)} of {count}"
+        seen += engine.truth()
+        time.sleep(0.05)
+    return seen
 
 
 def test_unreachable_host_exits_3_with_a_clear_message(tmp_path):

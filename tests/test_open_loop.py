@@ -74,7 +74,11 @@ def test_a_server_stall_shows_in_scheduled_latency_not_in_send_based(tmp_path):
     with ExactEngine(QUICK) as engine:
 
         def freeze_once() -> None:
-            time.sleep(12)
+            deadline = time.monotonic() + 60
+            while not engine.truth():  # polls until the load has reached the engine
+                assert time.monotonic() < deadline, "no request reached the engine"
+                time.sleep(0.05)
+            time.sleep(8)  # into the middle of the 30 s run
             os.kill(engine.pid, signal.SIGSTOP)
             time.sleep(2)
             os.kill(engine.pid, signal.SIGCONT)

@@ -12,6 +12,8 @@ from reportdata import realistic_run
 
 from slogate.reports import write_index, write_results
 
+pytestmark = pytest.mark.browser
+
 CHROMIUM = shutil.which("chromium")
 FLAGS = (
     "--headless",

@@ -28,6 +28,7 @@ def test_bundled_traces_match_the_published_numbers(kind):
     assert np.allclose(percentiles(trace.output_tokens), AZURE[kind]["output"], rtol=0.01)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "kind"), [("chat", "conv"), ("code", "code")])
 def test_sampled_scenarios_reproduce_azure_within_10_percent(name, kind):
     rows = list(scenarios.sample_requests(scenarios.load(name), N))
@@ -38,6 +39,7 @@ def test_sampled_scenarios_reproduce_azure_within_10_percent(name, kind):
     assert np.allclose(got_out, AZURE[kind]["output"], rtol=0.10), got_out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "kind"), [("azure-conv", "conv"), ("azure-code", "code")])
 def test_trace_replays_send_the_trace(name, kind):
     [s] = scenarios.load(name)

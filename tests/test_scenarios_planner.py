@@ -109,6 +109,7 @@ def small_tokenizer(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["chat", "code"])
 def test_a_tokenizer_file_makes_its_own_counts_exact(tmp_path, kind):
     small_tokenizer(tmp_path / "my-tokenizer.json")
@@ -129,6 +130,7 @@ def test_a_tokenizer_file_makes_its_own_counts_exact(tmp_path, kind):
     assert sum(prompt_tokens(t) != t.intended_input_tokens for t in planned) > 140  # not SmolLM2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["chat", "code"])
 def test_estimate_is_close_without_exactness(tmp_path, kind):
     s = scenario(
@@ -144,6 +146,7 @@ def test_estimate_is_close_without_exactness(tmp_path, kind):
     assert np.mean(np.abs(ratios - 1) < 0.1) > 0.6
 
 
+@pytest.mark.slow
 def test_injected_counter_is_the_measure(tmp_path):
     s = scenario(tmp_path, "workload: {kind: code, input_tokens: 800}\n")
     calls = []
@@ -252,12 +255,14 @@ def gaps_of(s: Scenario, n: int, **kw) -> np.ndarray:
     return np.diff([0.0, *times])
 
 
+@pytest.mark.slow
 def test_poisson_arrivals(tmp_path):
     gaps = gaps_of(poisson_like(tmp_path, "{rps: 20}"), 10_000)
     assert 1 / gaps.mean() == pytest.approx(20, rel=0.03)
     assert gaps.std() / gaps.mean() == pytest.approx(1.0, rel=0.05)
 
 
+@pytest.mark.slow
 def test_gamma_arrivals_have_the_cv(tmp_path):
     gaps = gaps_of(poisson_like(tmp_path, "{rps: 5, arrival: gamma, cv: 3}"), 10_000)
     assert 1 / gaps.mean() == pytest.approx(5, rel=0.1)

@@ -274,6 +274,21 @@ def test_overrides_apply_and_are_validated(tmp_path):
     assert trace.load.rate.arrival == "trace" and trace.load.rate.rps == 2
 
 
+def test_a_short_override_duration_shortens_the_files_warmup(tmp_path):
+    """`slogate run chat --duration 10s`: chat's own warm-up is 10 s, so a quarter
+    of the run becomes the warm-up; a longer run keeps the file's, and an
+    explicit --warmup is checked as given."""
+    [short] = scenarios.load("chat", {"duration": "10s"})
+    assert (short.load.duration_s, short.load.warmup_s) == (10.0, 2.5)
+    [long] = scenarios.load("chat", {"duration": "60s"})
+    assert long.load.warmup_s == 10.0
+    found = problems(scenarios.loader.resolve("chat"), {"duration": "10s", "warmup": "10s"})
+    assert "shorter than the duration" in found["load.warmup"]
+    path = write(tmp_path, MINIMAL + "load: {users: 2, duration: 5m, warmup: 30s}\n")
+    [s] = scenarios.load(path, {"duration": 20})
+    assert s.load.warmup_s == 5.0
+
+
 def test_mix_files(tmp_path):
     write(tmp_path, MINIMAL, "a.yaml")
     write(tmp_path, MINIMAL.replace("tiny", "other"), "b.yaml")

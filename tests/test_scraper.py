@@ -178,12 +178,14 @@ def test_bad_interval_is_rejected() -> None:
 GEVENT_SCRIPT = """
 from gevent import monkey
 monkey.patch_all()
-import json, sys, gevent
+import json, sys, time, gevent
 from slogate.locustfiles.scraper import MetricsScraper
 scraper = MetricsScraper(sys.argv[1], interval_s=0.05)
 busy = gevent.spawn(lambda: [gevent.sleep(0.01) for _ in range(30)])
 scraper.start()
-gevent.sleep(0.3)
+deadline = time.monotonic() + 20
+while len(scraper.samples()) < 3 and time.monotonic() < deadline:
+    gevent.sleep(0.01)
 busy.join()
 scraper.stop()
 print(json.dumps({"samples": len(scraper.samples()), "summary": scraper.summary()}))

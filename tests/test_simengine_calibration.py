@@ -9,6 +9,8 @@ import pytest
 
 from slogate.simengine.calibration import REFERENCES, calibrate, markdown
 
+pytestmark = pytest.mark.slow  # calibrate() simulates nine published benchmarks
+
 DOC = Path(__file__).resolve().parents[1] / "docs" / "simengine.md"
 
 

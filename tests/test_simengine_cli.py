@@ -65,6 +65,7 @@ def test_launch_reports_a_start_failure() -> None:
         start_engine("gpt-5@h100", ready_timeout=30)
 
 
+@pytest.mark.slow
 def test_engine_exits_when_its_parent_dies() -> None:
     """The child watches its stdin: a parent killed with SIGKILL leaves no engine behind."""
     parent = subprocess.Popen(

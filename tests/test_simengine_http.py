@@ -1,4 +1,4 @@
-"""The running engine over HTTP: the seeds' phenomena, stream shapes, endpoints.
+"""The running engine over HTTP: prefill/decode phenomena, stream shapes, endpoints.
 
 Engines run in child processes on 127.0.0.1 with port 0, as ``slogate run``
 starts them; ``speedup`` shrinks the model clock so the file runs in seconds.
@@ -25,6 +25,8 @@ from simprobe import Probe, chat_body, completion_body, probe, probe_many
 
 from slogate.simengine.launch import EngineProcess, start_engine
 from slogate.simengine.text import encode_text
+
+pytestmark = pytest.mark.slow  # seven engine processes, and loads of seconds
 
 ENGINES: dict[str, dict[str, Any]] = {
     "main": {"profile": "llama-3.1-8b@h100", "speedup": 2},
@@ -80,7 +82,7 @@ def completions(engine: EngineProcess) -> str:
     return engine.url + "/v1/completions"
 
 
-# -- the seeds' phenomena -------------------------------------------------------------
+# -- prefill/decode phenomena ---------------------------------------------------------
 def test_ttft_grows_with_prompt_length(engines: Any) -> None:
     url = completions(engines["main"])
 
@@ -172,7 +174,7 @@ def test_fp8_and_int4_weights_lower_tpot(engines: Any) -> None:
     assert int4 < 0.9 * fp8
 
 
-def test_kv_cache_accounting_reproduces_the_seeds_example(engines: Any) -> None:
+def test_kv_cache_accounting_reproduces_the_worked_example(engines: Any) -> None:
     """Llama-2-7B fp16, batch 4, 4096 tokens each: about 8.6 GB of KV cache."""
     engine = engines["llama2"]
     engine.stats(reset=True)
@@ -280,6 +282,14 @@ def test_non_stream_responses(engines: Any) -> None:
     assert text["usage"] == {"prompt_tokens": 3, "total_tokens": 8, "completion_tokens": 5}
 
 
+async def generating(engine: EngineProcess, timeout_s: float = 10.0) -> None:
+    """Returns once the engine reports a running request."""
+    deadline = time.monotonic() + timeout_s
+    while await asyncio.to_thread(metric, engine, "vllm:num_requests_running") < 1:
+        assert time.monotonic() < deadline, "no request started generating"
+        await asyncio.sleep(0.005)
+
+
 def test_short_steps_still_leave_time_to_serve_requests(engines: Any) -> None:
     """At speedup 200 a decode step lasts ~40 us of wall time; the engine loop must
     still yield between steps, or no other request is served until it idles."""
@@ -290,7 +300,7 @@ def test_short_steps_still_leave_time_to_serve_requests(engines: Any) -> None:
         async with aiohttp.ClientSession() as session:
             start = time.perf_counter()
             task = asyncio.create_task(probe(session, completions(engine), long))
-            await asyncio.sleep(0.1)  # the long request is generating
+            await generating(engine)
             async with session.get(engine.url + "/health") as response:
                 assert response.status == 200
             health = time.perf_counter() - start

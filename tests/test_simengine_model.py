@@ -111,5 +111,5 @@ def test_quantized_weights_decode_faster() -> None:
 
 def test_efficiencies_stay_physically_plausible() -> None:
     eff = load_profile("llama-3.1-8b@h100").efficiency
-    assert 0.45 <= eff.matmul <= 0.70  # NOTES.md: prefill 45-70% of peak
+    assert 0.45 <= eff.matmul <= 0.70  # docs/design.md: prefill 45-70% of peak
     assert 0.50 <= eff.bandwidth <= 0.80  # decode 50-80% of HBM bandwidth

@@ -1,4 +1,4 @@
-"""Profiles: architecture-derived sizes, the seeds' KV example, the name grammar."""
+"""Profiles: architecture-derived sizes, the textbook KV example, the name grammar."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from slogate.simengine.profiles import (
 )
 
 
-def test_builtin_catalogue_has_the_issue_models_and_gpus() -> None:
+def test_builtin_catalogue_has_the_documented_models_and_gpus() -> None:
     assert set(models()) == {
         "llama-3.1-8b",
         "llama-3.1-70b",
@@ -51,7 +51,7 @@ def test_kv_bytes_per_token_match_notes(model: str, kib: int) -> None:
     assert models()[model].kv_bytes_per_token("fp8") == kib * 512
 
 
-def test_seeds_kv_cache_example_llama2_7b_batch4_4096_fp16() -> None:
+def test_worked_kv_cache_example_llama2_7b_batch4_4096_fp16() -> None:
     profile = load_profile("llama-2-7b@a100:fp16")
     expected = 2 * 4 * 32 * 4096 * 4096 * 2  # K and V x batch x layers x tokens x hidden x bytes
     assert profile.kv_cache_bytes(4 * 4096) == expected == 8_589_934_592

@@ -1,5 +1,5 @@
 """`slogate run` with no host: the simulated engine is started and loaded, and the
-seeds' phenomena show in the results."""
+prefill/decode phenomena show in the results."""
 
 from __future__ import annotations
 

@@ -206,6 +206,7 @@ def test_zero_requests_is_never_a_pass() -> None:
     assert verdict.verdict is Verdict.INCONCLUSIVE
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("percentile", "n"), [(90.0, 500), (99.0, 2000)])
 def test_interval_covers_the_true_quantile_of_an_exponential(percentile: float, n: int) -> None:
     """Over repeated samples, the 95% interval must hold the true quantile about 95%

@@ -1,4 +1,4 @@
-"""summary.json: DESIGN.md's contract keys, units, empty metrics, secrets masked."""
+"""summary.json: docs/design.md's contract keys, units, empty metrics, secrets masked."""
 
 from __future__ import annotations
 

@@ -1,12 +1,11 @@
-"""The seed article's plain urllib measurement, adapted only to be callable.
+"""A plain urllib measurement of TTFT and TPOT, the kind a tutorial on LLM
+inference performance writes, for comparison with slogate's client.
 
-Origin: ``run_once`` in shared/seeds/000_c166e8eb8da4cadb.txt ("第二步：编写测量
-脚本", the article on prefill/decode, TTFT and TPOT). Changes: the URL, model and
-max_tokens are parameters (the original had module constants, ``<your-model>``
-and 256), and it returns the ``perf_counter_ns`` start and first-token instants
-too, so ``bench_client.py`` can set its TTFT beside the server's truth. The
-measuring logic (``for raw in resp``, ``delta.get("content")``, ``perf_counter``
-on the first content line) is the article's, unchanged.
+The measuring logic is the tutorial script's, unchanged: ``for raw in resp``,
+``delta.get("content")``, ``perf_counter`` on the first content line. Only the
+URL, model and max_tokens became parameters, and it also returns the
+``perf_counter_ns`` start and first-token instants, so ``bench_client.py`` can
+set its TTFT beside the server's truth.
 """
 
 from __future__ import annotations

@@ -1,0 +1,91 @@
+"""The verdict table a CI log ends with: each SLO, its value with its 95%
+interval, the threshold, the margin and the verdict, then the exit code and the
+report's path.
+
+It renders what the judge already decided (the ``slo`` entries of summary.json,
+built by :mod:`slogate.analysis.slo`) and computes nothing of its own, so the
+table, the report and the exit code cannot disagree. Plain text, no colour: CI
+logs are read as text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+Slo = Mapping[str, Any]
+
+
+def number(value: float | None) -> str:
+    """Four significant digits, thousands without an exponent; "-" when unmeasured."""
+    if value is None:
+        return "-"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
+
+
+def unit(slo: Slo) -> str:
+    return " ms" if str(slo["metric"]).endswith("_ms") else ""
+
+
+def measured(slo: Slo) -> str:
+    lower, upper = slo.get("ci") or (None, None)
+    interval = "" if lower is None and upper is None else f" [{number(lower)}, {number(upper)}]"
+    return f"{number(slo['value'])}{unit(slo)}{interval}"
+
+
+def threshold(slo: Slo) -> str:
+    sign = "<=" if slo["kind"] == "max" else ">="
+    return f"{sign} {number(slo['threshold'])}{unit(slo)}"
+
+
+def margin(slo: Slo) -> str:
+    if slo["margin"] is None:
+        return "-"
+    pct = slo.get("margin_pct")
+    share = "" if pct is None else f" ({pct:+.0f}%)"
+    return f"{slo['margin']:+.4g}{unit(slo)}{share}"
+
+
+# One (header, cell) per column, in order. A new column (the generator's error
+# bound, once the judge decides with it) is one more entry here, read from the
+# same slo entry.
+COLUMNS: tuple[tuple[str, Callable[[Slo], str]], ...] = (
+    ("scenario", lambda slo: str(slo["scenario"])),
+    ("SLO", lambda slo: f"{slo['metric']} {slo['stat']}"),
+    ("value [95% CI]", measured),
+    ("threshold", threshold),
+    ("margin", margin),
+    ("verdict", lambda slo: str(slo["verdict"]).upper()),
+)
+
+
+def slo_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"scenario": name, **slo}
+        for name, block in summary["scenarios"].items()
+        for slo in block["slo"]
+    ]
+
+
+def verdict_table(summary: Mapping[str, Any], report: Path | str) -> str:
+    """The lines to print last: the SLO table, why a run is invalid or a verdict
+    undecided, and the exit code with the report's path."""
+    rows = slo_rows(summary)
+    lines = []
+    if rows:
+        cells = [[cell(slo) for _, cell in COLUMNS] for slo in rows]
+        lines.append(tabulate(cells, headers=[h for h, _ in COLUMNS], disable_numparse=True))
+    else:
+        lines.append("no SLO declared: the verdict rests on the run's validity alone")
+    for slo in rows:
+        if slo.get("note") and slo["verdict"] != "pass":
+            lines.append(f"{slo['scenario']} {slo['metric']} {slo['stat']}: {slo['note']}")
+    for reason in summary.get("invalid_reasons") or []:
+        lines.append(f"invalid: {reason}")
+    lines.append(f"verdict {summary['verdict'].upper()}, exit {summary['exit_code']}: {report}")
+    return "\n".join(lines)
