@@ -210,7 +210,7 @@ def start_session(options: Any, runner: Any) -> RunSession:
         pricing = Pricing.from_options(options.gpu_price_per_hour, options.gpus)
         check_options(options)
         baseline = RunData.load(options.baseline) if options.baseline else None
-        engine = discover(options.host, timeout=10.0)
+        engine = discover(options.host, loaded[0].request.api_key_env, timeout=10.0)
     except (scenarios.ScenarioError, ValueError, OSError) as error:
         fail(EXIT_CONFIG, error)
     except EngineError as error:
