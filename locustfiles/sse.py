@@ -177,7 +177,7 @@ class SSEParser:
             elif line[:5] == b"data:":
                 value = line[6:] if line[5:6] == _SPACE else line[5:]
                 data.append(value)
-                held += len(value)
+                held += len(value) + 1  # an empty line costs its list entry too
             elif line[0] == _COLON:
                 self.comments += 1
             else:
@@ -227,7 +227,7 @@ class SSEParser:
             value = value[1:]
         if name == b"data":
             self._data.append(value)
-            return len(value)
+            return len(value) + 1
         if name == b"event":
             self._event = value.decode("utf-8", "replace")
         elif name == b"id":
@@ -239,7 +239,7 @@ class SSEParser:
         elif name == b"error":
             text = value.decode("utf-8", "replace")
             self._error = text if self._error is None else self._error + "\n" + text
-            return len(value)
+            return len(value) + 1
         return 0
 
     def _dispatch(self) -> Event:
