@@ -72,6 +72,7 @@ def overrides(options: Any) -> dict[str, Any]:
         "duration": options.slogate_duration,
         "rate": options.rate,
         "seed": options.seed,
+        "warmup": options.warmup,
     }
     return {k: v for k, v in given.items() if v is not None}
 
@@ -98,6 +99,12 @@ def add_options(parser: Any) -> None:
         help="open loop: requests per second (replaces the scenario's load)",
     )
     parser.add_argument("--seed", type=int, default=None, help="workload seed")
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=None,
+        help="seconds of warm-up left out of the measurement (replaces the scenario's)",
+    )
     parser.add_argument("--baseline", default="", help="results folder to compare this run with")
     parser.add_argument("--window", type=float, default=5.0, help="time-series window, seconds")
     parser.add_argument(

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import orjson
 
+from slogate.scenarios.limits import MAX_TOKENS
+
 DATA_DIR = Path(__file__).resolve().parent / "data"
 BUILTIN_TRACES = {
     "azure-conv": DATA_DIR / "traces" / "AzureLLMInferenceTrace_conv_2023.csv",
@@ -104,12 +106,12 @@ def load_trace(
 ) -> Trace:
     """Parse a trace; raises ``TraceError`` naming the column and row at fault."""
     times = _times(_column(path, columns.time, fmt, "columns.time"), columns.time, time_unit)
-    inputs = _numbers(
+    inputs = _token_counts(
         _column(path, columns.input_tokens, fmt, "columns.input_tokens"),
         columns.input_tokens,
         key="columns.input_tokens",
     )
-    outputs = _numbers(
+    outputs = _token_counts(
         _column(path, columns.output_tokens, fmt, "columns.output_tokens"),
         columns.output_tokens,
         key="columns.output_tokens",
@@ -190,6 +192,21 @@ def _read_jsonl(path: str) -> tuple[list[str], dict[str, list[Any]]]:
                 records.append(record)
     header = list(dict.fromkeys(k for r in records for k in r))
     return header, {h: [r.get(h) for r in records] for h in header}
+
+
+def _token_counts(values: list[Any], column: str, key: str) -> np.ndarray:
+    """Token counts: numbers >= 0 and at most MAX_TOKENS (a larger one would wrap
+    round in the int64 conversion and become a tiny prompt)."""
+    numbers = _numbers(values, column, key)
+    beyond = np.flatnonzero(numbers > MAX_TOKENS)
+    if beyond.size:
+        row = int(beyond[0])
+        raise TraceError(
+            f"row {row + 1}: {values[row]!r} tokens in column {column!r} is beyond the "
+            f"limit of {MAX_TOKENS}",
+            key,
+        )
+    return numbers
 
 
 def _numbers(values: list[Any], column: str, key: str) -> np.ndarray:

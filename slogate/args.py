@@ -7,6 +7,7 @@ import argparse
 import math
 from collections.abc import Callable
 
+from slogate.scenarios.limits import MAX_PROCESSES
 from slogate.scenarios.units import parse_duration
 
 
@@ -30,6 +31,12 @@ def _checked(text: str, kind: type, ok: Callable[[float], bool], what: str) -> i
 
 def positive_int(text: str) -> int:
     return _checked(text, int, lambda v: v >= 1, "an integer >= 1")
+
+
+def process_count(text: str) -> int:
+    return _checked(
+        text, int, lambda v: 1 <= v <= MAX_PROCESSES, f"an integer from 1 to {MAX_PROCESSES}"
+    )
 
 
 def non_negative_int(text: str) -> int:

@@ -30,6 +30,7 @@ def scenario_overrides(args: argparse.Namespace) -> dict:
         "spawn_rate": args.spawn_rate,
         "rate": args.rate,
         "duration": args.duration,
+        "warmup": args.warmup,
         "seed": args.seed,
     }
     return {k: v for k, v in given.items() if v is not None}
@@ -47,6 +48,7 @@ def locust_command(args: argparse.Namespace, scenario: Path, host: str, out: Pat
         "--processes": args.processes,
         "--rate": args.rate,
         "--seed": args.seed,
+        "--warmup": args.warmup,
         "--baseline": args.baseline,
         "--max-lag-ms": args.max_lag_ms,
         "--metrics-url": args.metrics_url,

@@ -17,6 +17,7 @@ from typing import Any
 
 from slogate.scenarios import traces
 from slogate.scenarios.distributions import Dist
+from slogate.scenarios.limits import MAX_TOKENS
 from slogate.scenarios.model import PlannedTurn
 from slogate.scenarios.schema import TEXT, Reader, choice, integer, join, nested, optional, required
 from slogate.scenarios.text import nonce
@@ -44,7 +45,7 @@ FIELDS = {
     "format": optional(choice(*traces.FORMATS), "auto"),
     "columns": nested(read_columns, {}),
     "time_unit": optional(choice(*traces.TIME_UNITS), "auto"),
-    "block_tokens": optional(integer(ge=2), 512),
+    "block_tokens": optional(integer(ge=2, le=MAX_TOKENS), 512),
     "text": TEXT_FIELD,
     "think_time_s": seconds(0),
 }
