@@ -20,6 +20,7 @@ Locust's events, which are its extension seam:
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import signal
 import sys
@@ -41,6 +42,7 @@ from slogate.locustfiles.context import LoadContext
 from slogate.locustfiles.engine_info import EngineError, discover
 from slogate.locustfiles.session import RunSession
 from slogate.locustfiles.webview import install_web_view
+from slogate.reports.crashlog import crash_line, write_crash_log
 from slogate.scenarios.loader import resolve
 from slogate.scenarios.model import Scenario
 
@@ -48,6 +50,8 @@ log = logging.getLogger("slogate")
 
 FINALS_TIMEOUT_S = 30.0
 SELFTEST_S = 5.0
+CHECKPOINT_S = 5.0  # how old the data a SIGKILL leaves behind may be
+PARENT_POLL_S = 0.5
 
 _default_scenario: str | None = None
 _session: RunSession | None = None
@@ -195,11 +199,15 @@ def on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> None
     options = environment.parsed_options
     if options is None:
         return
+    gevent.spawn(watch_parent, os.getppid())
     if isinstance(runner, MasterRunner):
         runner.register_message("slogate_final", on_final)
     if isinstance(runner, WorkerRunner):
         return
-    _session = start_session(options, runner)
+    try:
+        _session = start_session(options, runner)
+    except Exception as error:  # exit codes are a contract: 3, one line, a log file
+        fail(EXIT_INVALID, crash_line(error, write_crash_log(error, shlex.join(sys.argv))))
     if web_ui is not None:
         install_web_view(web_ui, _session)
     gevent.signal_handler(signal.SIGTERM, on_sigterm, environment)
@@ -297,6 +305,17 @@ def on_sigterm(environment: Any) -> None:
     gevent.spawn(stop)
 
 
+def watch_parent(parent: int) -> None:
+    """The load stops when the process that started this one dies (a SIGKILLed
+    ``slogate run``, a master killed under its workers): a SIGTERM to itself
+    stops the users and writes the results marked incomplete, so no orphan
+    keeps loading the server (docs/reliability.md)."""
+    while os.getppid() == parent:
+        gevent.sleep(PARENT_POLL_S)
+    log.error("slogate: parent process %d is gone: stopping the run", parent)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def on_final(environment: Any, msg: Any, **_: Any) -> None:
     if _session is not None:
         _session.absorb(msg.data, worker=msg.node_id)
@@ -355,12 +374,16 @@ def housekeeping(environment: Any, session: RunSession) -> None:
     options = environment.parsed_options
     local = not isinstance(runner, MasterRunner)
     next_status = time.monotonic() + options.status_interval
+    next_checkpoint = time.monotonic() + CHECKPOINT_S
     while session.finished_code is None:
         gevent.sleep(1.0)
         session.users = runner.user_count
         if local:
             session.absorb(payload(session.ctx))
         session.close_windows()
+        if time.monotonic() >= next_checkpoint and session.finished_code is None:
+            next_checkpoint += CHECKPOINT_S
+            session.checkpoint()
         if options.headless and time.monotonic() >= next_status:
             next_status += options.status_interval
             log.info(session.status_line())
@@ -439,4 +462,10 @@ def on_quitting(environment: Any, **_: Any) -> None:
         reason = f"no final data from workers {', '.join(_session.missing_finals)}"
     if not isinstance(runner, MasterRunner):
         _session.absorb(payload(_session.ctx))
-    environment.process_exit_code = _session.finish(complete=reason is None, reason=reason)
+    try:
+        code = _session.finish(complete=reason is None, reason=reason)
+    except Exception as error:  # exit codes are a contract: 3, one line, a log file
+        where = write_crash_log(error, shlex.join(sys.argv), _session.out_dir)
+        log.error("slogate: %s", crash_line(error, where))
+        code = EXIT_INVALID
+    environment.process_exit_code = code

@@ -31,6 +31,10 @@ log = logging.getLogger("slogate")
 # A window stays open this many report intervals after it ends, so workers'
 # reports that straddle its end still land in it.
 WINDOW_GRACE_S = 7.0
+KILLED_REASON = (
+    "the run ended without writing its results (its process was killed): "
+    "these are its data as of the last checkpoint"
+)
 
 
 def scenario_meta(scenario: Scenario) -> dict[str, Any]:
@@ -179,6 +183,21 @@ class RunSession:
             "pid": os.getpid(),
         }
 
+    def checkpoint(self) -> None:
+        """Save the data so far, marked incomplete, over the last checkpoint: a
+        process killed from here on (SIGKILL, out of memory) leaves a folder that
+        ``slogate report`` judges, incomplete (exit 3). ``finish`` replaces it."""
+        run = RunData(
+            meta=redact(self.meta(False, KILLED_REASON)),
+            buckets=self.collector.buckets,
+            timeseries=self.rows,
+            server_metrics=[],
+        )
+        try:
+            run.save(self.out_dir)
+        except OSError as error:
+            log.warning("slogate: checkpoint not written: %s", error)
+
     def finish(self, complete: bool, reason: str | None = None) -> int:
         """Write the results folder and return the gate's exit code (once)."""
         if self.finished_code is not None:
@@ -197,7 +216,14 @@ class RunSession:
         run.save(self.out_dir)
         baseline = self.baseline[1] if self.baseline else None
         outcome = write_results(self.out_dir, run, baseline)
-        write_index(self.out_dir.parent)
+        try:
+            if write_index(self.out_dir.parent) is None:
+                log.warning(
+                    "slogate: %s is not a slogate index: left as it is",
+                    self.out_dir.parent / "index.html",
+                )
+        except OSError as error:  # the run's own results are written: only the list failed
+            log.warning("slogate: cannot write the runs index: %s", error)
         log.info("slogate: verdict %s -> %s", outcome.verdict, self.out_dir / "report.html")
         self.finished_code = outcome.exit_code
         return outcome.exit_code

@@ -4,7 +4,9 @@ The run itself is a plain `locust -f locustfiles/run.py` process, so that
 `slogate run` and a hand-written Locust command produce the same results
 folder and exit code. Locust runs in its own session: SIGINT or SIGTERM here
 is passed on as SIGTERM to its master alone, which then stops its workers,
-collects their data and writes a results folder marked incomplete.
+collects their data and writes a results folder marked incomplete. SIGKILL
+here cannot be passed on: Locust watches its parent and stops the same way
+when it is gone. Locust killed itself leaves its last checkpoint, judged here.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 
 from slogate import locustfiles, scenarios
-from slogate.analysis.slo import EXIT_CONFIG
+from slogate.analysis.slo import EXIT_CODES, EXIT_CONFIG, EXIT_INVALID
 from slogate.scenarios.loader import resolve
 from slogate.target import TargetError, target_engine
 
@@ -94,7 +96,26 @@ def run(args: argparse.Namespace) -> int:
     except TargetError as error:
         print(f"slogate: {error}", file=sys.stderr)
         return error.code
+    if code not in EXIT_CODES.values():
+        return died(code, out)
     report = out / "report.html"
     if report.exists():
         print(f"slogate: report {report} (exit {code})")
     return code
+
+
+def died(code: int, out: Path) -> int:
+    """Locust ended outside the exit-code contract (killed by a signal, out of
+    memory): the run failed (3). Its last checkpoint, if one was written, is
+    judged into a report marked incomplete."""
+    how = f"was killed by signal {-code}" if code < 0 else f"exited with {code}"
+    print(f"slogate: run failed: the Locust process {how}", file=sys.stderr)
+    from slogate.reports import rerender
+
+    try:
+        rerender(out)
+    except (OSError, ValueError) as error:
+        print(f"slogate: no results to judge in {out}: {error}", file=sys.stderr)
+    else:
+        print(f"slogate: report of the data as of its last checkpoint: {out / 'report.html'}")
+    return EXIT_INVALID

@@ -4,10 +4,13 @@ ends on time, with the documented error kind and exit code (docs/reliability.md)
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import gevent
+import psutil
 import pytest
 from loadruns import scenario_file, slogate, summary
 
@@ -172,3 +175,63 @@ def test_discovery_sends_only_the_scenarios_key_and_masks_its_echo(
     assert "HTTP 401" in done.stderr
     assert mine not in done.stderr and other not in done.stderr
     assert "***" in done.stderr
+
+
+def start_run(tmp_path: Path, server: MisbehavingServer, duration: str = "60s"):
+    """A long ``slogate run`` in the background; its process and results folder."""
+    scenario = scenario_file(
+        tmp_path, "exact-chat", load={"users": 2, "spawn_rate": 2, "duration": duration}
+    )
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "slogate.cli", "run", str(scenario)]
+    command += ["--host", server.url, "--out", str(out)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 90
+    while not (out / "data" / "run.json").is_file():  # the first checkpoint
+        assert time.monotonic() < deadline and process.poll() is None, process.communicate()
+        time.sleep(0.2)
+    return process, out
+
+
+def settled(server: MisbehavingServer, quiet_s: float = 2.0) -> int:
+    """The count of requests served once no new one came for ``quiet_s``."""
+    seen = server.served
+    while True:
+        time.sleep(quiet_s)
+        if server.served == seen:
+            return seen
+        seen = server.served
+
+
+def test_sigkill_of_slogate_run_stops_the_load_and_leaves_a_judged_folder(
+    tmp_path: Path,
+) -> None:
+    with MisbehavingServer("clock-jump") as server:
+        process, out = start_run(tmp_path, server)
+        process.kill()
+        process.wait()
+        killed_at = time.monotonic()
+        time.sleep(5.0)  # the load must stop within 5 s of the kill
+        after_5s = server.served
+        assert settled(server) == after_5s
+        assert time.monotonic() - killed_at < 30
+    report = slogate("report", str(out))
+    assert report.returncode == 3, report.stderr
+    summary_doc = summary(out)
+    assert summary_doc["run"]["complete"] is False
+    assert summary_doc["scenarios"]["exact-chat"]["requests"]["ok"] >= 1
+
+
+def test_sigkill_of_locust_leaves_its_last_checkpoint_judged_incomplete(tmp_path: Path) -> None:
+    with MisbehavingServer("clock-jump") as server:
+        process, out = start_run(tmp_path, server)
+        for child in psutil.Process(process.pid).children(recursive=True):
+            child.kill()
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 3, stderr
+    assert "run failed: the Locust process was killed by signal 9" in stderr
+    assert "Traceback" not in stderr
+    summary_doc = summary(out)
+    assert summary_doc["verdict"] == "invalid"
+    assert "killed" in summary_doc["run"]["incomplete_reason"]
+    assert (out / "report.html").is_file()
