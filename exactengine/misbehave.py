@@ -150,8 +150,8 @@ def _read_request(conn: socket.socket) -> bytes:
 
 class MisbehavingServer:
     """Serves fault ``kind`` on 127.0.0.1 from a thread until closed. ``served``
-    counts the requests that got the fault; ``auth_seen`` keeps every
-    Authorization header received (models list included)."""
+    counts the POST requests (completions) that got the fault; ``auth_seen``
+    keeps every Authorization header received (models list included)."""
 
     def __init__(self, kind: str, port: int = 0, models_fault: bool = False) -> None:
         if kind not in FAULTS:
@@ -208,7 +208,8 @@ class MisbehavingServer:
                         % (len(_MODELS), _MODELS)
                     )
                     return
-                self.served += 1
+                if request.startswith(b"POST"):  # a completion; not a /metrics scrape
+                    self.served += 1
                 self.fault(conn, request)
         except OSError:
             return  # the client went away: the fault is over
