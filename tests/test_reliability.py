@@ -235,3 +235,17 @@ def test_sigkill_of_locust_leaves_its_last_checkpoint_judged_incomplete(tmp_path
     assert summary_doc["verdict"] == "invalid"
     assert "killed" in summary_doc["run"]["incomplete_reason"]
     assert (out / "report.html").is_file()
+
+
+def test_a_run_against_an_endless_stream_ends_on_time_and_counts_it_cancelled(
+    tmp_path: Path,
+) -> None:
+    """Valid output forever, on the completions and on /metrics alike: the run
+    ends at its duration (the last metrics scrape is bounded as a whole, not
+    per read) and the cut requests are cancelled, not errors."""
+    done, took, out = run_against(tmp_path, "endless")
+    assert done.returncode == 3, done.stderr[-2000:]  # nothing finished: nothing measured
+    assert took < 4 + 2 + 10 + 15
+    doc = summary(out)
+    assert doc["run"]["cancelled_at_stop"] == 2  # both users' requests, cut at the end
+    assert doc["scenarios"]["exact-chat"]["requests"]["failed"] == 0
