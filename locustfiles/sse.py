@@ -30,9 +30,10 @@ from __future__ import annotations
 
 __all__ = ["MAX_EVENT_BYTES", "Event", "SSEParser", "SSEProtocolError"]
 
-MAX_EVENT_BYTES = 16 * 1024 * 1024
+MAX_EVENT_BYTES = 1024 * 1024
 """The default bound on one event (docs/reliability.md): OpenAI-style chunks are a
-few hundred bytes; 16 MiB leaves room for any real one."""
+few hundred bytes, a large tool call some kilobytes; 1 MiB leaves room for any real one
+and bounds a client with N streams in flight to N MiB of held events."""
 
 _LF = b"\n"
 _CR = b"\r"
