@@ -154,19 +154,22 @@ class SSEParser:
         if _LF not in chunk:
             if chunk:
                 self._tail.append(chunk)
-                self._grow(len(chunk))
+                self._held += len(chunk)
+                if self._held > self.max_event_bytes:
+                    self._overflow()
             return []
         tail = self._tail
+        held = self._held
         if tail:
-            self._held -= sum(map(len, tail))
+            size = len(chunk)
             tail.append(chunk)
             chunk = b"".join(tail)
             tail.clear()
+            held -= len(chunk) - size  # the unfinished line is in ``chunk`` now
         lines = chunk.split(_LF)
         rest = lines.pop()
         events: list[Event] = []
         data = self._data
-        held = self._held
         for line in lines:
             if not line:
                 if data or self._error is not None:
@@ -202,11 +205,6 @@ class SSEParser:
             return [self._dispatch()]
         self._event = None
         return []
-
-    def _grow(self, n: int) -> None:
-        self._held += n
-        if self._held > self.max_event_bytes:
-            self._overflow()
 
     def _overflow(self) -> None:
         held = self._held
