@@ -24,6 +24,7 @@ class ErrorKind(str, Enum):
     HTTP_5XX = "http_5xx"
     STREAM_ERROR = "stream_error"
     TRUNCATED = "truncated"
+    EMPTY = "empty"  # the stream ended properly but carried no output at all
     PROTOCOL = "protocol"
 
 

@@ -72,23 +72,59 @@ class RunData:
             raise FileNotFoundError(
                 f"{out_dir}: no {DATA_DIR}/{RUN_FILE}: not a slogate results folder"
             )
-        run = json.loads(run_path.read_text())
-        if run.get("schema") != SCHEMA:
-            raise ValueError(f"{run_path}: schema {run.get('schema')!r}, expected {SCHEMA!r}")
-        buckets = {
-            (s, span): Bucket.decode(data)
-            for s, span, data in json.loads((data_dir / BUCKETS_FILE).read_text())
-        }
+        run = _read_json(run_path)
+        if not isinstance(run, dict) or run.get("schema") != SCHEMA:
+            schema = run.get("schema") if isinstance(run, dict) else type(run).__name__
+            raise ValueError(f"{run_path}: schema {schema!r}, expected {SCHEMA!r}")
+        meta, timeseries = run.get("meta"), run.get("timeseries", [])
+        server_metrics = run.get("server_metrics", [])
+        if not isinstance(meta, dict):
+            raise ValueError(f"{run_path}: 'meta' is not an object")
+        if not isinstance(timeseries, list) or not isinstance(server_metrics, list):
+            raise ValueError(f"{run_path}: 'timeseries' and 'server_metrics' must be lists")
         return cls(
-            meta=run["meta"],
-            buckets=buckets,
-            timeseries=run.get("timeseries", []),
-            server_metrics=run.get("server_metrics", []),
+            meta=meta,
+            buckets=_read_buckets(data_dir / BUCKETS_FILE),
+            timeseries=timeseries,
+            server_metrics=server_metrics,
         )
 
 
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, RecursionError) as error:
+        raise ValueError(f"{path}: not readable JSON ({error})") from error
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not JSON ({error})") from error
+
+
+def _read_buckets(path: Path) -> dict[tuple[str, str], Bucket]:
+    """The saved buckets; ValueError naming the file for any other shape."""
+    rows = _read_json(path)
+    if not isinstance(rows, list) or not all(
+        isinstance(row, list) and len(row) == 3 and all(isinstance(x, str) for x in row[:2])
+        for row in rows
+    ):
+        raise ValueError(f"{path}: expected a list of [scenario, span, histograms] rows")
+    buckets = {}
+    for scenario, span, data in rows:
+        try:
+            buckets[(scenario, span)] = Bucket.decode(data)
+        except Exception as error:  # any malformed encoding, whatever the decoder raises
+            raise ValueError(
+                f"{path}: bucket {scenario}/{span} does not decode: {error}"
+            ) from error
+    return buckets
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write then rename, so an interrupted run never leaves half a file."""
+    """Write then rename, so an interrupted run never leaves half a file; a write
+    that fails (disk full) leaves no ``.tmp`` behind either."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=False, default=str))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=False, default=str))
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -63,8 +63,11 @@ RUN_KEYS = (
     "cancelled_at_stop",
 )
 MASK = "***"
+# Whole words at the end of a key: ``timeout_first_token`` (an error kind) or
+# ``max_tokens`` name no secret, ``access_token`` and ``token`` do.
 _SECRET_KEY = re.compile(
-    r"(?i)(api[_-]?key|secret|passw(or)?d|authorization|credential|cookie|(^|[_-])token)$"
+    r"(?i)((^|[_-])(api[_-]?key|secret|passw(or)?d|authorization|credentials?|cookie"
+    r"|(access|auth|bearer|refresh|id|api|session|secret|hf|gh|github)[_-]?token)|^token)$"
 )
 _SECRET_TEXT = (
     (

@@ -33,13 +33,14 @@ from slogate.analysis.records import ErrorKind, RequestRecord
 from slogate.locustfiles.connections import ConnectError, Connection, Pool
 from slogate.locustfiles.engine_info import parse_base_url
 from slogate.locustfiles.openai_stream import MESSAGE_CHARS, StreamInterpreter
-from slogate.locustfiles.sse import SSEParser
+from slogate.locustfiles.sse import SSEParser, SSEProtocolError
 from slogate.scenarios.model import Api, PlannedTurn, RequestOptions, Timeouts
 from slogate.scenarios.text import output_token_counter
 
 __all__ = ["PreparedRequest", "StreamClient", "StreamResult", "error_kind_for_status"]
 
 ERROR_BODY_LIMIT = 65536
+SHOWN_MESSAGE_CHARS = 500  # an error message as recorded: masked first, then cut to this
 DRAIN_TIMEOUT_S = 1.0
 _PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 
@@ -271,7 +272,7 @@ class StreamClient:
             except _Failure as failure:
                 self._fail(stream, failure.kind, str(failure))
         if record.error_message:
-            record.error_message = self._redact(record.error_message)
+            record.error_message = self._redact(record.error_message)[:SHOWN_MESSAGE_CHARS]
         text = stream.text
         if (
             record.ok
@@ -286,7 +287,7 @@ class StreamClient:
         now = time.perf_counter_ns()
         record = stream.record
         record.start_ns = record.start_ns or now
-        stream.fail(kind, self._redact(message), now)
+        stream.fail(kind, message, now)
 
     def _redact(self, text: str) -> str:
         return text.replace(self._api_key, "***") if self._api_key else text
@@ -346,6 +347,8 @@ class _Exchange:
             raise _Failure(ErrorKind.TIMEOUT_FIRST_TOKEN, message) from exc
         except HTTPParseError as exc:
             raise _Failure(ErrorKind.PROTOCOL, f"malformed HTTP response: {exc}") from exc
+        except SSEProtocolError as exc:
+            raise _Failure(ErrorKind.PROTOCOL, str(exc)) from exc
         except OSError as exc:
             if self.reused and not self.got_bytes:
                 raise _StaleConnection from exc

@@ -7,9 +7,10 @@ Linux over plain TCP that is the kernel's receive timestamp of the data
 event by its arrival, not by when it got round to reading it; elsewhere, and
 over TLS, the instant the read returned.
 
-The read path is lean because it runs once per event: after a read drained the
-socket the next one waits on the connection's own io watcher first (no
-EAGAIN round trip), and the wait arms no timer. Deadlines are enforced by one
+The read path is lean because it runs once per event: every read waits on the
+connection's own io watcher first (no EAGAIN round trip; a socket with bytes
+ready returns at once, after one pass of the event loop), and the wait arms no
+timer. Deadlines are enforced by one
 watchdog greenlet per pool that wakes every ``WATCHDOG_S`` and throws
 ``TimeoutError`` into reads past theirs, so a timeout fires up to that much late.
 """
@@ -60,7 +61,7 @@ class Connection:
     """One connection. ``read`` leaves the arrival instant of its bytes in ``at``."""
 
     __slots__ = (
-        "_drained",
+        "_full",
         "_offset",
         "at",
         "deadline",
@@ -77,7 +78,7 @@ class Connection:
         self.watcher = gevent.get_hub().loop.io(sock.fileno(), 1)
         self.deadline = _NEVER
         self.at = 0
-        self._drained = True
+        self._full = False
         self._offset = 0
 
     def send(self, data: bytes, deadline_ns: int) -> None:
@@ -89,31 +90,33 @@ class Connection:
         self.sock.sendall(data)
         if not self.tls:
             self.sock.settimeout(0.0)  # plain reads wait on the watcher, never in the socket
-        self._drained = True
+        self._full = False
         self._offset = _realtime_offset_ns() if self.kernel_timestamps else 0
 
     def read(self, deadline_ns: int) -> bytes:
         """The bytes that have arrived, waiting for some until ``deadline_ns``
-        (TimeoutError past it); ``b""`` once the server closed."""
+        (TimeoutError past it); ``b""`` once the server closed.
+
+        Every read checks the deadline and passes through the event loop, also
+        when the last one filled the buffer: a server that always has bytes ready
+        (a flood of keep-alives, one endless line) must not keep this greenlet
+        reading while timers, timeouts, signals and every other user wait."""
         if self.tls:
             return self._read_tls(deadline_ns)
         sock = self.sock
         while True:
-            if self._drained:
-                if deadline_ns <= time.perf_counter_ns():
-                    raise TimeoutError("deadline passed")
-                self.deadline = deadline_ns
-                gevent.socket.wait(self.watcher)
+            if deadline_ns <= time.perf_counter_ns():
+                raise TimeoutError("deadline passed")
+            self.deadline = deadline_ns
+            gevent.socket.wait(self.watcher)
             try:
                 if self.kernel_timestamps:
                     data, ancillary, _, _ = sock.recvmsg(READ_SIZE, _ANCILLARY_SIZE)
                 else:
                     data, ancillary = sock.recv(READ_SIZE), None
             except BlockingIOError:
-                self._drained = True
                 continue
             now = time.perf_counter_ns()
-            self._drained = len(data) < READ_SIZE
             self.at = now
             if ancillary:
                 seconds, nanos = _TIMESPEC.unpack_from(ancillary[0][2])
@@ -123,12 +126,15 @@ class Connection:
             return data
 
     def _read_tls(self, deadline_ns: int) -> bytes:
+        if self._full:
+            gevent.sleep(0)  # bytes are waiting; let the rest of the loop run first
         remaining = deadline_ns - time.perf_counter_ns()
         if remaining <= 0:
             raise TimeoutError("deadline passed")
         self.sock.settimeout(remaining / 1e9)
         data = self.sock.recv(READ_SIZE)
         self.at = time.perf_counter_ns()
+        self._full = len(data) == READ_SIZE
         return data
 
     def idle_and_open(self) -> bool:

@@ -9,7 +9,6 @@ with no clients: it only absorbs the workers' recorders.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import time
 from collections.abc import Callable
@@ -72,6 +71,7 @@ class LoadContext:
     watch: LoopWatch = field(init=False)
     request_log: RequestLog | None = None
     _clients: dict[str, StreamClient] = field(default_factory=dict)
+    _token_counters: dict[str | None, Callable[[str], int] | None] = field(default_factory=dict)
     _user_numbers: itertools.count = field(default_factory=itertools.count)
     _picker: WeightedRoundRobin = field(init=False)
     _dispatching: set[str] = field(default_factory=set)
@@ -139,13 +139,17 @@ class LoadContext:
             prepare_text(scenario)
 
     def planner(self, scenario: Scenario, stream: int) -> Planner:
-        counter = self.server_token_counter if scenario.request.tokenizer == "server" else None
+        counter = None
+        if scenario.request.tokenizer == "server":
+            counter = self.server_token_counter(scenario.request.api_key_env)
         return Planner(scenario, seed=self.seed, stream=stream, count_tokens=counter)
 
-    @functools.cached_property
-    def server_token_counter(self) -> Callable[[str], int] | None:
-        """The engine's /tokenize, asked once per process whether it has one."""
-        return remote_token_counter(self.host)
+    def server_token_counter(self, api_key_env: str | None) -> Callable[[str], int] | None:
+        """The engine's /tokenize, asked once per process and key whether it has
+        one, with the scenario's own key."""
+        if api_key_env not in self._token_counters:
+            self._token_counters[api_key_env] = remote_token_counter(self.host, api_key_env)
+        return self._token_counters[api_key_env]
 
     def client(self, scenario: Scenario, concurrency: int) -> StreamClient:
         found = self._clients.get(scenario.name)

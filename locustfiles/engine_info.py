@@ -64,12 +64,27 @@ def _root(base_url: str) -> str:
     return base_url.rstrip("/").removesuffix("/v1")
 
 
+def _key(api_key_env: str | None) -> str:
+    return os.environ.get(api_key_env, "") if api_key_env else ""
+
+
+def _masked(text: str, key: str) -> str:
+    """``text`` with the key masked; masked before it is cut, so no straddling
+    prefix of the key survives the cut."""
+    return text.replace(key, "***") if key else text
+
+
+def _shown(payload: Any, api_key_env: str | None) -> str:
+    """A server's answer as quoted in an error: key masked, then cut to 300 chars."""
+    return _masked(str(payload), _key(api_key_env))[:300]
+
+
 def _call(
     url: str, timeout: float, api_key_env: str | None, body: dict[str, Any] | None = None
 ) -> tuple[int, Any]:
     """(status, parsed JSON or None) of a GET (``body`` None) or a JSON POST."""
     headers = {"Accept": "application/json"}
-    key = os.environ.get(api_key_env, "") if api_key_env else ""
+    key = _key(api_key_env)
     if key:
         headers["Authorization"] = f"Bearer {key}"
     data = None
@@ -87,24 +102,24 @@ def _call(
         message = f"cannot reach {url}: {reason}"
         if isinstance(reason, ssl.SSLCertVerificationError):
             message += " (an engine behind a private CA: point SSL_CERT_FILE at its certificate)"
-        raise EngineUnreachable(message.replace(key, "***") if key else message) from exc
+        raise EngineUnreachable(_masked(message, key)) from exc
     try:
         return status, json.loads(raw)
     except ValueError:
         return status, None
 
 
-def discover(
-    base_url: str, timeout: float = 10.0, api_key_env: str | None = "OPENAI_API_KEY"
-) -> EngineInfo:
-    """The engine's models from ``GET /v1/models``. Raises ValueError for a URL
-    that names no HTTP server, EngineUnreachable when nothing answers,
-    EngineError when the answer is not a model list."""
+def discover(base_url: str, api_key_env: str | None, timeout: float = 10.0) -> EngineInfo:
+    """The engine's models from ``GET /v1/models``, asked with the key in the
+    scenario's ``api_key_env`` (None: no key), never another variable's: a key
+    sent to the wrong service leaks it. Raises ValueError for a URL that names no
+    HTTP server, EngineUnreachable when nothing answers, EngineError when the
+    answer is not a model list (the key masked in its text)."""
     parse_base_url(base_url)
     url = _root(base_url) + "/v1/models"
     status, payload = _call(url, timeout, api_key_env)
     if status != 200:
-        detail = "" if payload is None else f": {str(payload)[:300]}"
+        detail = "" if payload is None else f": {_shown(payload, api_key_env)}"
         raise EngineError(
             f"GET {url} answered HTTP {status}{detail} (not an OpenAI-compatible server?)"
         )
@@ -113,7 +128,7 @@ def discover(
         [m for m in data if isinstance(m, dict) and m.get("id")] if isinstance(data, list) else []
     )
     if not entries:
-        raise EngineError(f"GET {url} listed no models: {str(payload)[:300]}")
+        raise EngineError(f"GET {url} listed no models: {_shown(payload, api_key_env)}")
     return EngineInfo(
         model=str(entries[0]["id"]),
         owned_by=str(entries[0].get("owned_by", "")),
@@ -123,8 +138,8 @@ def discover(
 
 def remote_token_counter(
     base_url: str,
+    api_key_env: str | None,
     timeout: float = 10.0,
-    api_key_env: str | None = "OPENAI_API_KEY",
     model: str | None = None,
 ) -> Callable[[str], int] | None:
     """A function counting a text's tokens with the engine's ``/tokenize`` (vLLM or
@@ -157,7 +172,7 @@ def _counter(
     def count_tokens(text: str) -> int:
         status, payload = _call(url, timeout, api_key_env, {**template, field: text})
         if status != 200 or not isinstance(payload, dict):
-            raise EngineError(f"POST {url} answered HTTP {status}: {str(payload)[:300]}")
+            raise EngineError(f"POST {url} answered HTTP {status}: {_shown(payload, api_key_env)}")
         return int(count(payload))
 
     return count_tokens

@@ -27,7 +27,10 @@ from slogate.locustfiles.sse import Event
 __all__ = ["Chunk", "ChunkKind", "StreamInterpreter", "parse_chunk"]
 
 DONE = b"[DONE]"
-MESSAGE_CHARS = 500
+MESSAGE_CHARS = 4096
+"""Error text kept from a stream: generous, so the client can mask a secret in
+it before cutting it to its final length (a key straddling the cut would
+otherwise leave its first characters)."""
 
 
 class ChunkKind(str, Enum):
@@ -260,8 +263,13 @@ class StreamInterpreter:
             self._fail(kind, message, at_ns)
 
     def _finish(self, at_ns: int) -> bool:
-        self.finished = True
+        """A proper end; one without a single output chunk fails as ``empty``: a
+        server that answers only ``[DONE]`` generated nothing and must not count
+        as a good request (no TTFT, no tokens)."""
         record = self.record
+        if not record.chunk_ns:
+            return self._fail(ErrorKind.EMPTY, "the stream ended without any output", at_ns)
+        self.finished = True
         record.end_ns = at_ns
         if len(record.chunk_tokens) != len(record.chunk_ns) or not self._per_chunk:
             record.chunk_tokens.clear()

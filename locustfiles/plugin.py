@@ -26,6 +26,7 @@ Locust's events, which are its extension seam:
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import signal
 import sys
@@ -49,6 +50,7 @@ from slogate.locustfiles.loopwatch import freeze_spawned, freeze_startup
 from slogate.locustfiles.request_log import REQUESTS_FILE, RequestLog
 from slogate.locustfiles.session import RunSession
 from slogate.locustfiles.webview import install_web_view
+from slogate.reports.crashlog import crash_line, write_crash_log
 from slogate.scenarios.loader import resolve
 from slogate.scenarios.model import Scenario
 
@@ -58,6 +60,8 @@ log = logging.getLogger("slogate")
 LOCUST_STATS_LOGGER = "locust.stats_logger"
 FINALS_TIMEOUT_S = 30.0
 SELFTEST_S = 5.0
+CHECKPOINT_S = 5.0  # how old the data a SIGKILL leaves behind may be
+PARENT_POLL_S = 0.5
 
 _default_scenario: str | None = None
 _session: RunSession | None = None
@@ -82,6 +86,7 @@ def overrides(options: Any) -> dict[str, Any]:
         "duration": options.slogate_duration,
         "rate": options.rate,
         "seed": options.seed,
+        "warmup": options.warmup,
     }
     return {k: v for k, v in given.items() if v is not None}
 
@@ -108,6 +113,12 @@ def add_options(parser: Any) -> None:
         help="open loop: requests per second (replaces the scenario's load)",
     )
     parser.add_argument("--seed", type=int, default=None, help="workload seed")
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=None,
+        help="seconds of warm-up left out of the measurement (replaces the scenario's)",
+    )
     parser.add_argument("--baseline", default="", help="results folder to compare this run with")
     parser.add_argument("--window", type=float, default=5.0, help="time-series window, seconds")
     parser.add_argument(
@@ -221,13 +232,17 @@ def on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> None
     options = environment.parsed_options
     if options is None:
         return
+    gevent.spawn(watch_parent, os.getppid())
     if isinstance(runner, MasterRunner):
         runner.register_message("slogate_final", on_final)
     if isinstance(runner, WorkerRunner):
         return
     if not options.locust_stats:
         logging.getLogger(LOCUST_STATS_LOGGER).disabled = True
-    _session = start_session(options, runner)
+    try:
+        _session = start_session(options, runner)
+    except Exception as error:  # exit codes are a contract: 3, one line, a log file
+        fail(EXIT_INVALID, crash_line(error, write_crash_log(error, shlex.join(sys.argv))))
     if not isinstance(runner, MasterRunner):
         prepare_process(_session.ctx)  # before the run's clock starts
     if web_ui is not None:
@@ -247,7 +262,7 @@ def start_session(options: Any, runner: Any) -> RunSession:
         pricing = Pricing.from_options(options.gpu_price_per_hour, options.gpus)
         check_options(options)
         baseline = RunData.load(options.baseline) if options.baseline else None
-        engine = discover(options.host, timeout=10.0)
+        engine = discover(options.host, loaded[0].request.api_key_env, timeout=10.0)
     except (scenarios.ScenarioError, ValueError, OSError) as error:
         fail(EXIT_CONFIG, error)
     except EngineError as error:
@@ -340,6 +355,17 @@ def on_sigterm(environment: Any) -> None:
     gevent.spawn(stop)
 
 
+def watch_parent(parent: int) -> None:
+    """The load stops when the process that started this one dies (a SIGKILLed
+    ``slogate run``, a master killed under its workers): a SIGTERM to itself
+    stops the users and writes the results marked incomplete, so no orphan
+    keeps loading the server (docs/reliability.md)."""
+    while os.getppid() == parent:
+        gevent.sleep(PARENT_POLL_S)
+    log.error("slogate: parent process %d is gone: stopping the run", parent)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def on_final(environment: Any, msg: Any, **_: Any) -> None:
     if _session is not None:
         _session.absorb(msg.data, worker=msg.node_id)
@@ -421,10 +447,14 @@ def housekeeping(environment: Any, session: RunSession) -> None:
     runner = environment.runner
     options = environment.parsed_options
     next_status = time.monotonic() + options.status_interval
+    next_checkpoint = time.monotonic() + CHECKPOINT_S
     while session.finished_code is None:
         gevent.sleep(1.0)
         session.users = runner.user_count
         session.close_windows()
+        if time.monotonic() >= next_checkpoint and session.finished_code is None:
+            next_checkpoint += CHECKPOINT_S
+            session.checkpoint()
         if options.headless and time.monotonic() >= next_status:
             next_status += options.status_interval
             log.info(session.status_line())
@@ -509,7 +539,13 @@ def on_quitting(environment: Any, **_: Any) -> None:
     reason = None if done else "interrupted before the load profile ended"
     if _session.missing_finals:
         reason = f"no final data from workers {', '.join(_session.missing_finals)}"
-    environment.process_exit_code = _session.finish(complete=reason is None, reason=reason)
+    try:
+        code = _session.finish(complete=reason is None, reason=reason)
+    except Exception as error:  # exit codes are a contract: 3, one line, a log file
+        where = write_crash_log(error, shlex.join(sys.argv), _session.out_dir)
+        log.error("slogate: %s", crash_line(error, where))
+        code = EXIT_INVALID
+    environment.process_exit_code = code
 
 
 @events.quit.add_listener

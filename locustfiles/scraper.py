@@ -148,10 +148,22 @@ class MetricsScraper:
 
 
 def fetch_text(url: str, timeout_s: float) -> str:
-    """GET ``url`` and return its body as text; HTTP errors raise."""
+    """GET ``url`` and return its body as text; HTTP errors raise. ``timeout_s``
+    bounds the whole answer, not each read: an endpoint that drips bytes
+    forever must not hold the run's end (the last scrape comes after the load)."""
+    deadline = time.monotonic() + timeout_s
     request = urllib.request.Request(url, headers={"Accept": "text/plain"})
+    pieces: list[bytes] = []
+    size = 0
     with urllib.request.urlopen(request, timeout=timeout_s) as response:
-        body = response.read(MAX_BODY_BYTES + 1)
-    if len(body) > MAX_BODY_BYTES:
+        while size <= MAX_BODY_BYTES:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{url}: no complete answer within {timeout_s:g} s")
+            piece = response.read1(MAX_BODY_BYTES + 1 - size)
+            if not piece:
+                break
+            pieces.append(piece)
+            size += len(piece)
+    if size > MAX_BODY_BYTES:
         raise ValueError(f"{url}: metrics body larger than {MAX_BODY_BYTES} bytes")
-    return body.decode("utf-8", errors="replace")
+    return b"".join(pieces).decode("utf-8", errors="replace")

@@ -36,6 +36,10 @@ log = logging.getLogger("slogate")
 WINDOW_GRACE_S = 7.0
 # The status line names the generator's own error bound from this much on.
 STALL_WARNING_MS = 1.0
+KILLED_REASON = (
+    "the run ended without writing its results (its process was killed): "
+    "these are its data as of the last checkpoint"
+)
 
 
 def scenario_meta(scenario: Scenario) -> dict[str, Any]:
@@ -211,6 +215,21 @@ class RunSession:
             "pid": os.getpid(),
         }
 
+    def checkpoint(self) -> None:
+        """Save the data so far, marked incomplete, over the last checkpoint: a
+        process killed from here on (SIGKILL, out of memory) leaves a folder that
+        ``slogate report`` judges, incomplete (exit 3). ``finish`` replaces it."""
+        run = RunData(
+            meta=redact(self.meta(False, KILLED_REASON)),
+            buckets=self.collector.buckets,
+            timeseries=self.rows,
+            server_metrics=[],
+        )
+        try:
+            run.save(self.out_dir)
+        except OSError as error:
+            log.warning("slogate: checkpoint not written: %s", error)
+
     def finish(self, complete: bool, reason: str | None = None) -> int:
         """Write the results folder and return the gate's exit code (once); the
         verdict table is kept for the very end of the output."""
@@ -231,7 +250,14 @@ class RunSession:
         run.save(self.out_dir)
         baseline = self.baseline[1] if self.baseline else None
         outcome = write_results(self.out_dir, run, baseline)
-        write_index(self.out_dir.parent)
+        try:
+            if write_index(self.out_dir.parent) is None:
+                log.warning(
+                    "slogate: %s is not a slogate index: left as it is",
+                    self.out_dir.parent / "index.html",
+                )
+        except OSError as error:  # the run's own results are written: only the list failed
+            log.warning("slogate: cannot write the runs index: %s", error)
         self.verdict_table = verdict_table(outcome.summary, outcome.files["report"])
         self.finished_code = outcome.exit_code
         return outcome.exit_code

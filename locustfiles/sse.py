@@ -17,16 +17,33 @@ servers:
 Lines stay bytes until they are complete, so a UTF-8 character split across two
 reads is never garbled; ``data`` stays bytes (orjson parses bytes directly) and
 the other fields are decoded once their line is complete.
+
+Memory and time are bounded whatever the server sends: the pieces of an
+unfinished line are kept in a list and joined once, when its line end arrives
+(a long line costs linear time, not a copy per read), and the bytes one event
+holds (its data and error lines plus the unfinished line) may not pass
+``max_event_bytes``: past it :class:`SSEProtocolError` is raised, so a server
+that never sends the blank line cannot grow the client without limit.
 """
 
 from __future__ import annotations
 
-__all__ = ["Event", "SSEParser"]
+__all__ = ["MAX_EVENT_BYTES", "Event", "SSEParser", "SSEProtocolError"]
+
+MAX_EVENT_BYTES = 1024 * 1024
+"""The default bound on one event (docs/reliability.md): OpenAI-style chunks are a
+few hundred bytes, a large tool call some kilobytes; 1 MiB leaves room for any real one
+and bounds a client with N streams in flight to N MiB of held events."""
 
 _LF = b"\n"
 _CR = b"\r"
 _COLON = 58  # ord(":")
 _SPACE = b" "
+
+
+class SSEProtocolError(ValueError):
+    """The stream broke a bound of the protocol (an event larger than allowed).
+    The parser is reset; the stream cannot be followed any further."""
 
 
 class Event:
@@ -74,21 +91,28 @@ class SSEParser:
 
     ``comments`` counts ``:`` lines (keep-alives). ``last_id`` and ``retry`` keep
     the stream's last ``id`` and ``retry`` values, as the standard says.
+    ``max_event_bytes`` bounds what one event may hold (SSEProtocolError past it).
     """
 
     __slots__ = (
         "_data",
         "_error",
         "_event",
-        "_pending",
+        "_held",
         "_skip_lf",
+        "_tail",
         "comments",
         "last_id",
+        "max_event_bytes",
         "retry",
     )
 
-    def __init__(self) -> None:
-        self._pending = b""
+    def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+        if max_event_bytes < 1:
+            raise ValueError(f"max_event_bytes {max_event_bytes}: expected at least 1")
+        self.max_event_bytes = max_event_bytes
+        self._tail: list[bytes | bytearray] = []  # the pieces of the unfinished line
+        self._held = 0  # bytes of the event so far: data, error and unfinished line
         self._skip_lf = False
         self._data: list[bytes] = []
         self._event: str | None = None
@@ -100,21 +124,23 @@ class SSEParser:
     @property
     def pending(self) -> bool:
         """True while bytes of an unfinished line or event wait for more input."""
-        return bool(self._pending or self._data or self._event or self._error is not None)
+        return bool(self._tail or self._data or self._event or self._error is not None)
 
     def feed(self, chunk: bytes | bytearray) -> list[Event]:
         """Parse ``chunk`` (the next bytes of the stream); return completed events.
-        Their ``data`` is of ``chunk``'s type (bytes or bytearray)."""
+        Their ``data`` is of ``chunk``'s type (bytes or bytearray) when the event
+        came in one read. SSEProtocolError when the event grows past the bound."""
         if (
             chunk[-2:] == b"\n\n"
             and chunk[:5] == b"data:"
             and chunk.find(_LF) == len(chunk) - 2
-            and not self._pending
+            and not self._tail
             and not self._data
             and not self._skip_lf
             and self._event is None
             and self._error is None
             and _CR not in chunk
+            and len(chunk) <= self.max_event_bytes
         ):  # the usual read: exactly one event of one data line, nothing pending
             data = chunk[6:-2] if chunk[5:6] == _SPACE else chunk[5:-2]
             return [Event(data, None, self.last_id, self.retry)]
@@ -125,10 +151,23 @@ class SSEParser:
         if _CR in chunk:
             self._skip_lf = chunk[-1:] == _CR
             chunk = chunk.replace(b"\r\n", _LF).replace(_CR, _LF)
-        if self._pending:
-            chunk = self._pending + chunk
+        if _LF not in chunk:
+            if chunk:
+                self._tail.append(chunk)
+                self._held += len(chunk)
+                if self._held > self.max_event_bytes:
+                    self._overflow()
+            return []
+        tail = self._tail
+        held = self._held
+        if tail:
+            size = len(chunk)
+            tail.append(chunk)
+            chunk = b"".join(tail)
+            tail.clear()
+            held -= len(chunk) - size  # the unfinished line is in ``chunk`` now
         lines = chunk.split(_LF)
-        self._pending = lines.pop()
+        rest = lines.pop()
         events: list[Event] = []
         data = self._data
         for line in lines:
@@ -136,34 +175,59 @@ class SSEParser:
                 if data or self._error is not None:
                     events.append(self._dispatch())
                     data = self._data
+                    held = 0
                 else:
                     self._event = None
             elif line[:5] == b"data:":
-                data.append(line[6:] if line[5:6] == _SPACE else line[5:])
+                value = line[6:] if line[5:6] == _SPACE else line[5:]
+                data.append(value)
+                held += len(value) + 1  # an empty line costs its list entry too
             elif line[0] == _COLON:
                 self.comments += 1
             else:
-                self._field(line)
+                held += self._field(line)
+        if rest:
+            tail.append(rest)
+            held += len(rest)
+        self._held = held
+        if held > self.max_event_bytes:
+            self._overflow()
         return events
 
     def close(self) -> list[Event]:
         """End of stream. A blank line is implied: an event whose lines were all
         complete is still dispatched (some servers omit the final blank line);
         an unfinished line is dropped, as the standard says."""
-        self._pending = b""
+        self._held -= sum(map(len, self._tail))
+        self._tail.clear()
         self._skip_lf = False
         if self._data or self._error is not None:
             return [self._dispatch()]
         self._event = None
         return []
 
-    def _field(self, line: bytes) -> None:
+    def _overflow(self) -> None:
+        held = self._held
+        self._tail.clear()
+        self._skip_lf = False
+        self._data = []
+        self._event = None
+        self._error = None
+        self._held = 0
+        raise SSEProtocolError(
+            f"an SSE event grew past {self.max_event_bytes} bytes ({held} held) without "
+            "its blank line: the server is not sending events"
+        )
+
+    def _field(self, line: bytes) -> int:
+        """Apply one non-data field line; the bytes it adds to the event."""
         name, colon, value = line.partition(b":")
         if colon and value[:1] == _SPACE:
             value = value[1:]
         if name == b"data":
             self._data.append(value)
-        elif name == b"event":
+            return len(value) + 1
+        if name == b"event":
             self._event = value.decode("utf-8", "replace")
         elif name == b"id":
             if b"\0" not in value:
@@ -174,6 +238,8 @@ class SSEParser:
         elif name == b"error":
             text = value.decode("utf-8", "replace")
             self._error = text if self._error is None else self._error + "\n" + text
+            return len(value) + 1
+        return 0
 
     def _dispatch(self) -> Event:
         data = self._data
@@ -187,4 +253,5 @@ class SSEParser:
         self._data = []
         self._event = None
         self._error = None
+        self._held = 0
         return event

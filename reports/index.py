@@ -19,6 +19,7 @@ from slogate.reports.results import REPORT_FILE, SUMMARY_FILE, write_atomic
 from slogate.reports.svg import sparkline
 
 INDEX_FILE = "index.html"
+MARKER = b'<meta name="generator" content="slogate-index">'
 TREND_RUNS = 50
 TRENDS = (
     ("ttft_ms", "p99"),
@@ -43,15 +44,16 @@ class RunEntry:
 
 
 def find_runs(root: Path) -> tuple[list[RunEntry], list[str]]:
-    """Runs with a readable summary, oldest first, and the folders without one."""
+    """Runs with a readable summary, oldest first, and the folders without one
+    (not JSON, or not shaped as the page reads it)."""
     runs, unreadable = [], []
     for path in sorted(p for p in root.iterdir() if (p / SUMMARY_FILE).is_file()):
         try:
             summary = json.loads((path / SUMMARY_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             unreadable.append(path.name)
             continue
-        if isinstance(summary, dict) and isinstance(summary.get("scenarios"), dict):
+        if readable(summary):
             runs.append(RunEntry(path.name, summary))
         else:
             unreadable.append(path.name)
@@ -59,11 +61,42 @@ def find_runs(root: Path) -> tuple[list[RunEntry], list[str]]:
     return runs, unreadable
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def readable(summary: Any) -> bool:
+    """Whether every field the page reads has the type it needs (a summary
+    edited by hand, or from another tool, must not break the whole page)."""
+    if not isinstance(summary, dict) or not isinstance(summary.get("scenarios"), dict):
+        return False
+    run = summary.get("run", {})
+    if not isinstance(run, dict) or not isinstance(run.get("started_at") or "", str):
+        return False
+    if not isinstance(summary.get("verdict", ""), str):
+        return False
+    worst = summary.get("worst_slo")
+    if worst is not None and not (
+        isinstance(worst, dict)
+        and all(isinstance(worst.get(k), str) for k in ("scenario", "metric", "stat"))
+        and all(_number(worst.get(k)) or worst.get(k) is None for k in ("value", "margin_pct"))
+    ):
+        return False
+    return all(isinstance(block, dict) for block in summary["scenarios"].values())
+
+
 def stat_of(entry: RunEntry, scenario: str, metric: str, stat: str) -> float | None:
-    block = entry.summary["scenarios"].get(scenario) or {}
+    """One number of a run's summary; None when absent or not a number."""
+    block = entry.summary["scenarios"].get(scenario)
     if metric == "requests_per_s":
-        return (block.get("throughput") or {}).get(metric)
-    return ((block.get("metrics") or {}).get(metric) or {}).get(stat)
+        value = _get(_get(block, "throughput"), metric)
+    else:
+        value = _get(_get(_get(block, "metrics"), metric), stat)
+    return value if _number(value) else None
+
+
+def _get(mapping: Any, key: str) -> Any:
+    return mapping.get(key) if isinstance(mapping, dict) else None
 
 
 def trends(runs: list[RunEntry]) -> list[dict[str, Any]]:
@@ -89,9 +122,24 @@ def trends(runs: list[RunEntry]) -> list[dict[str, Any]]:
     return rows
 
 
-def write_index(results_root: str | os.PathLike[str]) -> Path:
-    """Write ``index.html`` listing the runs under ``results_root``."""
+def ours(path: Path) -> bool:
+    """Whether ``path`` is absent or an index this module wrote: any other
+    ``index.html`` (a site's, a user's) is never overwritten."""
+    try:
+        with path.open("rb") as file:
+            return MARKER in file.read(4096)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
+def write_index(results_root: str | os.PathLike[str]) -> Path | None:
+    """Write ``index.html`` listing the runs under ``results_root``; None (and
+    nothing written) when an ``index.html`` that is not ours is there."""
     root = Path(results_root)
+    if not ours(root / INDEX_FILE):
+        return None
     runs, unreadable = find_runs(root)
     page = render(
         "index.html.j2",

@@ -48,12 +48,18 @@ class Outcome:
 
 
 def write_atomic(path: Path, content: str | bytes) -> Path:
+    """Write then rename: a reader never sees half a file, and a write that fails
+    (disk full) leaves no ``.tmp`` behind."""
     tmp = path.with_name(path.name + ".tmp")
-    if isinstance(content, bytes):
-        tmp.write_bytes(content)
-    else:
-        tmp.write_text(content, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        if isinstance(content, bytes):
+            tmp.write_bytes(content)
+        else:
+            tmp.write_text(content, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 

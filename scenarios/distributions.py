@@ -162,15 +162,19 @@ class Empirical(Dist):
         return top if self.max is None else min(top, self.max)
 
 
-def _table(least: float) -> dict[str, dict[str, Field]]:
-    """Keys each kind of distribution takes; ``least`` is the smallest value allowed."""
-    bound = number(ge=least)
+def _table(least: float, most: float) -> dict[str, dict[str, Field]]:
+    """Keys each kind of distribution takes; values lie in [``least``, ``most``]."""
+    bound = number(ge=least, le=most)
     clamps = {"min": optional(bound), "max": optional(bound)}
-    positive = required(number(gt=0))
+    positive = required(number(gt=0, le=most))
     return {
         "fixed": {"value": required(bound)},
         "uniform": {"min": required(bound), "max": required(bound)},
-        "normal": {"mean": required(number()), "std": required(number(ge=0)), **clamps},
+        "normal": {
+            "mean": required(number(le=most)),
+            "std": required(number(ge=0, le=most)),
+            **clamps,
+        },
         "lognormal": {"median": positive, "p90": positive, **clamps},
         "gamma": {"mean": positive, "cv": positive, **clamps},
         "exponential": {"mean": positive, **clamps},
@@ -183,14 +187,15 @@ def _table(least: float) -> dict[str, dict[str, Field]]:
     }
 
 
-KINDS = tuple(_table(0))
+KINDS = tuple(_table(0, 1))
 
 
-def read_dist(reader: Reader, value: Any, path: str, *, least: float) -> Dist | None:
+def read_dist(reader: Reader, value: Any, path: str, *, least: float, most: float) -> Dist | None:
     """Build a distribution from its mapping (or a bare number meaning ``fixed``).
 
-    ``least`` is the smallest meaningful value (1 for tokens, 0 for seconds); it
-    is also the default lower clamp, so no draw falls below it.
+    ``least`` is the smallest meaningful value (1 for tokens, 0 for seconds) and
+    ``most`` the largest allowed (scenarios/limits.py); they are also the default
+    clamps, so no draw falls outside them.
     """
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = {"dist": "fixed", "value": value}
@@ -203,13 +208,16 @@ def read_dist(reader: Reader, value: Any, path: str, *, least: float) -> Dist | 
         )
         return None
     kind = value["dist"]
-    fields = {"dist": required(kind_check), **_table(least)[kind]}
+    fields = {"dist": required(kind_check), **_table(least, most)[kind]}
     f = reader.section(value, path, fields)
     if f is None:
         return None
     f.pop("dist")
-    if f.get("min") is None and kind != "uniform":
-        f["min"] = least
+    if kind not in ("uniform", "fixed"):
+        if f.get("min") is None:
+            f["min"] = least
+        if f.get("max") is None:
+            f["max"] = most
     return _build(reader, kind, f, path)
 
 

@@ -18,6 +18,7 @@ import yaml
 
 from slogate.scenarios.arrivals import has_arrivals
 from slogate.scenarios.errors import Problem, ScenarioError
+from slogate.scenarios.limits import MAX_FILE_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
 from slogate.scenarios.model import LoadSpec, Scenario
 from slogate.scenarios.schema import (
     LIST,
@@ -95,8 +96,15 @@ def resolve(path: str | Path) -> Path:
     return file.resolve()
 
 
-def read_yaml(file: Path) -> Any:
+def read_yaml(file: Path) -> dict:
+    """The file's top-level mapping. Whatever the file holds, the answer is a
+    mapping or a ScenarioError: an empty file, a file that is no scenario (a
+    ``.env`` file: its text is never echoed), one past the size, depth or
+    node limits (scenarios/limits.py; a YAML alias bomb expands past them)."""
     try:
+        size = file.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise _file_error(file, f"{size} bytes: larger than the limit of {MAX_FILE_BYTES}")
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         builtin = ", ".join(BUILTINS)
@@ -104,13 +112,38 @@ def read_yaml(file: Path) -> Any:
             file, f"cannot read the file ({exc}); built-in scenarios: {builtin}"
         ) from exc
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise _file_error(file, f"not valid YAML: {exc.problem or exc.context}{where}") from exc
     except yaml.YAMLError as exc:
         raise _file_error(file, f"not valid YAML: {exc}") from exc
+    except RecursionError as exc:
+        raise _file_error(file, f"nested deeper than the limit of {MAX_YAML_DEPTH}") from exc
+    if not isinstance(raw, dict):
+        got = "an empty file" if raw is None else f"a YAML {type(raw).__name__}"
+        raise _file_error(file, f"expected a mapping of scenario (or mix) keys, got {got}")
+    _check_size(file, raw)
+    return raw
+
+
+def _check_size(file: Path, raw: Any) -> None:
+    """Walk the values as the validation would, aliases expanded, stopping at the
+    depth and node limits: no later step ever recurses or loops past them."""
+    stack = [(raw, 1)]
+    nodes = 0
+    while stack:
+        value, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_YAML_NODES:
+            raise _file_error(file, f"more than {MAX_YAML_NODES} values (aliases expanded)")
+        if depth > MAX_YAML_DEPTH:
+            raise _file_error(file, f"nested deeper than the limit of {MAX_YAML_DEPTH}")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

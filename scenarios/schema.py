@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from slogate.scenarios.errors import Problem, ScenarioError
+from slogate.scenarios.limits import MAX_SECONDS
 from slogate.scenarios.units import parse_duration
 
 REQUIRED: Any = object()
@@ -97,12 +98,12 @@ def duration(*, positive: bool = False) -> Check:
 
     def convert(value: Any) -> float:
         seconds = parse_duration(value)
-        if positive and seconds <= 0:
+        if (positive and seconds <= 0) or seconds > MAX_SECONDS:
             raise ValueError
         return seconds
 
     qualifier = "a duration > 0" if positive else "a duration"
-    return Check(f"{qualifier} such as 500ms, 30s, 5m or 1h", convert)
+    return Check(f"{qualifier} up to 7 days, such as 500ms, 30s, 5m or 1h", convert)
 
 
 def choice(*options: str) -> Check:

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from slogate.scenarios.limits import MAX_IN_FLIGHT, MAX_RPS, MAX_SPAWN_RATE, MAX_USERS
 from slogate.scenarios.model import (
     GoodputSpec,
     LoadSpec,
@@ -57,7 +58,7 @@ ENV_NAME = Check("an environment variable name", _env_name)
 # --- load -------------------------------------------------------------------
 
 RATE_FIELDS = {
-    "rps": optional(number(gt=0)),
+    "rps": optional(number(gt=0, le=MAX_RPS)),
     "arrival": optional(choice(*ARRIVALS), "poisson"),
     "cv": optional(number(gt=0)),
     "speedup": optional(number(gt=0)),
@@ -106,21 +107,21 @@ def _stage_fields(trace: Trace | None) -> dict:
     return {
         "name": optional(NAME),
         "duration": required(duration(positive=True)),
-        "users": optional(integer(ge=1)),
-        "spawn_rate": optional(number(gt=0)),
+        "users": optional(integer(ge=1, le=MAX_USERS)),
+        "spawn_rate": optional(number(gt=0, le=MAX_SPAWN_RATE)),
         "rate": nested(functools.partial(read_rate, trace=trace)),
     }
 
 
 def read_load(reader: Reader, value: Any, path: str, trace: Trace | None) -> LoadSpec | None:
     fields = {
-        "users": optional(integer(ge=1)),
-        "spawn_rate": optional(number(gt=0)),
+        "users": optional(integer(ge=1, le=MAX_USERS)),
+        "spawn_rate": optional(number(gt=0, le=MAX_SPAWN_RATE)),
         "rate": nested(functools.partial(read_rate, trace=trace)),
         "duration": optional(duration(positive=True)),
         "warmup": optional(duration(), 0.0),
         "stages": optional(LIST),
-        "max_in_flight": optional(integer(ge=1), 1024),
+        "max_in_flight": optional(integer(ge=1, le=MAX_IN_FLIGHT), 1024),
         "max_lag_ms": optional(number(gt=0), 50.0),
     }
     f = reader.section(value, path, fields)

@@ -28,6 +28,7 @@ from slogate.scenarios.datasets import (
 from slogate.scenarios.datasets.layout import KNOWN_COLUMNS
 from slogate.scenarios.datasets.report import Lengths
 from slogate.scenarios.datasets.table import Table, file_format, read_table
+from slogate.scenarios.limits import MAX_TOKENS
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 BUILTIN_TRACES = {
@@ -128,8 +129,8 @@ def load_trace(
         raise TraceError(f"{path.name} has no rows")
     named = layout is not None
     names = _columns(table, columns or TraceColumns(), named)
-    inputs = table.numbers(names.input_tokens, _key("input_tokens", named))
-    outputs = table.numbers(names.output_tokens, _key("output_tokens", named))
+    inputs = table.numbers(names.input_tokens, _key("input_tokens", named), MAX_TOKENS)
+    outputs = table.numbers(names.output_tokens, _key("output_tokens", named), MAX_TOKENS)
     times = None if names.time is None else _times(table, names.time, time_unit, named)
     blocks = None
     if names.prefix_blocks is not None:

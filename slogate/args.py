@@ -7,6 +7,7 @@ import argparse
 import math
 from collections.abc import Callable
 
+from slogate.scenarios.limits import MAX_PROCESSES
 from slogate.scenarios.units import parse_duration
 
 
@@ -32,6 +33,12 @@ def positive_int(text: str) -> int:
     return _checked(text, int, lambda v: v >= 1, "an integer >= 1")
 
 
+def process_count(text: str) -> int:
+    return _checked(
+        text, int, lambda v: 1 <= v <= MAX_PROCESSES, f"an integer from 1 to {MAX_PROCESSES}"
+    )
+
+
 def non_negative_int(text: str) -> int:
     return _checked(text, int, lambda v: v >= 0, "an integer >= 0")
 
@@ -52,5 +59,5 @@ def positive_duration(text: str) -> float:
 
 
 def processes(text: str) -> int | str:
-    """``auto`` or a number of load processes >= 1."""
-    return text if text == "auto" else positive_int(text)
+    """``auto`` or a number of load processes."""
+    return text if text == "auto" else process_count(text)

@@ -23,6 +23,7 @@ from slogate.args import (
     positive_int,
     processes,
 )
+from slogate.scenarios.limits import MAX_PROCESSES
 
 
 def add_run_parser(sub: argparse._SubParsersAction) -> None:
@@ -34,16 +35,17 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--spawn-rate", "-r", type=float, help="users started per second")
     p.add_argument("--rate", type=float, help="open loop: requests per second")
     p.add_argument("--duration", "-t", type=duration, help="run time, e.g. 30s, 5m")
+    p.add_argument("--warmup", type=duration, help="warm-up left out of the measurement, e.g. 5s")
     p.add_argument(
         "--processes",
         type=processes,
         default="auto",
-        help="load-generating worker processes, or auto (default): enough that none "
-        "needs more than half a core for the planned load",
+        help=f"load-generating worker processes (<= {MAX_PROCESSES}), or auto (default): "
+        "enough that none needs more than half a core for the planned load",
     )
     p.add_argument("--out", help="results folder (default results/<time>-<scenario>)")
     p.add_argument("--baseline", help="results folder of a run to compare with")
-    p.add_argument("--seed", type=int, help="workload seed")
+    p.add_argument("--seed", type=non_negative_int, help="workload seed")
     p.add_argument("--max-lag-ms", type=positive_float, help="open loop: generator lag bound")
     p.add_argument("--metrics-url", help="engine Prometheus URL ('off' disables)")
     p.add_argument("--dcgm-url", help="NVIDIA DCGM exporter metrics URL")
@@ -87,7 +89,9 @@ def add_scenario_parser(sub: argparse._SubParsersAction) -> None:
     sample = ssub.add_parser("sample", help="print the planned requests as JSON lines")
     sample.add_argument("file")
     sample.add_argument("-n", type=non_negative_int, default=20, help="number of requests")
-    sample.add_argument("--seed", type=int, default=None, help="default: the scenario's own")
+    sample.add_argument(
+        "--seed", type=non_negative_int, default=None, help="default: the scenario's own"
+    )
 
 
 def add_small_parsers(sub: argparse._SubParsersAction) -> None:
@@ -210,14 +214,28 @@ def patch_like_a_run(argv: Sequence[str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Exit codes are a contract: any exception a command did not turn into its
+    own code ends it with 3 and one line; the traceback goes to a log file."""
     patch_like_a_run(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    if args.command == "engine":
-        return engine(args, rest)
-    if rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    return COMMANDS[args.command](args)
+    try:
+        if args.command == "engine":
+            return engine(args, rest)
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        return COMMANDS[args.command](args)
+    except Exception as error:
+        return crashed(error, args)
+
+
+def crashed(error: BaseException, args: argparse.Namespace) -> int:
+    from slogate.analysis.slo import EXIT_INVALID
+    from slogate.reports.crashlog import crash_line, write_crash_log
+
+    command = f"slogate {args.command}"
+    print(f"{command}: {crash_line(error, write_crash_log(error, command))}", file=sys.stderr)
+    return EXIT_INVALID
 
 
 if __name__ == "__main__":

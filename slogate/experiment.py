@@ -265,7 +265,8 @@ def run_settings(
     results: dict[str, list[TrialResult]] = {s.label: [] for s in items}
     total, done = len(items) * args.repeats, 0
     for group in engine_groups(items):
-        with target_engine(group[0].host, group[0].profile, args.speedup) as host:
+        key_env = scenarios.load(files[group[0].label])[0].request.api_key_env
+        with target_engine(group[0].host, group[0].profile, key_env, args.speedup) as host:
             for repeat, s in trial_order(group, args.repeats):
                 result = run_trial(
                     files[s.label],

@@ -4,7 +4,9 @@ The run itself is a plain `locust -f locustfiles/run.py` process, so that
 `slogate run` and a hand-written Locust command produce the same results
 folder and exit code. Locust runs in its own session: SIGINT or SIGTERM here
 is passed on as SIGTERM to its master alone, which then stops its workers,
-collects their data and writes a results folder marked incomplete.
+collects their data and writes a results folder marked incomplete. SIGKILL
+here cannot be passed on: Locust watches its parent and stops the same way
+when it is gone. Locust killed itself leaves its last checkpoint, judged here.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 from slogate import locustfiles, scenarios
-from slogate.analysis.slo import EXIT_CONFIG
+from slogate.analysis.slo import EXIT_CODES, EXIT_CONFIG, EXIT_INVALID
 from slogate.locustfiles.processes import plan_processes
 from slogate.scenarios.loader import resolve
 from slogate.scenarios.model import Scenario
@@ -35,6 +37,7 @@ def scenario_overrides(args: argparse.Namespace) -> dict:
         "spawn_rate": args.spawn_rate,
         "rate": args.rate,
         "duration": args.duration,
+        "warmup": args.warmup,
         "seed": args.seed,
     }
     return {k: v for k, v in given.items() if v is not None}
@@ -64,6 +67,7 @@ def locust_command(
         "--slogate-processes-reason": processes[1],
         "--rate": args.rate,
         "--seed": args.seed,
+        "--warmup": args.warmup,
         "--baseline": args.baseline,
         "--max-lag-ms": args.max_lag_ms,
         "--metrics-url": args.metrics_url,
@@ -116,11 +120,30 @@ def run(args: argparse.Namespace) -> int:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else Path("results") / f"{stamp}-{loaded[0].name}"
     try:
-        with target_engine(args.host, args.profile) as host:
+        with target_engine(args.host, args.profile, loaded[0].request.api_key_env) as host:
             if not args.host:
                 print(f"slogate: no --host: started the simulated engine at {host}", flush=True)
             code = run_locust(locust_command(args, scenario, host, out, processes))
     except TargetError as error:
         print(f"slogate: {error}", file=sys.stderr)
         return error.code
+    if code not in EXIT_CODES.values():
+        return died(code, out)
     return code
+
+
+def died(code: int, out: Path) -> int:
+    """Locust ended outside the exit-code contract (killed by a signal, out of
+    memory): the run failed (3). Its last checkpoint, if one was written, is
+    judged into a report marked incomplete."""
+    how = f"was killed by signal {-code}" if code < 0 else f"exited with {code}"
+    print(f"slogate: run failed: the Locust process {how}", file=sys.stderr)
+    from slogate.reports import rerender
+
+    try:
+        rerender(out)
+    except (OSError, ValueError) as error:
+        print(f"slogate: no results to judge in {out}: {error}", file=sys.stderr)
+    else:
+        print(f"slogate: report of the data as of its last checkpoint: {out / 'report.html'}")
+    return EXIT_INVALID

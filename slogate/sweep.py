@@ -357,7 +357,9 @@ def sweep_command(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("results") / f"{stamp}-sweep-{scenario.stem}"
     out.mkdir(parents=True, exist_ok=True)
     try:
-        with target_engine(args.host, args.profile, args.speedup) as host:
+        with target_engine(
+            args.host, args.profile, declared[0].request.api_key_env, args.speedup
+        ) as host:
             trials = Trials(scenario, host, out, mode, args)
             if levels is None:
                 find_max(trials, search, args)

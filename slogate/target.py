@@ -29,16 +29,17 @@ class TargetError(Exception):
 
 @contextlib.contextmanager
 def target_engine(
-    host: str | None, profile: str | None, speedup: float | None = None
+    host: str | None, profile: str | None, api_key_env: str | None, speedup: float | None = None
 ) -> Iterator[str]:
-    """The base URL to load: ``host`` once it answers ``/v1/models``, or that
-    of a simulated engine with ``profile``, stopped when the block ends."""
+    """The base URL to load: ``host`` once it answers ``/v1/models`` (asked with
+    the key in the scenario's ``api_key_env``), or that of a simulated engine
+    with ``profile``, stopped when the block ends."""
     if host:
         if profile:
             message = "--profile chooses the simulated engine; it has no effect with --host"
             raise TargetError(message, EXIT_CONFIG)
         try:
-            discover(host, timeout=DISCOVER_TIMEOUT_S)
+            discover(host, api_key_env, timeout=DISCOVER_TIMEOUT_S)
         except ValueError as error:
             raise TargetError(str(error), EXIT_CONFIG) from error
         except EngineError as error:

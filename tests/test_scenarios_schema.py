@@ -65,7 +65,7 @@ def test_durations_with_units(tmp_path):
     ("text", "path", "expected"),
     [
         ("nmae: x\n", "nmae", "did you mean 'name'"),
-        ("load: {users: -3}\n", "load.users", "expected an integer >= 1, got -3"),
+        ("load: {users: -3}\n", "load.users", "expected an integer >= 1 and <= 100000, got -3"),
         ("load: {users: many}\n", "load.users", "got 'many'"),
         ("load: {duration: 5 minutes}\n", "load.duration", "expected a duration > 0"),
         ("load: {duration: -5s}\n", "load.duration", "expected a duration > 0"),

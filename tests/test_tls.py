@@ -100,7 +100,7 @@ def trusted(ca: trustme.CA, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_an_https_engine_is_discovered_and_streamed_with_keepalive(tls_engine, trusted) -> None:
-    assert discover(tls_engine).owned_by == "tls-test"
+    assert discover(tls_engine, None).owned_by == "tls-test"
     client = StreamClient(tls_engine, "chat", "m", RequestOptions(), Timeouts(), 1)
     assert not client.kernel_timestamps
     before = _SSEHandler.connections
@@ -121,7 +121,7 @@ def test_an_https_engine_is_discovered_and_streamed_with_keepalive(tls_engine, t
 def test_an_untrusted_certificate_is_a_clear_error(tls_engine, monkeypatch) -> None:
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
     with pytest.raises(EngineUnreachable, match=r"certificate verify failed.*SSL_CERT_FILE"):
-        discover(tls_engine)
+        discover(tls_engine, None)
     client = StreamClient(tls_engine, "chat", "m", RequestOptions(), Timeouts(), 1)
     try:
         record = client.send(TURN).record

@@ -49,8 +49,10 @@ class Table:
         """``file line N, field 'X'``: where a bad value sits."""
         return f"{self.path.name} line {self.lines[row]}, field {field!r}"
 
-    def numbers(self, name: str, key: str) -> np.ndarray:
-        """A column as numbers >= 0; a bad cell is named by line and field."""
+    def numbers(self, name: str, key: str, limit: float = math.inf) -> np.ndarray:
+        """A column as numbers >= 0; a bad cell is named by line and field. A
+        number beyond ``limit`` is refused too: a token count past int64 would
+        wrap round in the conversion and replay as a tiny prompt."""
         values = self.column(name, key)
         out = np.empty(len(values), dtype=np.float64)
         for i, value in enumerate(values):
@@ -61,6 +63,10 @@ class Table:
             if not math.isfinite(out[i]) or out[i] < 0:
                 raise DatasetError(
                     f"{self.where(i, name)}: expected a number >= 0, got {value!r}", key
+                )
+            if out[i] > limit:
+                raise DatasetError(
+                    f"{self.where(i, name)}: {value!r} is beyond the limit of {limit:.0f}", key
                 )
         return out
 

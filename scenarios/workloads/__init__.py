@@ -48,7 +48,7 @@ __all__ = [
 def read_workload(reader: Reader, value: Any, path: str) -> Workload | None:
     """Validate a ``workload:`` mapping into the spec of its kind."""
     kind = value.get("kind") if isinstance(value, dict) else None
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         where = join(path, "kind") if isinstance(value, dict) else path
         reader.problem(where, f"expected kind: one of {', '.join(KINDS)}, got {kind!r}")
         return None

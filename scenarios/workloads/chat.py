@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from slogate.scenarios.distributions import Dist
+from slogate.scenarios.limits import MAX_TURNS
 from slogate.scenarios.model import PlannedTurn
 from slogate.scenarios.schema import Reader, choice, nested, required
 from slogate.scenarios.text import nonce
@@ -24,6 +25,7 @@ from slogate.scenarios.workloads.common import (
     Context,
     SystemPrompt,
     SystemTexts,
+    counts,
     read_system,
     seconds,
     tokens,
@@ -51,7 +53,7 @@ FIELDS = {
     "output_tokens": tokens(
         {"dist": "empirical", "file": "azure-conv", "column": "GeneratedTokens"}
     ),
-    "turns": tokens({"dist": "uniform", "min": 1, "max": 4}),
+    "turns": counts({"dist": "uniform", "min": 1, "max": 4}, MAX_TURNS),
     "think_time_s": seconds({"dist": "exponential", "mean": 3, "max": 30}),
 }
 

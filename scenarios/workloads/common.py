@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from slogate.scenarios.distributions import Dist, read_dist
+from slogate.scenarios.limits import MAX_SECONDS, MAX_TOKENS
 from slogate.scenarios.model import PlannedTurn, Scenario
 from slogate.scenarios.schema import (
     BOOLEAN,
@@ -30,12 +31,17 @@ SALT_BLOCKS = 3
 
 def tokens(default: Any) -> Field:
     """A token-length distribution field (values >= 1); ``default`` as a file writes it."""
-    return nested(functools.partial(read_dist, least=1), default)
+    return nested(functools.partial(read_dist, least=1, most=MAX_TOKENS), default)
+
+
+def counts(default: Any, most: int) -> Field:
+    """A distribution of a count per request or conversation (turns, documents)."""
+    return nested(functools.partial(read_dist, least=1, most=most), default)
 
 
 def seconds(default: Any) -> Field:
     """A think-time distribution field in seconds (values >= 0)."""
-    return nested(functools.partial(read_dist, least=0), default)
+    return nested(functools.partial(read_dist, least=0, most=MAX_SECONDS), default)
 
 
 TEXT_FIELD = optional(choice(*CORPORA), "prose")
@@ -51,7 +57,7 @@ class SystemPrompt:
 
 
 SYSTEM_FIELDS = {
-    "tokens": optional(integer(ge=0), 0),
+    "tokens": optional(integer(ge=0, le=MAX_TOKENS), 0),
     "shared": optional(BOOLEAN, True),
 }
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from slogate.scenarios.distributions import Dist
+from slogate.scenarios.limits import MAX_COUNT, MAX_DOCUMENTS
 from slogate.scenarios.model import PlannedTurn
 from slogate.scenarios.schema import (
     Reader,
@@ -32,6 +33,7 @@ from slogate.scenarios.workloads.common import (
     Context,
     SystemPrompt,
     SystemTexts,
+    counts,
     read_system,
     seconds,
     tokens,
@@ -51,7 +53,7 @@ class Documents:
 
 
 DOCUMENT_FIELDS = {
-    "pool": optional(integer(ge=1), 200),
+    "pool": optional(integer(ge=1, le=MAX_DOCUMENTS), 200),
     "tokens": tokens({"dist": "lognormal", "median": 700, "p90": 1400, "min": 100, "max": 4000}),
     "zipf": optional(number(ge=0), 1.0),
 }
@@ -67,7 +69,7 @@ FIELDS = {
     "text": TEXT_FIELD,
     "system": nested(read_system, {"tokens": 64, "shared": True}),
     "documents": nested(read_documents, {}),
-    "docs_per_request": tokens(4),
+    "docs_per_request": counts(4, MAX_COUNT),
     "question_tokens": tokens({"dist": "uniform", "min": 12, "max": 60}),
     "output_tokens": tokens({"dist": "lognormal", "median": 120, "p90": 350, "max": 1024}),
     "think_time_s": seconds(0),

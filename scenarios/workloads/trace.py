@@ -18,6 +18,7 @@ from typing import Any
 from slogate.scenarios import traces
 from slogate.scenarios.datasets import TRACE_LAYOUTS, DatasetReport, TraceColumns
 from slogate.scenarios.distributions import Dist
+from slogate.scenarios.limits import MAX_TOKENS
 from slogate.scenarios.model import PlannedTurn
 from slogate.scenarios.schema import (
     TEXT,
@@ -57,7 +58,7 @@ FIELDS = {
     "time_unit": optional(choice(*traces.TIME_UNITS)),
     "failed": optional(choice(*traces.FAILED), "keep"),
     "models": optional(TEXT_LIST, ()),
-    "block_tokens": optional(integer(ge=2), 512),
+    "block_tokens": optional(integer(ge=2, le=MAX_TOKENS), 512),
     "text": TEXT_FIELD,
     "think_time_s": seconds(0),
 }

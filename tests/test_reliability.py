@@ -1,0 +1,252 @@
+"""Reliability: the streaming client and whole runs against servers that
+misbehave on purpose (slogate.exactengine.misbehave), on 127.0.0.1. Each fault
+ends on time, with the documented error kind and exit code (docs/reliability.md)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import gevent
+import psutil
+import pytest
+from loadruns import scenario_file, slogate, summary
+
+from slogate.analysis.records import ErrorKind
+from slogate.exactengine.misbehave import MisbehavingServer
+from slogate.locustfiles.client import StreamClient
+from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
+
+TURN = PlannedTurn("chat", 0, 0, "hello there", 8, 4, 8)
+TIMEOUTS = Timeouts(connect_s=2.0, first_token_s=1.5, stall_s=1.0)
+
+
+def send_to(kind: str, timeouts: Timeouts = TIMEOUTS):
+    """One request to a fresh server of fault ``kind``; the record, the seconds it
+    took, and how many 10 ms ticks another greenlet got meanwhile."""
+    ticks = 0
+
+    def tick() -> None:
+        nonlocal ticks
+        while True:
+            gevent.sleep(0.01)
+            ticks += 1
+
+    with MisbehavingServer(kind) as server:
+        client = StreamClient(server.url, "chat", "m", RequestOptions(), timeouts, 2)
+        ticker = gevent.spawn(tick)
+        start = time.monotonic()
+        try:
+            record = client.send(TURN).record
+        finally:
+            took = time.monotonic() - start
+            ticker.kill()
+            client.close()
+    return record, took, ticks
+
+
+def test_a_keepalive_flood_times_out_and_never_starves_other_greenlets() -> None:
+    record, took, ticks = send_to("keepalive-flood")
+    assert record.error is ErrorKind.TIMEOUT_FIRST_TOKEN, record.error_message
+    assert took < TIMEOUTS.first_token_s + 2.0
+    # before the fix the read loop never yielded: the ticker got no turn at all
+    assert ticks >= 10
+
+
+PATIENT = Timeouts(connect_s=2.0, first_token_s=60.0, stall_s=60.0)
+
+
+def test_a_data_flood_without_blank_lines_is_a_bounded_protocol_error() -> None:
+    """With timeouts far off, only the event bound can end it (before the fix:
+    6 GB after 20 s)."""
+    record, took, ticks = send_to("data-flood", PATIENT)
+    assert record.error is ErrorKind.PROTOCOL
+    assert "grew past 1048576 bytes" in record.error_message
+    assert took < PATIENT.first_token_s / 2
+    assert ticks >= 1
+
+
+def test_a_1_gb_event_is_refused_at_the_event_bound() -> None:
+    record, took, _ = send_to("huge-event", PATIENT)
+    assert record.error is ErrorKind.PROTOCOL
+    assert "grew past 1048576 bytes" in record.error_message
+    assert took < PATIENT.first_token_s / 2
+
+
+def test_a_stream_of_only_done_is_empty_not_ok() -> None:
+    record, _, _ = send_to("done-only")
+    assert record.error is ErrorKind.EMPTY
+    assert not record.chunk_ns
+
+
+@pytest.mark.parametrize(
+    ("kind", "error"),
+    [
+        ("reset", ErrorKind.CONNECT),
+        ("headers-only", ErrorKind.TIMEOUT_FIRST_TOKEN),
+        ("clock-jump", None),
+    ],
+)
+def test_other_faults_give_their_error_kind(kind: str, error: ErrorKind | None) -> None:
+    record, took, _ = send_to(kind)
+    assert record.error is error, record.error_message
+    assert took < TIMEOUTS.first_token_s + 2.0
+    if error is None:
+        assert len(record.chunk_ns) == 7  # timed by arrival, the server's clock ignored
+
+
+def test_an_endless_stream_runs_until_its_stall_or_the_run_ends() -> None:
+    """Valid output forever: no timeout applies, so only the run's end stops it;
+    the client itself stays responsive (the run-level test ends it)."""
+    with MisbehavingServer("endless") as server:
+        client = StreamClient(server.url, "chat", "m", RequestOptions(), TIMEOUTS, 1)
+        sender = gevent.spawn(client.send, TURN)
+        gevent.sleep(1.0)
+        assert not sender.dead
+        sender.kill(block=True, timeout=2)
+        client.close()
+    assert sender.dead
+
+
+def run_against(tmp_path: Path, kind: str, duration: str = "4s", **request: object):
+    """``slogate run`` of a small chat load against fault ``kind``: its process,
+    the seconds it took, and its results folder."""
+    scenario = scenario_file(
+        tmp_path,
+        "exact-chat",
+        load={"users": 2, "spawn_rate": 2, "duration": duration},
+        timeouts={"connect": "2s", "first_token": "2s", "stall": "1s"},
+        request={"ignore_eos": True, **request},
+    )
+    out = tmp_path / "out"
+    with MisbehavingServer(kind) as server:
+        start = time.monotonic()
+        done = slogate("run", str(scenario), "--host", server.url, "--out", str(out), timeout=120)
+        took = time.monotonic() - start
+    return done, took, out
+
+
+@pytest.mark.parametrize("kind", ["keepalive-flood", "data-flood", "done-only"])
+def test_a_run_against_a_flooding_or_empty_server_ends_on_time_and_does_not_pass(
+    tmp_path: Path, kind: str
+) -> None:
+    done, took, out = run_against(tmp_path, kind)
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert took < 4 + 2 + 10 + 15  # duration + largest timeout + 10 s, + process start-up
+    scenario = summary(out)["scenarios"]["exact-chat"]
+    assert scenario["requests"]["ok"] == 0
+    assert scenario["requests"]["failed"] >= 1
+
+
+def test_error_samples_of_timeouts_are_not_masked_as_secrets(tmp_path: Path) -> None:
+    done, _, out = run_against(tmp_path, "headers-only", duration="8s")
+    assert done.returncode == 3, done.stderr[-2000:]
+    samples = summary(out)["scenarios"]["exact-chat"]["requests"]["error_samples"]
+    assert set(samples) == {"timeout_first_token"}, samples
+    assert set(samples["timeout_first_token"]) == {"no output within 2 s"}
+
+
+def test_a_key_straddling_the_message_cut_is_masked_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    key = "sk-" + "k" * 600  # echoed after 19 characters: it straddles the 500-character cut
+    monkeypatch.setenv("LONG_KEY", key)
+    with MisbehavingServer("echo-auth") as server:
+        client = StreamClient(
+            server.url, "chat", "m", RequestOptions(api_key_env="LONG_KEY"), TIMEOUTS, 1
+        )
+        record = client.send(TURN).record
+        client.close()
+    assert record.error is ErrorKind.HTTP_4XX
+    assert record.error_message == "HTTP 401: invalid key Bearer ***"
+
+
+def test_discovery_sends_only_the_scenarios_key_and_masks_its_echo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other, mine = "sk-another-service-0123456789", "engine-key-9876543210"
+    monkeypatch.setenv("OPENAI_API_KEY", other)
+    monkeypatch.setenv("ENGINE_KEY", mine)
+    scenario = scenario_file(tmp_path, "exact-chat", request={"api_key_env": "ENGINE_KEY"})
+    with MisbehavingServer("echo-auth", models_fault=True) as server:
+        done = slogate("run", str(scenario), "--host", server.url, "--out", str(tmp_path / "o"))
+    assert done.returncode == 3, done.stderr
+    assert server.auth_seen == [b"Bearer " + mine.encode()]
+    assert "HTTP 401" in done.stderr
+    assert mine not in done.stderr and other not in done.stderr
+    assert "***" in done.stderr
+
+
+def start_run(tmp_path: Path, server: MisbehavingServer, duration: str = "60s"):
+    """A long ``slogate run`` in the background; its process and results folder."""
+    scenario = scenario_file(
+        tmp_path, "exact-chat", load={"users": 2, "spawn_rate": 2, "duration": duration}
+    )
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "slogate.cli", "run", str(scenario)]
+    command += ["--host", server.url, "--out", str(out)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 90
+    while not (out / "data" / "run.json").is_file():  # the first checkpoint
+        assert time.monotonic() < deadline and process.poll() is None, process.communicate()
+        time.sleep(0.2)
+    return process, out
+
+
+def settled(server: MisbehavingServer, quiet_s: float = 2.0) -> int:
+    """The count of requests served once no new one came for ``quiet_s``."""
+    seen = server.served
+    while True:
+        time.sleep(quiet_s)
+        if server.served == seen:
+            return seen
+        seen = server.served
+
+
+def test_sigkill_of_slogate_run_stops_the_load_and_leaves_a_judged_folder(
+    tmp_path: Path,
+) -> None:
+    with MisbehavingServer("clock-jump") as server:
+        process, out = start_run(tmp_path, server)
+        process.kill()
+        process.wait()
+        killed_at = time.monotonic()
+        time.sleep(5.0)  # the load must stop within 5 s of the kill
+        after_5s = server.served
+        assert settled(server) == after_5s
+        assert time.monotonic() - killed_at < 30
+    report = slogate("report", str(out))
+    assert report.returncode == 3, report.stderr
+    summary_doc = summary(out)
+    assert summary_doc["run"]["complete"] is False
+    assert summary_doc["scenarios"]["exact-chat"]["requests"]["ok"] >= 1
+
+
+def test_sigkill_of_locust_leaves_its_last_checkpoint_judged_incomplete(tmp_path: Path) -> None:
+    with MisbehavingServer("clock-jump") as server:
+        process, out = start_run(tmp_path, server)
+        for child in psutil.Process(process.pid).children(recursive=True):
+            child.kill()
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 3, stderr
+    assert "run failed: the Locust process was killed by signal 9" in stderr
+    assert "Traceback" not in stderr
+    summary_doc = summary(out)
+    assert summary_doc["verdict"] == "invalid"
+    assert "killed" in summary_doc["run"]["incomplete_reason"]
+    assert (out / "report.html").is_file()
+
+
+def test_a_run_against_an_endless_stream_ends_on_time_and_counts_it_cancelled(
+    tmp_path: Path,
+) -> None:
+    """Valid output forever, on the completions and on /metrics alike: the run
+    ends at its duration (the last metrics scrape is bounded as a whole, not
+    per read) and the cut requests are cancelled, not errors."""
+    done, took, out = run_against(tmp_path, "endless")
+    assert done.returncode == 3, done.stderr[-2000:]  # nothing finished: nothing measured
+    assert took < 4 + 2 + 10 + 15
+    doc = summary(out)
+    assert doc["run"]["cancelled_at_stop"] == 2  # both users' requests, cut at the end
+    assert doc["scenarios"]["exact-chat"]["requests"]["failed"] == 0

@@ -1,0 +1,189 @@
+"""Reliability of what slogate reads and writes: bad files and flags exit 2 with
+one line (never a traceback, never 1), limits, results folders that cannot be
+written or are malformed, foreign index pages, bidi text (docs/reliability.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from loadruns import scenario_file, slogate, summary
+from reportdata import bucket, run_of
+
+from slogate.exactengine.misbehave import MisbehavingServer
+from slogate.reports import write_index, write_results
+
+ALIAS_BOMB = "".join(
+    f"{name}: &{name} [{', '.join([f'*{prev}'] * 9) if prev else ', '.join(['x'] * 9)}]\n"
+    for prev, name in zip(["", *"abcdefgh"], "abcdefghi", strict=True)
+)
+
+
+def check(tmp_path: Path, text: str, name: str = "s.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return slogate("scenario", "check", str(path), timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("", "expected a mapping of scenario (or mix) keys, got an empty file"),
+        ("a: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper than the limit of 64"),
+        (ALIAS_BOMB, "more than 200000 values (aliases expanded)"),
+        ("- just\n- a list\n", "got a YAML list"),
+    ],
+    ids=["empty", "deep", "alias-bomb", "list"],
+)
+def test_hostile_scenario_files_are_configuration_errors(
+    tmp_path: Path, text: str, says: str
+) -> None:
+    done = check(tmp_path, text)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert says in done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_secret_file_given_as_a_scenario_is_not_echoed(tmp_path: Path) -> None:
+    done = check(tmp_path, "OPENAI_API_KEY=sk-live-0123456789abcdef\n", name=".env")
+    assert done.returncode == 2
+    assert "0123456789abcdef" not in done.stderr
+    assert "got a YAML str" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("changes", "key", "says"),
+    [
+        ({"load": {"users": 1_000_000_000}}, "load.users", "<= 100000"),
+        ({"load": {"users": None, "rate": 10_000_000}}, "load.rate.rps", "<= 100000"),
+        ({"workload": {"input_tokens": 1e12}}, "workload.input_tokens.value", "<= 2.09715e+06"),
+        ({"workload": {"turns": 100_000}}, "workload.turns.value", "<= 1000"),
+        ({"load": {"duration": "30d"}}, "load.duration", "up to 7 days"),
+    ],
+    ids=["users", "rate", "input-tokens", "turns", "duration"],
+)
+def test_limits_are_checked_by_scenario_check(
+    tmp_path: Path, changes: dict, key: str, says: str
+) -> None:
+    done = slogate("scenario", "check", str(scenario_file(tmp_path, "exact-chat", **changes)))
+    assert done.returncode == 2, done.stderr
+    assert key in done.stderr and says in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("--spawn-rate", "1e6"), "load.spawn_rate"),
+        (("--users", "1000000000"), "load.users"),
+        (("--processes", "-3"), "--processes: expected an integer from 1 to 1024"),
+        (("--seed", "-1"), "--seed: expected an integer >= 0"),
+    ],
+)
+def test_limits_and_bad_values_at_the_command_line(args: tuple[str, ...], says: str) -> None:
+    done = slogate("run", "tests/data/exact-chat.yaml", "--host", "http://127.0.0.1:9", *args)
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_sample_refuses_a_negative_seed() -> None:
+    done = slogate("scenario", "sample", "chat", "-n", "1", "--seed", "-1")
+    assert done.returncode == 2
+    assert "--seed: expected an integer >= 0" in done.stderr
+
+
+def test_trace_token_counts_beyond_the_limit_are_refused(tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("t,in,out\n0,100,10\n1,1e30,10\n")
+    scenario = tmp_path / "trace.yaml"
+    scenario.write_text(
+        yaml.safe_dump(
+            {
+                "workload": {
+                    "kind": "trace",
+                    "file": str(trace),
+                    "columns": {"time": "t", "input_tokens": "in", "output_tokens": "out"},
+                },
+                "load": {"duration": "5s"},
+            }
+        )
+    )
+    done = slogate("scenario", "check", str(scenario))
+    assert done.returncode == 2, done.stderr
+    assert "line 3, field 'in': '1e30' is beyond the limit of 2097152" in done.stderr
+
+
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_report_and_compare_on_malformed_data_exit_2(tmp_path: Path, command: str) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "run.json").write_text("[]")
+    args = (str(tmp_path),) if command == "report" else (str(tmp_path), str(tmp_path))
+    done = slogate(command, *args)
+    assert done.returncode == 2, done.stderr
+    assert "run.json" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_an_unexpected_failure_after_the_load_exits_3_with_a_log(tmp_path: Path) -> None:
+    """report.html cannot be written (a folder is in its way): exit 3, one line
+    naming the log with the traceback, and no report.html.tmp left behind."""
+    out = tmp_path / "out"
+    (out / "report.html").mkdir(parents=True)
+    (out / "report.html" / "keep").write_text("x")
+    scenario = scenario_file(
+        tmp_path, "exact-chat", load={"users": 1, "spawn_rate": 1, "duration": "2s"}
+    )
+    with MisbehavingServer("clock-jump") as server:
+        done = slogate("run", str(scenario), "--host", server.url, "--out", str(out), timeout=120)
+    assert done.returncode == 3, done.stderr[-3000:]
+    assert "run failed: IsADirectoryError" in done.stderr
+    assert "Traceback" not in done.stderr
+    logs = list(out.glob("slogate-error-*.log"))
+    assert len(logs) == 1 and "Traceback" in logs[0].read_text()
+    assert not (out / "report.html.tmp").exists()
+
+
+def test_the_index_lists_malformed_neighbours_and_keeps_a_foreign_index(tmp_path: Path) -> None:
+    for name, text in {
+        "broken-scenarios": json.dumps({"scenarios": {"chat": []}}),
+        "broken-run": json.dumps({"run": "yesterday", "scenarios": {}}),
+        "broken-worst": json.dumps({"scenarios": {}, "worst_slo": {"scenario": 1}}),
+        "deep": "[" * 100_000 + "]" * 100_000,
+    }.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(text)
+    write_results(tmp_path / "good", run_of({"chat": bucket({"ttft": [10.0], "e2e": [20.0]})}))
+    page = write_index(tmp_path).read_text()
+    assert "Unreadable summary.json in: broken-run, broken-scenarios, broken-worst, deep" in page
+    assert "good/report.html" in page
+
+    foreign = tmp_path / "site"
+    (foreign / "run").mkdir(parents=True)
+    (foreign / "index.html").write_text("<html>my site</html>")
+    assert write_index(foreign) is None
+    assert (foreign / "index.html").read_text() == "<html>my site</html>"
+
+
+def test_bidi_controls_from_the_server_never_reach_the_report(tmp_path: Path) -> None:
+    evil = "model \u202eexe.txt\u2066 done"
+    run = run_of(
+        {"chat": bucket({"ttft": [10.0], "e2e": [20.0]}, error_samples={"http_5xx": [evil]})},
+        engine={"owned_by": evil, "model": evil},
+    )
+    page = write_results(tmp_path / "r", run).files["report"].read_text()
+    assert "exe.txt" in page
+    assert "\u202e" not in page and "\u2066" not in page
+
+
+def test_a_builtin_scenario_runs_shorter_than_its_warmup_with_warmup(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    with MisbehavingServer("clock-jump") as server:
+        done = slogate(
+            "run", "chat", "--host", server.url, "--users", "2", "--duration", "3s",
+            "--warmup", "1s", "--out", str(out), timeout=120,
+        )  # fmt: skip
+    assert done.returncode != 2, done.stderr[-2000:]
+    assert summary(out)["run"]["measured_s"] <= 2.5
