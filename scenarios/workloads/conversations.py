@@ -30,6 +30,7 @@ from slogate.scenarios.datasets.conversations import (
 )
 from slogate.scenarios.datasets.counts import token_counts
 from slogate.scenarios.distributions import Dist, read_dist
+from slogate.scenarios.limits import MAX_TOKENS, MAX_TURNS
 from slogate.scenarios.model import PlannedTurn
 from slogate.scenarios.schema import (
     BOOLEAN,
@@ -49,10 +50,10 @@ SALT_ORDER = 4
 SALT_VISIT = 5
 RECORDED = "recorded"
 FILTER_FIELDS = {
-    "min_turns": optional(integer(ge=1), 1),
-    "max_turns": optional(integer(ge=1)),
-    "min_tokens": optional(integer(ge=1)),
-    "max_tokens": optional(integer(ge=1)),
+    "min_turns": optional(integer(ge=1, le=MAX_TURNS), 1),
+    "max_turns": optional(integer(ge=1, le=MAX_TURNS)),
+    "min_tokens": optional(integer(ge=1, le=MAX_TOKENS)),
+    "max_tokens": optional(integer(ge=1, le=MAX_TOKENS)),
 }
 
 
@@ -65,7 +66,7 @@ def read_output(reader: Reader, value: Any, path: str) -> Dist | str | None:
     """``recorded`` (the replies' own lengths) or a token-length distribution."""
     if value == RECORDED:
         return RECORDED
-    return read_dist(reader, value, path, least=1)
+    return read_dist(reader, value, path, least=1, most=MAX_TOKENS)
 
 
 FIELDS = {
@@ -74,7 +75,7 @@ FIELDS = {
     "format": optional(choice(*FORMATS), "auto"),
     "history": optional(choice(RECORDED, "live"), RECORDED),
     "output_tokens": nested(read_output, RECORDED),
-    "max_output_tokens": optional(integer(ge=1)),
+    "max_output_tokens": optional(integer(ge=1, le=MAX_TOKENS)),
     "filter": nested(read_filters, {}),
     "sample": optional(integer(ge=1)),
     "unique_start": optional(BOOLEAN, True),
