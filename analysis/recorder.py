@@ -15,7 +15,7 @@ from typing import Any
 
 from slogate.analysis.bands import tpot_band, ttft_band
 from slogate.analysis.histograms import HistogramSet
-from slogate.analysis.metrics import RequestMetrics, request_metrics
+from slogate.analysis.metrics import AnswerMetrics, RequestMetrics, request_metrics
 from slogate.analysis.records import RequestRecord
 
 ERROR_SAMPLES_PER_KIND = 5
@@ -29,6 +29,7 @@ class GoodputLimits:
     """Per-request limits a request must all meet to count as good (DistServe)."""
 
     ttft_ms: float | None = None
+    ttfa_ms: float | None = None
     tpot_ms: float | None = None
     e2e_ms: float | None = None
     itl_max_ms: float | None = None
@@ -36,6 +37,7 @@ class GoodputLimits:
     def met_by(self, m: RequestMetrics) -> bool:
         checks = (
             (self.ttft_ms, m.ttft_ns),
+            (self.ttfa_ms, m.answer.ttfa_ns),
             (self.tpot_ms, m.tpot_ns),
             (self.e2e_ms, m.e2e_ns),
             (self.itl_max_ms, m.max_stall_ns),
@@ -63,6 +65,10 @@ class Counters:
     # gaps between output chunks, and those of 0: chunks timed by one read
     chunk_gaps: int = 0
     same_read_gaps: int = 0
+    # reasoning models: requests whose stream carried reasoning, and the split
+    reasoning_requests: int = 0
+    reasoning_tokens: int = 0
+    answer_tokens: int = 0
     first_end_s: float | None = None
     last_end_s: float | None = None
 
@@ -99,6 +105,9 @@ class Counters:
         self.chunk_token_methods.update(other.chunk_token_methods)
         self.chunk_gaps += other.chunk_gaps
         self.same_read_gaps += other.same_read_gaps
+        self.reasoning_requests += other.reasoning_requests
+        self.reasoning_tokens += other.reasoning_tokens
+        self.answer_tokens += other.answer_tokens
         for instant in (other.first_end_s, other.last_end_s):
             if instant is not None:
                 self.note_end(instant)
@@ -118,6 +127,9 @@ class Counters:
             "chunk_token_methods": dict(self.chunk_token_methods),
             "chunk_gaps": self.chunk_gaps,
             "same_read_gaps": self.same_read_gaps,
+            "reasoning_requests": self.reasoning_requests,
+            "reasoning_tokens": self.reasoning_tokens,
+            "answer_tokens": self.answer_tokens,
             "first_end_s": self.first_end_s,
             "last_end_s": self.last_end_s,
         }
@@ -167,6 +179,29 @@ def count_into(counters: Counters, record: RequestRecord, m: RequestMetrics, goo
     counters.chunk_token_methods[m.chunk_token_method.value] += 1
     counters.chunk_gaps += len(m.chunk_gaps_ns)
     counters.same_read_gaps += m.chunk_gaps_ns.count(0)
+    answer = m.answer
+    counters.reasoning_requests += answer.reasoning
+    counters.reasoning_tokens += answer.reasoning_tokens
+    counters.answer_tokens += answer.answer_tokens
+
+
+def record_answer(hist: HistogramSet, answer: AnswerMetrics) -> None:
+    """The answer's own latencies and the reasoning/answer token split. Every
+    request has them (without reasoning they equal the headline ones), so an
+    SLO on TTFA means the same for a reasoning model and for any other."""
+    if answer.ttfa_ns is not None:
+        hist.record_ns("ttfa", answer.ttfa_ns)
+    if answer.reasoning_ns is not None:
+        hist.record_ns("reasoning", answer.reasoning_ns)
+    if answer.tpot_ns is not None:
+        hist.record_ns("answer_tpot", answer.tpot_ns)
+    if answer.itl_ns:
+        itl = answer.itl_ns
+        hist.record_many_ns("answer_itl", [gap for gap, _ in itl], [k for _, k in itl])
+    if answer.reasoning_tokens:
+        hist.record_us("reasoning_tokens", answer.reasoning_tokens)
+    if answer.answer_tokens:
+        hist.record_us("answer_tokens", answer.answer_tokens)
 
 
 def record_headline(hist: HistogramSet, m: RequestMetrics) -> None:
@@ -194,6 +229,7 @@ def record_into(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: 
         return
     hist = bucket.histograms
     record_headline(hist, m)
+    record_answer(hist, m.answer)
     if m.ttft_ns is not None:
         hist.record_ns(f"ttft_turn_{min(record.turn + 1, MAX_TURN_BUCKET)}", m.ttft_ns)
     if record.input_tokens:

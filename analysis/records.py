@@ -46,6 +46,13 @@ class RequestRecord:
     server reported per-chunk usage (else empty). ``output_tokens`` is the
     server's usage count when it sent one; ``tokenizer_tokens`` the count of a
     configured tokenizer over the generated text when it did not.
+
+    ``chunk_reasoning`` is the reasoning (thinking) part of each output chunk's
+    characters, parallel to ``chunk_chars``; it stays empty while the stream
+    carried no reasoning, so a plain stream pays nothing for it.
+    ``reasoning_tokens`` is the server's count of them when it sent one
+    (``usage.completion_tokens_details.reasoning_tokens`` or the Responses
+    API's ``output_tokens_details``).
     """
 
     scenario: str
@@ -57,8 +64,10 @@ class RequestRecord:
     chunk_ns: list[int] = field(default_factory=list)
     chunk_chars: list[int] = field(default_factory=list)
     chunk_tokens: list[int] = field(default_factory=list)
+    chunk_reasoning: list[int] = field(default_factory=list)
     output_tokens: int | None = None
     tokenizer_tokens: int | None = None
+    reasoning_tokens: int | None = None
     input_tokens: int | None = None
     intended_input_tokens: int | None = None
     intended_output_tokens: int | None = None

@@ -40,6 +40,8 @@ LATENCY_METRICS = (
     "chunk_gap",
     "max_stall",
 )
+ANSWER_METRICS = ("ttfa", "reasoning", "answer_itl", "answer_tpot")
+COUNT_METRICS = ("reasoning_tokens", "answer_tokens", "output_tokens")
 RATE_METRICS = ("error_rate", "goodput")
 THROUGHPUT_METRICS = ("requests_per_s", "output_tokens_per_s")
 
@@ -142,8 +144,12 @@ def point_verdict(threshold: Threshold, value: float) -> Verdict:
     return Verdict.PASS if passed else Verdict.FAIL
 
 
-def evaluate_latency(scenario: str, threshold: Threshold, bucket: Bucket) -> SloResult:
-    """A latency threshold (``<name>_ms``) on a percentile, the max or the mean."""
+def evaluate_latency(
+    scenario: str, threshold: Threshold, bucket: Bucket, unit: float = US_PER_MS
+) -> SloResult:
+    """A threshold on a histogram's percentile, max or mean: a latency
+    (``<name>_ms``, kept in microseconds) or a per-request token count
+    (``unit`` 1, kept as is)."""
     name = threshold.metric.removesuffix("_ms")
     percentile = percentile_of_stat(threshold.stat)
     if percentile is None and threshold.stat not in ("max", "mean"):
@@ -162,12 +168,12 @@ def evaluate_latency(scenario: str, threshold: Threshold, bucket: Bucket) -> Slo
     histogram = histograms.histogram(name)
     if percentile is None:
         raw = histogram.get_max_value() if threshold.stat == "max" else recorded(histogram).mean()
-        value = raw / US_PER_MS
+        value = raw / unit
         return SloResult(scenario, threshold, point_verdict(threshold, value), value, None, None, n)
     est = estimate(histogram, percentile)
-    value = est.value / US_PER_MS
-    lower = None if est.lower is None else est.lower / US_PER_MS
-    upper = None if est.upper is None else est.upper / US_PER_MS
+    value = est.value / unit
+    lower = None if est.lower is None else est.lower / unit
+    upper = None if est.upper is None else est.upper / unit
     verdict = point_verdict(threshold, value)
     if est.bounded:
         return SloResult(scenario, threshold, verdict, value, lower, upper, n)
@@ -215,8 +221,13 @@ def evaluate(
     scenario: str, threshold: Threshold, bucket: Bucket, measured_s: float | None
 ) -> SloResult:
     metric = threshold.metric
-    if metric.endswith("_ms") and metric.removesuffix("_ms") in LATENCY_METRICS:
+    if metric.endswith("_ms") and metric.removesuffix("_ms") in (
+        *LATENCY_METRICS,
+        *ANSWER_METRICS,
+    ):
         return evaluate_latency(scenario, threshold, bucket)
+    if metric in COUNT_METRICS:
+        return evaluate_latency(scenario, threshold, bucket, unit=1.0)
     if metric in RATE_METRICS:
         return evaluate_proportion(scenario, threshold, bucket.counters)
     if metric in THROUGHPUT_METRICS:

@@ -34,12 +34,16 @@ from slogate.analysis.slo import (
 SCHEMA = "slogate.summary/1"
 US_PER_MS = 1000.0
 HEADLINE = ("ttft", "itl", "tpot", "e2e")
-DETAILED = (*HEADLINE, "ttft_sched", "e2e_sched", "chunk_gap", "max_stall", "lag")
+ANSWER = ("ttfa", "reasoning", "answer_itl", "answer_tpot")
+GOODPUT_LIMITS = ("ttft_ms", "ttfa_ms", "tpot_ms", "e2e_ms")
+DETAILED = (*HEADLINE, *ANSWER, "ttft_sched", "e2e_sched", "chunk_gap", "max_stall", "lag")
 TOKEN_HISTOGRAMS = (
     "input_tokens",
     "output_tokens",
     "intended_input_tokens",
     "intended_output_tokens",
+    "reasoning_tokens",
+    "answer_tokens",
 )
 STAGE_PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0}
 TURN_PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0}
@@ -182,6 +186,9 @@ def tokens_block(bucket: Bucket) -> dict[str, Any]:
     return {
         "input": c.input_tokens,
         "output": c.output_tokens,
+        "reasoning": c.reasoning_tokens,
+        "answer": c.answer_tokens,
+        "reasoning_requests": c.reasoning_requests,
         "count_method": count_method,
         "approximate": count_method == "chunks",
         "count_methods": dict(c.count_methods),
@@ -227,7 +234,7 @@ def goodput_block(c: Counters, spec: Mapping[str, Any] | None, seconds: float | 
         "fraction_ci": [rounded(lower, 6), rounded(upper, 6)],
         "requests_per_s": per_second(c.good, seconds),
         "min_fraction": spec.get("min_fraction"),
-        "limits": {k: spec.get(k) for k in ("ttft_ms", "tpot_ms", "e2e_ms") if spec.get(k)},
+        "limits": {k: spec.get(k) for k in GOODPUT_LIMITS if spec.get(k)},
     }
 
 

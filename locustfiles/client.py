@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import ssl as ssl_module
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import orjson
@@ -32,16 +31,20 @@ from geventhttpclient._parser import HTTPParseError, HTTPResponseParser
 from slogate.analysis.records import ErrorKind, RequestRecord
 from slogate.locustfiles.connections import ConnectError, Connection, Pool
 from slogate.locustfiles.engine_info import parse_base_url
-from slogate.locustfiles.openai_stream import MESSAGE_CHARS, StreamInterpreter
+from slogate.locustfiles.messages_stream import MESSAGES
+from slogate.locustfiles.openai_stream import CHAT, COMPLETIONS, MESSAGE_CHARS, StreamInterpreter
+from slogate.locustfiles.protocol import Protocol, chat_messages
+from slogate.locustfiles.responses_stream import RESPONSES
 from slogate.locustfiles.sse import SSEParser
+from slogate.locustfiles.think_tags import ThinkTags
 from slogate.scenarios.model import Api, PlannedTurn, RequestOptions, Timeouts
 from slogate.scenarios.text import output_token_counter
 
-__all__ = ["StreamClient", "StreamResult", "error_kind_for_status"]
+__all__ = ["PROTOCOLS", "StreamClient", "StreamResult", "chat_messages", "error_kind_for_status"]
 
 ERROR_BODY_LIMIT = 65536
 DRAIN_TIMEOUT_S = 1.0
-_PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+PROTOCOLS: dict[str, Protocol] = {p.api: p for p in (CHAT, COMPLETIONS, RESPONSES, MESSAGES)}
 
 
 @dataclass(slots=True)
@@ -120,16 +123,6 @@ class _StaleConnection(Exception):
     """A reused keep-alive connection was closed by the server before answering."""
 
 
-def chat_messages(turn: PlannedTurn, history: Sequence[dict[str, str]] = ()) -> list[dict]:
-    """The conversation so far (with the assistant's actual replies), then this turn."""
-    messages: list[dict] = []
-    if turn.system_text is not None:
-        messages.append({"role": "system", "content": turn.system_text})
-    messages.extend(history)
-    messages.append({"role": "user", "content": turn.user_text})
-    return messages
-
-
 class StreamClient:
     """Streams completions from one OpenAI-compatible server.
 
@@ -151,13 +144,14 @@ class StreamClient:
         kernel_timestamps: bool = True,
     ) -> None:
         parts = parse_base_url(base_url)
-        if api not in _PATHS:
-            raise ValueError(f"api {api!r}: expected one of {sorted(_PATHS)}")
+        if api not in PROTOCOLS:
+            raise ValueError(f"api {api!r}: expected one of {sorted(PROTOCOLS)}")
         if concurrency < 1:
             raise ValueError(f"concurrency {concurrency}: expected at least 1")
         tls = ssl_module.create_default_context() if parts.scheme == "https" else None
         port = parts.port or (443 if tls else 80)
         self.api = api
+        self.protocol = PROTOCOLS[api]
         self.model = model
         self.options = options
         self.timeouts = timeouts
@@ -171,11 +165,10 @@ class StreamClient:
         if parts.port is not None:
             host_header += f":{parts.port}"
         head = (
-            f"POST {prefix}{_PATHS[api]} HTTP/1.1\r\nHost: {host_header}\r\n"
+            f"POST {prefix}{self.protocol.path} HTTP/1.1\r\nHost: {host_header}\r\n"
             "User-Agent: slogate\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\n"
         )
-        if self._api_key:
-            head += f"Authorization: Bearer {self._api_key}\r\n"
+        head += self.protocol.auth(self._api_key)
         self._head = head.encode("latin-1")
 
     @property
@@ -190,25 +183,13 @@ class StreamClient:
         """The JSON body sent for ``turn``. ``messages`` is the full chat history
         to send (ending with this turn's user message); when None it is built
         from the turn's system and user text."""
-        options = self.options
-        body: dict = {"model": self.model, "stream": True, "max_tokens": turn.max_tokens}
-        if self.api == "chat":
-            body["messages"] = chat_messages(turn) if messages is None else messages
-        else:
-            body["prompt"] = turn.prompt
-        if options.include_usage or options.continuous_usage:
-            stream_options: dict = {"include_usage": True}
-            if options.continuous_usage:
-                stream_options["continuous_usage_stats"] = True
-            body["stream_options"] = stream_options
-        if options.ignore_eos:
-            body["ignore_eos"] = True
-        if options.min_tokens:
-            body["min_tokens"] = turn.max_tokens
-        if options.temperature is not None:
-            body["temperature"] = options.temperature
-        body.update(options.extra_body)
-        return body
+        return self.protocol.body(self.model, turn, messages, self.options)
+
+    def _think_tags(self) -> ThinkTags | None:
+        tags = self.options.think_tags
+        if tags is None:
+            return None
+        return ThinkTags(tags[0], tags[1], starts_inside=self.options.think_starts_inside)
 
     def send(
         self,
@@ -230,7 +211,7 @@ class StreamClient:
             intended_input_tokens=turn.intended_input_tokens,
             intended_output_tokens=turn.intended_output_tokens,
         )
-        stream = StreamInterpreter(record)
+        stream = StreamInterpreter(record, self.protocol.parse, self._think_tags())
         pool = self.pool
         with pool.slots:
             try:

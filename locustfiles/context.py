@@ -29,7 +29,9 @@ def goodput_limits(scenarios: list[Scenario]) -> dict[str, GoodputLimits]:
     for s in scenarios:
         g = s.slo.goodput
         if g is not None:
-            limits[s.name] = GoodputLimits(ttft_ms=g.ttft_ms, tpot_ms=g.tpot_ms, e2e_ms=g.e2e_ms)
+            limits[s.name] = GoodputLimits(
+                ttft_ms=g.ttft_ms, ttfa_ms=g.ttfa_ms, tpot_ms=g.tpot_ms, e2e_ms=g.e2e_ms
+            )
     return limits
 
 

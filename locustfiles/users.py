@@ -17,7 +17,7 @@ from gevent.pool import Pool
 from locust import User, task
 from locust.exception import StopUser
 
-from slogate.locustfiles.client import StreamClient, StreamResult, chat_messages
+from slogate.locustfiles.client import PROTOCOLS, StreamClient, StreamResult, chat_messages
 from slogate.locustfiles.state import current_context
 from slogate.scenarios.model import PlannedTurn
 
@@ -72,7 +72,7 @@ class SlogateUser(_ScenarioUser):
     def converse(self) -> None:
         client = self.ctx.client(self.scenario, concurrency=self.ctx.timeline.max_users())
         conversation = self.planner.conversation()
-        chat = self.scenario.api == "chat"
+        chat = PROTOCOLS[self.scenario.api].conversational
         history: list[dict[str, str]] = []
         for turn in conversation.turns:
             if turn.think_time_s > 0:

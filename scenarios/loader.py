@@ -46,7 +46,7 @@ FLAT_LOAD_OVERRIDES = ("users", "spawn_rate", "rate", "duration")
 SCENARIO_FIELDS = {
     "name": optional(NAME),
     "description": optional(TEXT),
-    "api": optional(choice("chat", "completions"), "chat"),
+    "api": optional(choice("chat", "completions", "responses", "messages"), "chat"),
     "model": optional(TEXT, "auto"),
     "seed": optional(integer(ge=0), 0),
     "workload": Field(read_workload, REQUIRED, nested=True),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Api = Literal["chat", "completions"]
+Api = Literal["chat", "completions", "responses", "messages"]
 Arrival = Literal["poisson", "gamma", "constant", "trace"]
 
 
@@ -97,6 +97,11 @@ class RequestOptions:
     # "server" (a counter the load side injects, e.g. the engine's /tokenize),
     # or "estimate" (calibrated chars per token)
     tokenizer: str = "local"
+    # reasoning inside the content (a server without a reasoning parser): the
+    # opening and closing tags, or None to take all content as answer; and
+    # whether the chat template opens the block itself (only the close streams)
+    think_tags: tuple[str, str] | None = ("<think>", "</think>")
+    think_starts_inside: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +113,9 @@ class Timeouts:
 
 @dataclass(frozen=True, slots=True)
 class Threshold:
-    """One SLO: ``metric`` (ttft_ms, itl_ms, tpot_ms, e2e_ms, error_rate,
+    """One SLO: ``metric`` (ttft_ms, itl_ms, tpot_ms, e2e_ms, the answer's
+    ttfa_ms, reasoning_ms, answer_itl_ms, answer_tpot_ms, the per-request
+    counts reasoning_tokens, answer_tokens, output_tokens, error_rate,
     requests_per_s, output_tokens_per_s, goodput) at ``stat`` (p50..p999, max,
     mean, rate, min) must be <= ``limit`` (``kind == "max"``) or >= it (``"min"``)."""
 
@@ -122,6 +129,7 @@ class Threshold:
 class GoodputSpec:
     min_fraction: float | None = None
     ttft_ms: float | None = None
+    ttfa_ms: float | None = None
     tpot_ms: float | None = None
     e2e_ms: float | None = None
 

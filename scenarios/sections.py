@@ -40,8 +40,28 @@ from slogate.scenarios.traces import Trace
 
 ARRIVALS = ("poisson", "gamma", "constant", "trace")
 TOKENIZERS = ("local", "server", "estimate")
-BODY_KEYS_WE_SET = ("model", "messages", "prompt", "stream", "stream_options", "max_tokens")
-LATENCY_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
+BODY_KEYS_WE_SET = (
+    "model",
+    "messages",
+    "prompt",
+    "input",
+    "system",
+    "stream",
+    "stream_options",
+    "max_tokens",
+    "max_output_tokens",
+)
+LATENCY_METRICS = (
+    "ttft_ms",
+    "itl_ms",
+    "tpot_ms",
+    "e2e_ms",
+    "ttfa_ms",
+    "reasoning_ms",
+    "answer_itl_ms",
+    "answer_tpot_ms",
+)
+COUNT_METRICS = ("reasoning_tokens", "answer_tokens", "output_tokens")
 STATS = ("p50", "p90", "p95", "p99", "p999", "max", "mean")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -53,6 +73,22 @@ def _env_name(value: Any) -> str:
 
 
 ENV_NAME = Check("an environment variable name", _env_name)
+
+
+def _think_tags(value: Any) -> tuple[str, str] | None:
+    if value is False:
+        return None
+    if (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(tag, str) and tag.strip() for tag in value)
+        and value[0] != value[1]
+    ):
+        return value[0], value[1]
+    raise ValueError
+
+
+THINK_TAGS = Check("false, or [opening tag, closing tag] (two different strings)", _think_tags)
 
 # --- load -------------------------------------------------------------------
 
@@ -205,6 +241,8 @@ REQUEST_FIELDS = {
     "extra_body": optional(MAPPING, {}),
     "api_key_env": optional(ENV_NAME, "OPENAI_API_KEY"),
     "tokenizer": optional(TEXT, "local"),
+    "think_tags": optional(THINK_TAGS, ("<think>", "</think>")),
+    "think_starts_inside": optional(BOOLEAN, False),
 }
 
 
@@ -263,9 +301,11 @@ MINIMUM_FIELDS = {"min": required(number(gt=0))}
 GOODPUT_FIELDS = {
     "min": optional(number(ge=0, le=1)),
     "ttft_ms": optional(number(gt=0)),
+    "ttfa_ms": optional(number(gt=0)),
     "tpot_ms": optional(number(gt=0)),
     "e2e_ms": optional(number(gt=0)),
 }
+GOODPUT_LIMITS = ("ttft_ms", "ttfa_ms", "tpot_ms", "e2e_ms")
 
 
 def _latency(reader: Reader, value: Any, path: str) -> dict[str, float] | None:
@@ -282,16 +322,16 @@ def _goodput(reader: Reader, value: Any, path: str) -> GoodputSpec | None:
     f = reader.section(value, path, GOODPUT_FIELDS)
     if f is None:
         return None
-    if f["ttft_ms"] is None and f["tpot_ms"] is None and f["e2e_ms"] is None:
-        reader.problem(path, "expected at least one per-request limit: ttft_ms, tpot_ms or e2e_ms")
+    if all(f[key] is None for key in GOODPUT_LIMITS):
+        reader.problem(
+            path, f"expected at least one per-request limit: {', '.join(GOODPUT_LIMITS)}"
+        )
         return None
-    return GoodputSpec(
-        min_fraction=f["min"], ttft_ms=f["ttft_ms"], tpot_ms=f["tpot_ms"], e2e_ms=f["e2e_ms"]
-    )
+    return GoodputSpec(min_fraction=f["min"], **{key: f[key] for key in GOODPUT_LIMITS})
 
 
 SLO_FIELDS = {
-    **{metric: nested(_latency) for metric in LATENCY_METRICS},
+    **{metric: nested(_latency) for metric in (*LATENCY_METRICS, *COUNT_METRICS)},
     "error_rate": nested(lambda r, v, p: r.section(v, p, {"max": required(number(ge=0, le=1))})),
     "throughput": nested(
         lambda r, v, p: r.section(
@@ -310,7 +350,7 @@ def read_slo(reader: Reader, value: Any, path: str) -> SloSpec | None:
         return None
     thresholds = [
         Threshold(metric, stat, limit)
-        for metric in LATENCY_METRICS
+        for metric in (*LATENCY_METRICS, *COUNT_METRICS)
         for stat, limit in (f[metric] or {}).items()
     ]
     if f["error_rate"]:

@@ -116,6 +116,8 @@ class ModelSpec:
     tied_embeddings: bool
     max_model_len: int
     dtype: str = "bf16"
+    # a reasoning model: its thinking length in tokens, lognormal (median, p90)
+    reasoning: tuple[float, float] | None = None
 
     @classmethod
     def from_mapping(cls, key: str, data: Mapping[str, Any]) -> ModelSpec:
@@ -133,6 +135,7 @@ class ModelSpec:
                 tied_embeddings=bool(data.get("tied_embeddings", False)),
                 max_model_len=int(data["max_model_len"]),
                 dtype=str(data.get("dtype", "bf16")),
+                reasoning=_reasoning(key, data.get("reasoning")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ProfileError(f"model {key!r}: bad or missing field: {exc}") from exc
@@ -193,8 +196,20 @@ class Efficiency:
         return eff
 
 
+def _reasoning(key: str, value: Any) -> tuple[float, float] | None:
+    """A reasoning model's ``reasoning: {median: N, p90: M}`` thinking tokens."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or set(value) != {"median", "p90"}:
+        raise ProfileError(f"model {key!r}: reasoning must be {{median: N, p90: M}}, got {value!r}")
+    median, p90 = float(value["median"]), float(value["p90"])
+    if not 1 <= median < p90:
+        raise ProfileError(f"model {key!r}: reasoning needs 1 <= median < p90, got {value!r}")
+    return median, p90
+
+
 def _read_yaml(name: str) -> dict[str, Any]:
-    text = resources.files("simengine").joinpath("profiles", name).read_text("utf-8")
+    text = resources.files("slogate.simengine").joinpath("profiles", name).read_text("utf-8")
     return yaml.safe_load(text)
 
 

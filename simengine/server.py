@@ -1,10 +1,12 @@
 """The HTTP face of the simulated engine: vLLM's OpenAI-compatible routes.
 
-Routes: ``POST /v1/chat/completions``, ``POST /v1/completions`` (streaming and
-not), ``GET /v1/models``, ``POST /tokenize``, ``GET /health``, ``GET /metrics``,
-and for tests and benchmarks ``GET|POST|DELETE /admin/faults`` and
-``GET /admin/stats[?reset=1]``. Request validation, error bodies and stream
-shapes follow vLLM, so a client that works here meets no surprise there.
+Routes: ``POST /v1/chat/completions``, ``POST /v1/completions``, the OpenAI
+Responses API ``POST /v1/responses`` and the Anthropic Messages API
+``POST /v1/messages`` (streaming and not), ``GET /v1/models``,
+``POST /tokenize``, ``GET /health``, ``GET /metrics``, and for tests and
+benchmarks ``GET|POST|DELETE /admin/faults`` and ``GET /admin/stats[?reset=1]``.
+Request validation, error bodies and stream shapes follow vLLM (and Anthropic
+for messages), so a client that works here meets no surprise there.
 """
 
 from __future__ import annotations
@@ -31,10 +33,13 @@ from slogate.simengine.config import EngineConfig, build_config
 from slogate.simengine.engine import Engine, TokenStream
 from slogate.simengine.faults import FaultError, FaultInjector, FaultPlan
 from slogate.simengine.kvcache import block_hashes
+from slogate.simengine.messages_sse import MessagesEncoder
 from slogate.simengine.profiles import DEFAULT_PROFILE
-from slogate.simengine.sampling import plan_output
+from slogate.simengine.replies import Reply, whole_body
+from slogate.simengine.responses_sse import ResponsesEncoder
+from slogate.simengine.sampling import EosDistribution, plan_output
 from slogate.simengine.scheduler import Sequence
-from slogate.simengine.sse import ChunkEncoder, SseStream
+from slogate.simengine.sse import ChunkEncoder, Encoder, SseStream
 
 READY_PREFIX = "SIMENGINE_READY "  # the stdout line launch.py waits for
 
@@ -48,8 +53,22 @@ class ApiError(Exception):
         self.kind = kind
 
 
-def error_response(status: int, message: str, kind: str) -> web.Response:
-    body = {"error": {"message": message, "type": kind, "param": None, "code": status}}
+ANTHROPIC_ERRORS = {
+    400: "invalid_request_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+    500: "api_error",
+    503: "overloaded_error",
+}
+
+
+def error_response(status: int, message: str, kind: str, api: str = "chat") -> web.Response:
+    """An error body in the API's shape (OpenAI's, or Anthropic's for messages)."""
+    if api == "messages":
+        error = {"type": ANTHROPIC_ERRORS.get(status, "api_error"), "message": message}
+        body: dict[str, Any] = {"type": "error", "error": error}
+    else:
+        body = {"error": {"message": message, "type": kind, "param": None, "code": status}}
     return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
 
 
@@ -114,11 +133,38 @@ def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     return messages
 
 
+def _responses_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The Responses API's ``instructions`` and ``input`` (a string or messages)."""
+    given = body.get("input")
+    messages = [{"role": "user", "content": given}] if isinstance(given, str) else given
+    if not isinstance(messages, list) or not messages:
+        raise ApiError(400, "input must be a string or a non-empty list of messages")
+    if isinstance(body.get("instructions"), str):
+        messages = [{"role": "system", "content": body["instructions"]}, *messages]
+    return _messages({"messages": messages})
+
+
+def _anthropic_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The Messages API's top-level ``system`` (a string or text blocks) and messages."""
+    messages = _messages(body)
+    system = body.get("system")
+    if system is not None:
+        try:
+            system_text = text.message_text(system)
+        except ValueError as exc:
+            raise ApiError(400, f"system: {exc}") from exc
+        messages = [{"role": "system", "content": system_text}, *messages]
+    return messages
+
+
+async def _chat_ids(state: State, messages: list[dict[str, Any]], add: bool) -> list[int]:
+    return await state.encode(text.prompt_chars(messages), text.encode_chat, messages, add)
+
+
 async def _prompt_ids(state: State, body: Mapping[str, Any], chat: bool) -> list[int]:
     if chat or "messages" in body:
         messages = _messages(body)
-        add = bool(body.get("add_generation_prompt", True))
-        return await state.encode(text.prompt_chars(messages), text.encode_chat, messages, add)
+        return await _chat_ids(state, messages, bool(body.get("add_generation_prompt", True)))
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
         prompt = prompt[0]  # a batch of one
@@ -132,15 +178,81 @@ async def _prompt_ids(state: State, body: Mapping[str, Any], chat: bool) -> list
 
 
 # -- generation -----------------------------------------------------------------------
+ID_PREFIXES = {
+    "chat": "chatcmpl-",
+    "completions": "cmpl-",
+    "responses": "resp_",
+    "messages": "msg_",
+}
+
+
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    return await _generate(request, chat=True)
+    return await _generate(request, "chat")
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
-    return await _generate(request, chat=False)
+    return await _generate(request, "completions")
 
 
-async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
+async def responses(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, "responses")
+
+
+async def messages(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, "messages")
+
+
+def _max_tokens(body: Mapping[str, Any], api: str) -> int | None:
+    """The output limit under each API's name for it (None: up to the context)."""
+    if api == "chat":
+        limit = _int_field(body, "max_completion_tokens", None, 1)
+        return limit if limit is not None else _int_field(body, "max_tokens", None, 1)
+    if api == "completions":
+        return _int_field(body, "max_tokens", 16, 1)  # vLLM/OpenAI default
+    if api == "responses":
+        return _int_field(body, "max_output_tokens", None, 1)
+    if "max_tokens" not in body:
+        raise ApiError(400, "max_tokens: Field required")  # Anthropic requires it
+    return _int_field(body, "max_tokens", None, 1)
+
+
+async def _api_prompt_ids(state: State, body: Mapping[str, Any], api: str) -> list[int]:
+    if api == "responses":
+        return await _chat_ids(state, _responses_messages(body), True)
+    if api == "messages":
+        return await _chat_ids(state, _anthropic_messages(body), True)
+    return await _prompt_ids(state, body, api == "chat")
+
+
+def thinking_enabled(body: Mapping[str, Any], api: str) -> bool:
+    """Whether the request lets a reasoning model think: Qwen3-style
+    ``chat_template_kwargs.enable_thinking``, Anthropic ``thinking.type``, the
+    Responses API's ``reasoning.effort`` of ``none``; completions never (no
+    chat template opens a thinking block)."""
+    if api == "completions":
+        return False
+    kwargs = body.get("chat_template_kwargs")
+    if isinstance(kwargs, dict) and kwargs.get("enable_thinking") is False:
+        return False
+    thinking = body.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") == "disabled":
+        return False
+    reasoning = body.get("reasoning")
+    return not (isinstance(reasoning, dict) and reasoning.get("effort") == "none")
+
+
+def reasoning_length(state: State, body: Mapping[str, Any], api: str, output_tokens: int) -> int:
+    """How many of the output's first tokens are reasoning: the model's
+    distribution, leaving at least one answer token (the reasoning model's
+    budget is the output limit, as with vLLM's ``max_tokens``)."""
+    spread = state.config.profile.model.reasoning
+    if spread is None or output_tokens < 2 or not thinking_enabled(body, api):
+        return 0
+    drawn = EosDistribution(*spread).sample(state.rng)
+    return min(drawn, output_tokens - 1)
+
+
+async def _generate(request: web.Request, api: str) -> web.StreamResponse:
     state = request.app[STATE]
     try:
         body = await _json_body(request)
@@ -149,14 +261,9 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             raise ApiError(404, f"The model `{model}` does not exist.", "NotFoundError")
         if body.get("n") not in (None, 1):
             raise ApiError(400, "the simulated engine supports n=1 only")
-        if chat:
-            max_tokens = _int_field(body, "max_completion_tokens", None, 1)
-            if max_tokens is None:
-                max_tokens = _int_field(body, "max_tokens", None, 1)
-        else:
-            max_tokens = _int_field(body, "max_tokens", 16, 1)  # vLLM/OpenAI default
+        max_tokens = _max_tokens(body, api)
         min_tokens = _int_field(body, "min_tokens", 0, 0) or 0
-        ids = await _prompt_ids(state, body, chat)
+        ids = await _api_prompt_ids(state, body, api)
         if not ids:
             raise ApiError(400, "the prompt is empty")
         max_len = state.engine.scheduler.max_model_len
@@ -172,7 +279,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         if min_tokens > limit:
             raise ApiError(400, f"min_tokens ({min_tokens}) must be <= max_tokens ({limit})")
     except ApiError as exc:
-        return error_response(exc.status, str(exc), exc.kind)
+        return error_response(exc.status, str(exc), exc.kind, api)
 
     config = state.config
     plan = plan_output(
@@ -182,51 +289,75 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         min_tokens=min_tokens,
         ignore_eos=bool(body.get("ignore_eos")),
     )
+    thinking = reasoning_length(state, body, api, plan.tokens)
     faults = state.faults.draw(plan.tokens)
     if faults.header_delay_s:
         await asyncio.sleep(faults.header_delay_s)
     if faults.http_status is not None:
         kinds = {429: "RateLimitError", 500: "InternalServerError", 503: "ServiceUnavailableError"}
         return error_response(
-            faults.http_status, "simulated failure (fault injection)", kinds[faults.http_status]
+            faults.http_status,
+            "simulated failure (fault injection)",
+            kinds[faults.http_status],
+            api,
         )
 
     profile = config.profile
     hashes = block_hashes(ids, profile.block_size) if profile.enable_prefix_caching else ()
-    request_id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+    request_id = ID_PREFIXES[api] + uuid.uuid4().hex
     seq = Sequence(
         request_id, len(ids), plan.tokens, stops_at_eos=plan.stops_at_eos, prompt_hashes=hashes
     )
     text_start = state.rng.choice(state.prose.word_starts)
     try:
         if body.get("stream"):
-            options = body.get("stream_options") or {}
-            encoder = ChunkEncoder(
-                chat=chat,
-                request_id=request_id,
-                created=int(time.time()),
-                model=config.model_name,
-                prompt_tokens=seq.prompt_len,
-                continuous_usage=bool(options.get("continuous_usage_stats")),
-            )
             sink = SseStream(
                 seq,
-                encoder=encoder,
+                encoder=_encoder(api, body, state, seq, thinking),
                 prose=state.prose,
                 text_start=text_start,
                 interval=config.stream_interval,
-                include_usage=bool(options.get("include_usage")),
                 faults=faults,
+                reasoning_tokens=thinking,
             )
             state.engine.submit(seq)
             return await _stream(request, sink)
         tokens = TokenStream(seq)
         state.engine.submit(seq)
-        return await _whole(request, state, tokens, faults, chat, request_id, text_start)
+        reply = Reply(api, request_id, text_start, thinking)
+        return await _whole(request, state, tokens, faults, reply)
     except ConnectionResetError:  # the client went away
         return web.Response(status=499)  # never sent: the connection is gone
     finally:
         state.engine.abort(seq)  # no-op when finished; frees blocks if the client left
+
+
+def _encoder(
+    api: str, body: Mapping[str, Any], state: State, seq: Sequence, thinking: int
+) -> Encoder:
+    """The event shapes of ``api`` for one streamed request."""
+    model = state.config.model_name
+    if api == "responses":
+        return ResponsesEncoder(
+            request_id=seq.request_id,
+            created=int(time.time()),
+            model=model,
+            prompt_tokens=seq.prompt_len,
+            reasoning_tokens=thinking,
+        )
+    if api == "messages":
+        return MessagesEncoder(request_id=seq.request_id, model=model, prompt_tokens=seq.prompt_len)
+    options = body.get("stream_options") or {}
+    return ChunkEncoder(
+        chat=api == "chat",
+        request_id=seq.request_id,
+        created=int(time.time()),
+        model=model,
+        prompt_tokens=seq.prompt_len,
+        continuous_usage=bool(options.get("continuous_usage_stats")),
+        include_usage=bool(options.get("include_usage")),
+        reasoning_tokens=thinking,
+    )
 
 
 async def _stream(request: web.Request, sink: SseStream) -> web.StreamResponse:
@@ -245,13 +376,7 @@ async def _stream(request: web.Request, sink: SseStream) -> web.StreamResponse:
 
 
 async def _whole(
-    request: web.Request,
-    state: State,
-    tokens: TokenStream,
-    faults: FaultPlan,
-    chat: bool,
-    request_id: str,
-    text_start: int,
+    request: web.Request, state: State, tokens: TokenStream, faults: FaultPlan, reply: Reply
 ) -> web.StreamResponse:
     """A non-streamed reply, sent when the sequence is done (or its fault strikes)."""
     seq = tokens.seq
@@ -261,7 +386,7 @@ async def _whole(
         await asyncio.sleep(faults.stall_s)
     if stop_at == faults.error_at:
         return error_response(
-            500, "simulated engine error (fault injection)", "InternalServerError"
+            500, "simulated engine error (fault injection)", "InternalServerError", reply.api
         )
     if stop_at == faults.cut_at:
         response = web.StreamResponse()
@@ -270,29 +395,16 @@ async def _whole(
             request.transport.close()  # headers sent, body never ends
         return response
     # The EOS token, when the sequence stops on it, has no text.
-    content = state.prose.text_slice(text_start, seq.max_output - (1 if seq.stops_at_eos else 0))
-    if chat:
-        choice: dict[str, Any] = {
-            "index": 0,
-            "message": {"role": "assistant", "content": content, "tool_calls": []},
-        }
-    else:
-        choice = {"index": 0, "text": content}
-    choice.update(logprobs=None, finish_reason=seq.finish_reason, stop_reason=None)
-    body = orjson.dumps(
-        {
-            "id": request_id,
-            "object": "chat.completion" if chat else "text_completion",
-            "created": int(time.time()),
-            "model": state.config.model_name,
-            "choices": [choice],
-            "usage": {
-                "prompt_tokens": seq.prompt_len,
-                "total_tokens": seq.prompt_len + seq.output_len,
-                "completion_tokens": seq.output_len,
-            },
-        }
+    text_tokens = seq.max_output - (1 if seq.stops_at_eos else 0)
+    thinking = min(reply.reasoning_tokens, text_tokens)
+    prose = state.prose
+    reasoning = prose.text_slice(reply.text_start, thinking) if thinking else ""
+    answer = prose.text_slice(reply.text_start + thinking, text_tokens - thinking)
+    model = state.config.model_name
+    reply_body = whole_body(
+        reply, model, seq.prompt_len, seq.output_len, seq.finish_reason, reasoning, answer
     )
+    body = orjson.dumps(reply_body)
     if faults.malformed_at is not None:
         body = body[: len(body) // 2]
     return web.Response(body=body, content_type="application/json")
@@ -405,6 +517,8 @@ def create_app(config: EngineConfig | None = None, *, manage_gc: bool = False) -
         [
             web.post("/v1/chat/completions", chat_completions),
             web.post("/v1/completions", completions),
+            web.post("/v1/responses", responses),
+            web.post("/v1/messages", messages),
             web.get("/v1/models", models),
             web.post("/tokenize", tokenize),
             web.get("/health", health),

@@ -28,7 +28,9 @@ OFFLOAD_CHARS = 4096
 @cache
 def tokenizer() -> Tokenizer:
     """The SmolLM2-135M tokenizer, loaded once per process."""
-    path = resources.files("scenarios").joinpath("data/tokenizers/smollm2-135m/tokenizer.json")
+    path = resources.files("slogate.scenarios").joinpath(
+        "data/tokenizers/smollm2-135m/tokenizer.json"
+    )
     return Tokenizer.from_str(path.read_text("utf-8"))
 
 

@@ -22,7 +22,10 @@ def test_builtin_catalogue_has_the_issue_models_and_gpus() -> None:
         "qwen2.5-7b",
         "llama-2-7b",
         "smollm2-135m",
+        "qwen3-8b",
     }
+    assert models()["qwen3-8b"].reasoning == (600.0, 1800.0)
+    assert models()["llama-3.1-8b"].reasoning is None
     assert set(gpus()) == {"h100", "h200", "a100", "l40s", "l4"}
 
 
