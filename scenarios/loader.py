@@ -39,7 +39,7 @@ from slogate.scenarios.workloads import TraceWorkload, read_workload
 from slogate.scenarios.workloads.chat import ChatWorkload
 
 BUILTIN_DIR = Path(__file__).resolve().parent
-BUILTINS = ("chat", "rag", "code", "mixed", "azure-conv", "azure-code")
+BUILTINS = ("chat", "rag", "code", "reasoning", "mixed", "azure-conv", "azure-code")
 OVERRIDES = ("users", "spawn_rate", "rate", "duration", "warmup", "seed")
 FLAT_LOAD_OVERRIDES = ("users", "spawn_rate", "rate", "duration")
 
@@ -48,6 +48,7 @@ SCENARIO_FIELDS = {
     "description": optional(TEXT),
     "api": optional(choice("chat", "completions", "responses", "messages"), "chat"),
     "model": optional(TEXT, "auto"),
+    "engine_profile": optional(TEXT),
     "seed": optional(integer(ge=0), 0),
     "workload": Field(read_workload, REQUIRED, nested=True),
     "load": optional(MAPPING, {}),
@@ -208,6 +209,7 @@ def _scenario(
         timeouts=f["timeouts"],
         slo=f["slo"],
         seed=f["seed"],
+        engine_profile=f["engine_profile"],
         source=str(file),
         raw={**raw, "load": load_raw},
     )

@@ -155,5 +155,7 @@ class Scenario:
     slo: SloSpec
     seed: int = 0
     weight: float = 1.0
+    # the simulated engine's profile when no --host is given (a reasoning model)
+    engine_profile: str | None = None
     source: str = ""
     raw: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,335 @@
+"""Reasoning apart from the answer: TTFA, reasoning time, the token split and the
+answer's ITL/TPOT from recorded timestamps, and every streamed form of reasoning
+(chat deltas, Responses events, Anthropic thinking, <think> tags) fed byte by
+byte through the SSE parser and the interpreter."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from slogate.analysis.metrics import answer_chunk_tokens, request_metrics
+from slogate.analysis.recorder import Recorder
+from slogate.analysis.records import ErrorKind, RequestRecord
+from slogate.locustfiles import messages_stream, responses_stream
+from slogate.locustfiles.openai_stream import StreamInterpreter, parse_chunk
+from slogate.locustfiles.sse import SSEParser
+from slogate.locustfiles.think_tags import ThinkTags
+
+MS = 1_000_000
+
+
+def record(chars: list[int], reasoning: list[int], at_ms: list[float], **fields) -> RequestRecord:
+    return RequestRecord(
+        scenario="r",
+        start_ns=0,
+        end_ns=int(at_ms[-1] * MS) + MS,
+        chunk_ns=[int(t * MS) for t in at_ms],
+        chunk_chars=chars,
+        chunk_reasoning=reasoning,
+        finish_reason="stop",
+        **fields,
+    )
+
+
+def test_ttfa_reasoning_time_and_answer_latencies_from_timestamps() -> None:
+    # 3 reasoning chunks (10, 20, 30 ms), then 3 answer chunks (100, 110, 130 ms)
+    r = record([5, 5, 5, 5, 5, 5], [5, 5, 5, 0, 0, 0], [10, 20, 30, 100, 110, 130])
+    r.output_tokens = 6
+    m = request_metrics(r)
+    a = m.answer
+    assert m.ttft_ns == 10 * MS  # TTFT stays the first output of any kind
+    assert a.ttfa_ns == 100 * MS
+    assert a.reasoning_ns == 90 * MS  # first reasoning chunk -> first answer chunk
+    assert (a.reasoning_tokens, a.answer_tokens) == (3, 3)
+    assert a.itl_ns == [(10 * MS, 1), (20 * MS, 1)]  # answer chunks only
+    assert a.tpot_ns == 15 * MS  # (130 - 100) / (3 - 1)
+    assert m.tpot_ns == 24 * MS  # all output: (130 - 10) / 5
+
+
+def test_server_reasoning_count_wins_over_the_character_split() -> None:
+    r = record([10, 10, 10], [10, 4, 0], [10, 20, 30], output_tokens=12, reasoning_tokens=7)
+    a = request_metrics(r).answer
+    assert (a.reasoning_tokens, a.answer_tokens) == (7, 5)
+    assert a.ttfa_ns == 20 * MS  # the mixed chunk carried the first answer text
+
+
+def test_mixed_chunk_tokens_split_by_characters() -> None:
+    assert answer_chunk_tokens([4, 4, 4], [8, 8, 8], [8, 2, 0]) == [0, 3, 4]
+    assert answer_chunk_tokens([1], [8], [7]) == [1]  # answer text means one token at least
+
+
+def test_no_reasoning_means_answer_metrics_equal_the_headline_ones() -> None:
+    r = record([4, 4, 4], [], [10, 30, 50], output_tokens=3)
+    m = request_metrics(r)
+    assert m.answer.ttfa_ns == m.ttft_ns
+    assert m.answer.itl_ns == m.itl_ns
+    assert m.answer.tpot_ns == m.tpot_ns
+    assert m.answer.reasoning_ns is None
+    assert (m.answer.reasoning_tokens, m.answer.answer_tokens) == (0, 3)
+
+
+def test_hidden_reasoning_counts_but_has_no_reasoning_time() -> None:
+    # o-series style: usage reports reasoning tokens, the stream shows none
+    r = record([4, 4, 4], [], [500, 510, 520], output_tokens=103, reasoning_tokens=100)
+    a = request_metrics(r).answer
+    assert (a.reasoning_tokens, a.answer_tokens) == (100, 3)
+    assert a.ttfa_ns == 500 * MS
+    assert a.reasoning_ns is None
+    assert a.tpot_ns == 10 * MS
+
+
+def test_reasoning_without_an_answer_has_no_ttfa() -> None:
+    r = record([4, 4], [4, 4], [10, 20], output_tokens=2)
+    a = request_metrics(r).answer
+    assert a.ttfa_ns is None and a.reasoning_ns is None
+    assert (a.reasoning_tokens, a.answer_tokens) == (2, 0)
+
+
+def test_recorder_keeps_the_split_and_answer_histograms() -> None:
+    recorder = Recorder()
+    r = record([5, 5, 5, 5], [5, 5, 0, 0], [10, 20, 100, 120], output_tokens=4)
+    recorder.record(r, wall_s=1.0)
+    bucket = recorder.bucket("r", "all")
+    c = bucket.counters
+    assert (c.reasoning_requests, c.reasoning_tokens, c.answer_tokens) == (1, 2, 2)
+    h = bucket.histograms
+    assert h.histogram("ttfa").get_max_value() == pytest.approx(100_000, rel=1e-3)
+    assert h.histogram("reasoning").get_max_value() == pytest.approx(90_000, rel=1e-3)
+    assert h.histogram("answer_itl").get_total_count() == 1
+
+
+# --- the streamed forms ---------------------------------------------------------------
+
+
+def sse(*objs: object, event: bool = False) -> bytes:
+    out = b""
+    for obj in objs:
+        data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+        name = obj.get("type") if event and isinstance(obj, dict) else None
+        out += (b"event: %s\n" % name.encode() if name else b"") + b"data: " + data + b"\n\n"
+    return out
+
+
+def interpret(stream: bytes, piece: int, parse=parse_chunk, tags: ThinkTags | None = None):
+    """Feed ``stream`` in pieces of ``piece`` bytes; each arrives at its last byte's index."""
+    rec = RequestRecord(scenario="s", start_ns=0)
+    interpreter = StreamInterpreter(rec, parse, tags)
+    parser = SSEParser()
+    for i in range(0, len(stream), piece):
+        at = min(i + piece, len(stream)) - 1
+        for ev in parser.feed(stream[i : i + piece]):
+            if interpreter.on_event(ev, at):
+                return rec, interpreter
+    for ev in parser.close():
+        if interpreter.on_event(ev, len(stream)):
+            return rec, interpreter
+    interpreter.on_close(len(stream))
+    return rec, interpreter
+
+
+def chat(delta: dict, finish: str | None = None) -> dict:
+    return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+USAGE = {
+    "choices": [],
+    "usage": {
+        "prompt_tokens": 5,
+        "completion_tokens": 4,
+        "completion_tokens_details": {"reasoning_tokens": 2},
+    },
+}
+
+
+@pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
+@pytest.mark.parametrize("piece", [1, 7, 10_000])
+def test_chat_reasoning_deltas(key: str, piece: int) -> None:
+    stream = sse(
+        chat({"role": "assistant", "content": ""}),
+        chat({key: "Let me"}),
+        chat({key: " think"}),
+        chat({"content": "Hi"}),
+        chat({"content": " there"}, "stop"),
+        USAGE,
+        b"[DONE]",
+    )
+    rec, interp = interpret(stream, piece)
+    assert rec.ok, rec.error_message
+    assert rec.chunk_reasoning == [6, 6, 0, 0]
+    assert rec.reasoning_tokens == 2
+    assert interp.text == "Hi there"
+    a = request_metrics(rec).answer
+    assert a.ttfa_ns == rec.chunk_ns[2]
+    assert request_metrics(rec).ttft_ns == rec.chunk_ns[0]
+
+
+def test_think_tags_in_content_split_across_chunks() -> None:
+    pieces = ["<th", "ink>Let", " me", " see</th", "ink>\n\nThe", " answer"]
+    stream = sse(*(chat({"content": p}) for p in pieces), chat({}, "stop"), b"[DONE]")
+    rec, interp = interpret(stream, 10_000, tags=ThinkTags())
+    assert rec.ok
+    assert rec.chunk_reasoning == [3, 7, 3, 8, 4, 0]
+    assert interp.text == "\n\nThe answer"
+    assert request_metrics(rec).answer.ttfa_ns == rec.chunk_ns[4]
+
+
+def test_think_block_opened_by_the_template_streams_only_the_close() -> None:
+    stream = sse(chat({"content": "hmm"}), chat({"content": "</think>ok"}, "stop"), b"[DONE]")
+    rec, interp = interpret(stream, 10_000, tags=ThinkTags(starts_inside=True))
+    assert rec.chunk_reasoning == [3, 8]
+    assert interp.text == "ok"
+
+
+def test_content_without_tags_pays_nothing_and_keeps_its_text() -> None:
+    stream = sse(chat({"content": "<p>"}), chat({"content": "plain"}, "stop"), b"[DONE]")
+    rec, interp = interpret(stream, 10_000, tags=ThinkTags())
+    assert rec.chunk_reasoning == []
+    assert interp.text == "<p>plain"
+
+
+RESPONSES = [
+    {"type": "response.created", "response": {"status": "in_progress"}},
+    {"type": "response.output_item.added", "item": {"type": "reasoning"}},
+    {"type": "response.reasoning_text.delta", "delta": "Think"},
+    {"type": "response.reasoning_summary_text.delta", "delta": "ing"},
+    {"type": "response.output_item.added", "item": {"type": "message"}},
+    {"type": "response.output_text.delta", "delta": "Hel"},
+    {"type": "response.output_text.delta", "delta": "lo"},
+    {"type": "response.output_text.done", "text": "Hello"},
+]
+COMPLETED = {
+    "type": "response.completed",
+    "response": {
+        "status": "completed",
+        "usage": {
+            "input_tokens": 9,
+            "output_tokens": 5,
+            "output_tokens_details": {"reasoning_tokens": 2},
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("piece", [1, 13, 10_000])
+def test_responses_reasoning_and_text(piece: int) -> None:
+    rec, interp = interpret(
+        sse(*RESPONSES, COMPLETED, event=True), piece, responses_stream.parse_event
+    )
+    assert rec.ok, rec.error_message
+    assert rec.chunk_reasoning == [5, 3, 0, 0]
+    assert (rec.output_tokens, rec.input_tokens, rec.reasoning_tokens) == (5, 9, 2)
+    assert rec.finish_reason == "stop"
+    assert interp.text == "Hello"
+
+
+def test_responses_incomplete_is_a_normal_end_at_the_limit() -> None:
+    incomplete = {
+        "type": "response.incomplete",
+        "response": {"incomplete_details": {"reason": "max_output_tokens"}, "usage": None},
+    }
+    rec, _ = interpret(sse(*RESPONSES, incomplete), 10_000, responses_stream.parse_event)
+    assert rec.ok and rec.finish_reason == "length"
+
+
+@pytest.mark.parametrize(
+    ("ending", "kind", "message"),
+    [
+        (
+            {"type": "error", "code": "server_error", "message": "boom"},
+            ErrorKind.STREAM_ERROR,
+            "boom",
+        ),
+        (
+            {"type": "response.failed", "response": {"error": {"message": "died", "code": "x"}}},
+            ErrorKind.STREAM_ERROR,
+            "died",
+        ),
+        (None, ErrorKind.TRUNCATED, "closed"),
+        (b"{not json", ErrorKind.PROTOCOL, "invalid JSON"),
+    ],
+    ids=["error-event", "response-failed", "truncated", "malformed"],
+)
+def test_responses_failures_mid_stream(ending, kind: ErrorKind, message: str) -> None:
+    events = [*RESPONSES[:6]] + ([] if ending is None else [ending])
+    rec, _ = interpret(sse(*events, event=True), 5, responses_stream.parse_event)
+    assert rec.error is kind
+    assert message in rec.error_message
+    assert len(rec.chunk_ns) == 3  # what came before the failure is kept
+
+
+MESSAGES = [
+    {
+        "type": "message_start",
+        "message": {
+            "usage": {"input_tokens": 11, "output_tokens": 1, "cache_read_input_tokens": 4}
+        },
+    },
+    {
+        "type": "content_block_start",
+        "index": 0,
+        "content_block": {"type": "thinking", "thinking": ""},
+    },
+    {
+        "type": "content_block_delta",
+        "index": 0,
+        "delta": {"type": "thinking_delta", "thinking": "Hmm"},
+    },
+    {
+        "type": "content_block_delta",
+        "index": 0,
+        "delta": {"type": "signature_delta", "signature": "x"},
+    },
+    {"type": "content_block_stop", "index": 0},
+    {"type": "ping"},
+    {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
+    {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Yes"}},
+    {
+        "type": "content_block_start",
+        "index": 2,
+        "content_block": {"type": "tool_use", "name": "get", "input": {}},
+    },
+    {
+        "type": "content_block_delta",
+        "index": 2,
+        "delta": {"type": "input_json_delta", "partial_json": '{"a":1}'},
+    },
+    {"type": "content_block_stop", "index": 2},
+]
+MESSAGE_END = [
+    {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}},
+    {"type": "message_stop"},
+]
+
+
+@pytest.mark.parametrize("piece", [1, 17, 10_000])
+def test_messages_thinking_text_and_tool_use(piece: int) -> None:
+    rec, interp = interpret(
+        sse(*MESSAGES, *MESSAGE_END, event=True), piece, messages_stream.parse_event
+    )
+    assert rec.ok, rec.error_message
+    assert rec.chunk_chars == [3, 3, 3, 7]  # thinking, text, tool name, tool arguments
+    assert rec.chunk_reasoning == [3, 0, 0, 0]
+    assert (rec.output_tokens, rec.input_tokens) == (9, 15)
+    assert rec.finish_reason == "tool_use"
+    assert interp.text == "Yes"
+
+
+@pytest.mark.parametrize(
+    ("ending", "kind", "message"),
+    [
+        (
+            [{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}],
+            ErrorKind.STREAM_ERROR,
+            "Overloaded",
+        ),
+        ([], ErrorKind.TRUNCATED, "closed"),
+    ],
+    ids=["error-event", "truncated"],
+)
+def test_messages_failures_mid_stream(ending: list, kind: ErrorKind, message: str) -> None:
+    rec, _ = interpret(sse(*MESSAGES[:8], *ending, event=True), 3, messages_stream.parse_event)
+    assert rec.error is kind
+    assert message in rec.error_message
+    assert len(rec.chunk_ns) == 2
