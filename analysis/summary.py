@@ -255,11 +255,15 @@ def ttft_by_turn(bucket: Bucket) -> dict[str, Any]:
 
 
 def metrics_block(bucket: Bucket, names: tuple[str, ...]) -> dict[str, Any]:
+    """The distributions of ``names`` that were recorded (the headline ones
+    always). The answer's own latencies appear once a request reasoned:
+    without reasoning they repeat the headline ones."""
     histograms = bucket.histograms
+    split = bucket.counters.reasoning_tokens > 0
     return {
         f"{name}_ms": distribution(histograms.histogram(name))
         for name in names
-        if name in HEADLINE or name in histograms
+        if name in HEADLINE or (name in histograms and (split or name not in ANSWER))
     }
 
 

@@ -333,3 +333,76 @@ def test_messages_failures_mid_stream(ending: list, kind: ErrorKind, message: st
     assert rec.error is kind
     assert message in rec.error_message
     assert len(rec.chunk_ns) == 2
+
+
+# --- scenario keys and SLOs -----------------------------------------------------------
+
+SCENARIO = """
+name: think
+api: {api}
+engine_profile: qwen3-8b@h100
+workload:
+  kind: chat
+  input_tokens: 100
+  output_tokens: 64
+request:
+  think_tags: {tags}
+  think_starts_inside: true
+slo:
+  ttfa_ms: {{p99: 5000}}
+  reasoning_ms: {{p50: 3000}}
+  answer_itl_ms: {{p99: 50}}
+  answer_tpot_ms: {{p99: 40}}
+  reasoning_tokens: {{p99: 2000}}
+  goodput: {{min: 0.9, ttfa_ms: 5000}}
+"""
+
+
+def load(tmp_path, api: str = "messages", tags: str = "['<t>', '</t>']"):
+    from slogate import scenarios
+
+    path = tmp_path / "s.yaml"
+    path.write_text(SCENARIO.format(api=api, tags=tags))
+    return scenarios.load(path)
+
+
+def test_scenario_keys_for_reasoning_models(tmp_path) -> None:
+    [s] = load(tmp_path)
+    assert s.api == "messages"
+    assert s.engine_profile == "qwen3-8b@h100"
+    assert s.request.think_tags == ("<t>", "</t>")
+    assert s.request.think_starts_inside
+    metrics = {(t.metric, t.stat) for t in s.slo.thresholds}
+    assert ("ttfa_ms", "p99") in metrics and ("reasoning_tokens", "p99") in metrics
+    assert s.slo.goodput.ttfa_ms == 5000
+    [off] = load(tmp_path, tags="false")
+    assert off.request.think_tags is None
+
+
+@pytest.mark.parametrize(
+    ("api", "tags", "key"),
+    [("grpc", "false", "api"), ("chat", "['<t>']", "request.think_tags")],
+)
+def test_bad_reasoning_keys_are_named(tmp_path, api: str, tags: str, key: str) -> None:
+    from slogate.scenarios import ScenarioError
+
+    with pytest.raises(ScenarioError) as info:
+        load(tmp_path, api, tags)
+    assert key in {p.path for p in info.value.problems}
+
+
+def test_slos_on_answer_latencies_and_token_counts() -> None:
+    from slogate.analysis.slo import Verdict, evaluate
+    from slogate.scenarios.model import Threshold
+
+    recorder = Recorder()
+    for i in range(200):
+        r = record([5, 5, 5, 5], [5, 5, 0, 0], [10, 20, 100 + i, 110 + i], output_tokens=40)
+        recorder.record(r, wall_s=1.0)
+    bucket = recorder.bucket("r", "all")
+    ttfa = evaluate("r", Threshold("ttfa_ms", "p50", 250), bucket, 10.0)
+    assert ttfa.verdict is Verdict.PASS and ttfa.value == pytest.approx(200, rel=0.01)
+    late = evaluate("r", Threshold("ttfa_ms", "max", 250), bucket, 10.0)
+    assert late.verdict is Verdict.FAIL and late.value == pytest.approx(299, rel=0.01)
+    tokens = evaluate("r", Threshold("answer_tokens", "p50", 30), bucket, 10.0)
+    assert tokens.verdict is Verdict.PASS and tokens.value == 20  # 40 tokens, half by chars
