@@ -1,0 +1,58 @@
+"""Whole `slogate run`s on the built-in reasoning scenario and on the chat
+scenario spoken over the Responses and Messages APIs, against the simulated
+engine: the verdict, the exit code and the metrics each must produce."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from loadruns import ROOT, slogate, summary
+
+from slogate import scenarios
+
+pytestmark = pytest.mark.slow
+PERCENTILES = ("p50", "p90", "p95", "p99", "max")
+EXIT = {"pass": 0, "fail": 1, "invalid": 3, "inconclusive": 4}
+
+
+def test_reasoning_scenario_reports_ttfa_above_ttft(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = slogate("run", "reasoning", "--duration", "20s", "--out", str(out))
+    s = summary(out)
+    assert done.returncode == EXIT[s["verdict"]], done.stderr[-3000:]
+    r = s["scenarios"]["reasoning"]
+    assert r["requests"]["ok"] > 5 and r["requests"]["failed"] == 0
+    m = r["metrics"]
+    for p in PERCENTILES:
+        assert m["ttfa_ms"][p] > m["ttft_ms"][p], p
+    assert m["reasoning_ms"]["count"] == m["ttfa_ms"]["count"]
+    assert r["tokens"]["reasoning"] > 0 and r["tokens"]["answer"] > 0
+    assert r["tokens"]["reasoning"] + r["tokens"]["answer"] == r["tokens"]["output"]
+    assert {e["metric"] for e in r["slo"]} >= {"ttfa_ms", "answer_itl_ms", "answer_tpot_ms"}
+    assert "Reasoning and answer" in (out / "report.html").read_text()
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_chat_scenario_over_another_api(tmp_path: Path, api: str) -> None:
+    data = yaml.safe_load((ROOT / "scenarios" / "chat.yaml").read_text())
+    data.update(api=api, name=f"chat-{api}")
+    data["load"].update(users=8, warmup="2s")
+    path = tmp_path / f"chat-{api}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    done = slogate("run", str(path), "--duration", "15s", "--out", str(out))
+    s = summary(out)
+    assert done.returncode == EXIT[s["verdict"]], done.stderr[-3000:]
+    assert s["verdict"] in ("pass", "inconclusive")  # a 15 s run may not bound p99
+    c = s["scenarios"][f"chat-{api}"]
+    assert c["api"] == api
+    assert c["requests"]["failed"] == 0 and c["requests"]["ok"] > 5
+    assert c["tokens"]["count_method"] == "usage"
+    assert c["tokens"]["input"] > 0
+    for metric in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
+        assert c["metrics"][metric]["count"] > 0
+    assert "ttfa_ms" not in c["metrics"]  # no reasoning: no repeated rows
+    declared = scenarios.load("chat")[0].slo.thresholds
+    assert [(e["metric"], e["stat"]) for e in c["slo"]] == [(t.metric, t.stat) for t in declared]
