@@ -71,6 +71,12 @@ class AnswerMetrics:
     itl_ns: list[tuple[float, int]]
     tpot_ns: float | None
 
+    @property
+    def split(self) -> bool:
+        """Whether the answer differs from the whole output: the request reasoned,
+        visibly or (by the server's count) hidden."""
+        return self.reasoning or self.reasoning_tokens > 0
+
 
 def output_token_count(record: RequestRecord) -> tuple[int, CountMethod]:
     """The request's output tokens: server usage, else a tokenizer, else chunks."""

@@ -153,6 +153,14 @@ class Bucket:
     counters: Counters = field(default_factory=Counters)
 
     def add(self, other: Bucket) -> None:
+        """Merge exactly; a side that never reasoned has no answer histograms of
+        its own, so its headline twins stand in for them (see ANSWER_TWINS)."""
+        mine = self.counters.reasoning_requests > 0
+        theirs = other.counters.reasoning_requests > 0
+        if theirs and not mine:
+            self.histograms.add_as(self.histograms, ANSWER_TWINS)
+        if mine and not theirs:
+            self.histograms.add_as(other.histograms, ANSWER_TWINS)
         self.histograms.add(other.histograms)
         self.counters.add(other.counters)
 
@@ -180,15 +188,26 @@ def count_into(counters: Counters, record: RequestRecord, m: RequestMetrics, goo
     counters.chunk_gaps += len(m.chunk_gaps_ns)
     counters.same_read_gaps += m.chunk_gaps_ns.count(0)
     answer = m.answer
-    counters.reasoning_requests += answer.reasoning
+    counters.reasoning_requests += answer.split
     counters.reasoning_tokens += answer.reasoning_tokens
     counters.answer_tokens += answer.answer_tokens
 
 
+# The answer's histograms and their headline twins: equal for a request that did
+# not reason. A bucket keeps the answer's own only from its first request that
+# reasoned on, filled then with the twins of the requests before it (and merges
+# do the same), so plain streams pay nothing and every answer histogram still
+# covers every request.
+ANSWER_TWINS = {
+    "ttfa": "ttft",
+    "answer_itl": "itl",
+    "answer_tpot": "tpot",
+    "answer_tokens": "output_tokens",
+}
+
+
 def record_answer(hist: HistogramSet, answer: AnswerMetrics) -> None:
-    """The answer's own latencies and the reasoning/answer token split. Every
-    request has them (without reasoning they equal the headline ones), so an
-    SLO on TTFA means the same for a reasoning model and for any other."""
+    """The answer's own latencies and the reasoning/answer token split."""
     if answer.ttfa_ns is not None:
         hist.record_ns("ttfa", answer.ttfa_ns)
     if answer.reasoning_ns is not None:
@@ -224,12 +243,16 @@ def record_window(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good
 
 def record_into(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: bool) -> None:
     """Add one finished request to a bucket, with every metric's histogram."""
+    hist = bucket.histograms
+    split_before = bucket.counters.reasoning_requests > 0
     count_into(bucket.counters, record, m, good)
     if not record.ok:
         return
-    hist = bucket.histograms
+    if m.answer.split and not split_before:
+        hist.add_as(hist, ANSWER_TWINS)
     record_headline(hist, m)
-    record_answer(hist, m.answer)
+    if m.answer.split or split_before:
+        record_answer(hist, m.answer)
     if m.ttft_ns is not None:
         hist.record_ns(f"ttft_turn_{min(record.turn + 1, MAX_TURN_BUCKET)}", m.ttft_ns)
     if record.input_tokens:

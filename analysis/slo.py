@@ -25,7 +25,7 @@ from scipy.stats import beta
 
 from slogate.analysis.histograms import recorded
 from slogate.analysis.percentiles import CONFIDENCE, estimate, min_samples
-from slogate.analysis.recorder import Bucket, Counters
+from slogate.analysis.recorder import ANSWER_TWINS, Bucket, Counters
 from slogate.analysis.rundata import RunData
 from slogate.scenarios.model import Threshold
 
@@ -151,13 +151,15 @@ def evaluate_latency(
     (``<name>_ms``, kept in microseconds) or a per-request token count
     (``unit`` 1, kept as is)."""
     name = threshold.metric.removesuffix("_ms")
+    histograms = bucket.histograms
+    if name not in histograms and bucket.counters.reasoning_requests == 0:
+        name = ANSWER_TWINS.get(name, name)  # nothing reasoned: the answer is the output
     percentile = percentile_of_stat(threshold.stat)
     if percentile is None and threshold.stat not in ("max", "mean"):
         raise ValueError(
             f"scenario {scenario!r}: {threshold.metric} stat {threshold.stat!r}: "
             "expected p50..p999, max or mean"
         )
-    histograms = bucket.histograms
     n = histograms.histogram(name).get_total_count() if name in histograms else 0
     if n == 0:
         needed = min_samples(percentile / 100.0) if percentile is not None else 1

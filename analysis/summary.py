@@ -259,7 +259,7 @@ def metrics_block(bucket: Bucket, names: tuple[str, ...]) -> dict[str, Any]:
     always). The answer's own latencies appear once a request reasoned:
     without reasoning they repeat the headline ones."""
     histograms = bucket.histograms
-    split = bucket.counters.reasoning_tokens > 0
+    split = bucket.counters.reasoning_requests > 0
     return {
         f"{name}_ms": distribution(histograms.histogram(name))
         for name in names

@@ -60,6 +60,8 @@ class ChunkKind(str, Enum):
 
 _OUTPUT = ChunkKind.OUTPUT
 _EMPTY = ChunkKind.EMPTY
+_DONE = ChunkKind.DONE
+_ERROR = ChunkKind.ERROR
 _REASONING_KEYS = ("reasoning_content", "reasoning")
 _loads = orjson.loads
 
@@ -219,7 +221,7 @@ def parse_chunk(data: bytes) -> Chunk:
         text = texts[0] if len(texts) == 1 else "".join(texts)
     usage = obj.get("usage")
     if type(usage) is not dict:
-        return Chunk(_OUTPUT if chars else _EMPTY, chars, text, finish, reasoning=reasoning)
+        return Chunk(_OUTPUT if chars else _EMPTY, chars, text, finish, None, None, "", reasoning)
     return Chunk(
         _OUTPUT if chars else _EMPTY,
         chars,
@@ -293,14 +295,13 @@ class StreamInterpreter:
         if kind is _OUTPUT:
             record.chunk_ns.append(at_ns)
             record.chunk_chars.append(chunk.chars)
-            text = chunk.text
-            reasoning = chunk.reasoning
-            if self._tags is not None and text:
-                reasoning, text = self._split_tags(reasoning, text)
-            if text:
-                self._texts.append(text)
-            if reasoning or record.chunk_reasoning:
-                self._note_reasoning(reasoning)
+            if self._tags is None:
+                if chunk.text:
+                    self._texts.append(chunk.text)
+                if chunk.reasoning or record.chunk_reasoning:
+                    self._note_reasoning(chunk.reasoning)
+            else:
+                self._tagged(chunk)
             if self._per_chunk:
                 if chunk.completion_tokens is None:
                     self._per_chunk = False
@@ -312,9 +313,9 @@ class StreamInterpreter:
         elif kind is _EMPTY:
             if chunk.completion_tokens is not None and self._per_chunk:
                 self._carried += chunk.completion_tokens - self._seen_tokens
-        elif kind is ChunkKind.ERROR:
+        elif kind is _ERROR:
             return self._fail(ErrorKind.STREAM_ERROR, chunk.message, at_ns)
-        elif kind is ChunkKind.MALFORMED:
+        elif kind is not _DONE:
             return self._fail(ErrorKind.PROTOCOL, chunk.message, at_ns)
         if chunk.completion_tokens is not None:
             self._seen_tokens = chunk.completion_tokens
@@ -325,17 +326,22 @@ class StreamInterpreter:
             record.reasoning_tokens = chunk.reasoning_tokens
         if chunk.finish_reason is not None:
             record.finish_reason = chunk.finish_reason
-        if kind is ChunkKind.DONE:
-            return self._finish(at_ns)
-        return False
+        return kind is _DONE and self._finish(at_ns)
 
-    def _split_tags(self, reasoning: int, text: str) -> tuple[int, str]:
-        tags = self._tags
-        assert tags is not None
-        chars, answer = tags.split(text)
-        if tags.settled:
-            self._tags = None
-        return reasoning + chars, answer
+    def _tagged(self, chunk: Chunk) -> None:
+        """An output chunk while ``<think>`` tags may still split its content."""
+        reasoning, text = chunk.reasoning, chunk.text
+        if text:
+            tags = self._tags
+            assert tags is not None
+            chars, text = tags.split(text)
+            reasoning += chars
+            if tags.settled:
+                self._tags = None
+        if text:
+            self._texts.append(text)
+        if reasoning or self.record.chunk_reasoning:
+            self._note_reasoning(reasoning)
 
     def _note_reasoning(self, chars: int) -> None:
         """Keep ``chunk_reasoning`` parallel to the chunks from the first reasoning on."""

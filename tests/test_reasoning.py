@@ -406,3 +406,57 @@ def test_slos_on_answer_latencies_and_token_counts() -> None:
     assert late.verdict is Verdict.FAIL and late.value == pytest.approx(299, rel=0.01)
     tokens = evaluate("r", Threshold("answer_tokens", "p50", 30), bucket, 10.0)
     assert tokens.verdict is Verdict.PASS and tokens.value == 20  # 40 tokens, half by chars
+
+
+def plain(ttft_ms: float) -> RequestRecord:
+    return record([4, 4, 4], [], [ttft_ms, ttft_ms + 10, ttft_ms + 20], output_tokens=3)
+
+
+def thinking(ttfa_ms: float) -> RequestRecord:
+    return record([4, 4, 4], [4, 0, 0], [5, ttfa_ms, ttfa_ms + 10], output_tokens=3)
+
+
+def test_answer_histograms_cover_requests_before_the_first_that_reasoned() -> None:
+    recorder = Recorder()
+    for ttft in (10, 20, 30):
+        recorder.record(plain(ttft), wall_s=1.0)
+    h = recorder.bucket("r", "all").histograms
+    assert "ttfa" not in h and "answer_itl" not in h  # plain streams pay nothing
+    recorder.record(thinking(400), wall_s=1.0)
+    recorder.record(plain(40), wall_s=1.0)
+    ttfa = h.histogram("ttfa")
+    assert ttfa.get_total_count() == 5
+    assert ttfa.get_min_value() == pytest.approx(10_000, rel=1e-3)  # the first plain TTFT
+    assert ttfa.get_max_value() == pytest.approx(400_000, rel=1e-3)
+    assert h.histogram("answer_itl").get_total_count() == 5 * 2 - 1  # the thinker's answer: 1
+    assert h.histogram("answer_tokens").get_total_count() == 5
+
+
+@pytest.mark.parametrize("thinker_first", [True, False])
+def test_merging_a_plain_bucket_with_one_that_reasoned(thinker_first: bool) -> None:
+    plain_side, thinking_side = Recorder(), Recorder()
+    for ttft in (10, 20):
+        plain_side.record(plain(ttft), wall_s=1.0)
+    thinking_side.record(thinking(400), wall_s=1.0)
+    sides = [thinking_side, plain_side] if thinker_first else [plain_side, thinking_side]
+    merged = Recorder()
+    for side in sides:
+        merged.absorb(side.drain())
+    bucket = merged.bucket("r", "all")
+    ttfa = bucket.histograms.histogram("ttfa")
+    assert ttfa.get_total_count() == 3
+    assert ttfa.get_min_value() == pytest.approx(10_000, rel=1e-3)
+    assert bucket.counters.reasoning_requests == 1
+
+
+def test_an_answer_slo_on_a_model_that_never_reasoned_reads_the_headline() -> None:
+    from slogate.analysis.slo import Verdict, evaluate
+    from slogate.scenarios.model import Threshold
+
+    recorder = Recorder()
+    for ttft in range(10, 210):
+        recorder.record(plain(ttft), wall_s=1.0)
+    result = evaluate("r", Threshold("ttfa_ms", "p50", 150), recorder.bucket("r", "all"), 1.0)
+    assert result.verdict is Verdict.PASS
+    assert result.value == pytest.approx(110, rel=0.01)
+    assert result.count == 200
