@@ -268,6 +268,8 @@ def record_into(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: 
         if value is not None:
             hist.record_ns(name, value)
     hist.record_us("output_tokens", m.output_tokens)
+    if record.inputs:
+        hist.record_us("inputs", record.inputs)
     lengths = (
         ("input_tokens", record.input_tokens),
         ("intended_output_tokens", record.intended_output_tokens),

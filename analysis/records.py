@@ -68,6 +68,7 @@ class RequestRecord:
     output_tokens: int | None = None
     tokenizer_tokens: int | None = None
     reasoning_tokens: int | None = None
+    inputs: int | None = None  # embeddings: texts in the request's batch
     input_tokens: int | None = None
     intended_input_tokens: int | None = None
     intended_output_tokens: int | None = None

@@ -43,7 +43,7 @@ LATENCY_METRICS = (
 ANSWER_METRICS = ("ttfa", "reasoning", "answer_itl", "answer_tpot")
 COUNT_METRICS = ("reasoning_tokens", "answer_tokens", "output_tokens")
 RATE_METRICS = ("error_rate", "goodput")
-THROUGHPUT_METRICS = ("requests_per_s", "output_tokens_per_s")
+THROUGHPUT_METRICS = ("requests_per_s", "output_tokens_per_s", "input_tokens_per_s")
 
 
 class Verdict(str, Enum):
@@ -206,13 +206,17 @@ def evaluate_proportion(scenario: str, threshold: Threshold, counters: Counters)
 def evaluate_throughput(
     scenario: str, threshold: Threshold, counters: Counters, measured_s: float | None
 ) -> SloResult:
-    """Successful requests or output tokens per second of the measured window."""
+    """Successful requests, or output or input tokens, per second of the measured window."""
     if not measured_s or measured_s <= 0:
         note = "the measured window's length is unknown"
         return SloResult(
             scenario, threshold, Verdict.INCONCLUSIVE, None, None, None, counters.total, None, note
         )
-    amount = counters.ok if threshold.metric == "requests_per_s" else counters.output_tokens
+    amount = {
+        "requests_per_s": counters.ok,
+        "output_tokens_per_s": counters.output_tokens,
+        "input_tokens_per_s": counters.input_tokens,
+    }[threshold.metric]
     value = amount / measured_s
     return SloResult(
         scenario, threshold, point_verdict(threshold, value), value, None, None, counters.total

@@ -44,6 +44,7 @@ TOKEN_HISTOGRAMS = (
     "intended_output_tokens",
     "reasoning_tokens",
     "answer_tokens",
+    "inputs",
 )
 STAGE_PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0}
 TURN_PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0}

@@ -30,9 +30,16 @@ from geventhttpclient._parser import HTTPParseError, HTTPResponseParser
 
 from slogate.analysis.records import ErrorKind, RequestRecord
 from slogate.locustfiles.connections import ConnectError, Connection, Pool
+from slogate.locustfiles.embeddings_api import EMBEDDINGS, read_reply
 from slogate.locustfiles.engine_info import parse_base_url
 from slogate.locustfiles.messages_stream import MESSAGES
-from slogate.locustfiles.openai_stream import CHAT, COMPLETIONS, MESSAGE_CHARS, StreamInterpreter
+from slogate.locustfiles.openai_stream import (
+    CHAT,
+    COMPLETIONS,
+    MESSAGE_CHARS,
+    StreamInterpreter,
+    parse_chunk,
+)
 from slogate.locustfiles.protocol import Protocol, chat_messages
 from slogate.locustfiles.responses_stream import RESPONSES
 from slogate.locustfiles.sse import SSEParser
@@ -44,7 +51,10 @@ __all__ = ["PROTOCOLS", "StreamClient", "StreamResult", "chat_messages", "error_
 
 ERROR_BODY_LIMIT = 65536
 DRAIN_TIMEOUT_S = 1.0
-PROTOCOLS: dict[str, Protocol] = {p.api: p for p in (CHAT, COMPLETIONS, RESPONSES, MESSAGES)}
+PROTOCOLS: dict[str, Protocol] = {
+    p.api: p for p in (CHAT, COMPLETIONS, RESPONSES, MESSAGES, EMBEDDINGS)
+}
+WHOLE_BODY_LIMIT = 256 * 1024 * 1024  # a non-streamed reply (a batch of embeddings)
 
 
 @dataclass(slots=True)
@@ -211,17 +221,17 @@ class StreamClient:
             intended_input_tokens=turn.intended_input_tokens,
             intended_output_tokens=turn.intended_output_tokens,
         )
-        stream = StreamInterpreter(record, self.protocol.parse, self._think_tags())
+        stream = StreamInterpreter(record, self.protocol.parse or parse_chunk, self._think_tags())
         pool = self.pool
         with pool.slots:
             try:
                 pool.resolve()
-                exchange = _Exchange(self, stream, pool.idle())
+                exchange = _Exchange(self, stream, pool.idle(), turn)
                 record.start_ns = time.perf_counter_ns()
                 try:
                     exchange.run(request)
                 except _StaleConnection:
-                    _Exchange(self, stream, None).run(request)
+                    _Exchange(self, stream, None, turn).run(request)
             except ConnectError as exc:
                 kind = ErrorKind.TIMEOUT_CONNECT if exc.timed_out else ErrorKind.CONNECT
                 self._fail(stream, kind, str(exc))
@@ -253,12 +263,27 @@ class _Exchange:
     """One attempt at one request on one connection: send, read the headers, then
     follow the events, each timed at the arrival of the read that completed it."""
 
-    __slots__ = ("client", "conn", "eof", "got_bytes", "record", "response", "reused", "stream")
+    __slots__ = (
+        "client",
+        "conn",
+        "eof",
+        "got_bytes",
+        "record",
+        "response",
+        "reused",
+        "stream",
+        "turn",
+    )
 
     def __init__(
-        self, client: StreamClient, stream: StreamInterpreter, idle: Connection | None
+        self,
+        client: StreamClient,
+        stream: StreamInterpreter,
+        idle: Connection | None,
+        turn: PlannedTurn,
     ) -> None:
         self.client = client
+        self.turn = turn
         self.conn = idle
         self.stream = stream
         self.record = stream.record
@@ -291,6 +316,8 @@ class _Exchange:
             if status != 200:
                 raise self._http_error(status)
             content_type = response.headers.get("content-type", "")
+            if not self.client.protocol.streamed:
+                return self._whole(first_deadline, content_type)
             if "event-stream" not in content_type:
                 message = f"expected a text/event-stream response, got {content_type!r}"
                 raise _Failure(ErrorKind.PROTOCOL, message)
@@ -352,6 +379,31 @@ class _Exchange:
                 return False
         stream.on_close(conn.at)
         return False
+
+    def _whole(self, deadline: int, content_type: str) -> bool:
+        """A reply in one JSON body (embeddings): read it all, then check it; the
+        request ends when its last bytes arrived. True when the connection is clean."""
+        if "json" not in content_type:
+            message = f"expected an application/json response, got {content_type!r}"
+            raise _Failure(ErrorKind.PROTOCOL, message)
+        response = self.response
+        size = 0
+        while not response.complete and not self.eof:
+            self._read(deadline)
+            size = sum(map(len, response.body))
+            if size > WHOLE_BODY_LIMIT:
+                raise _Failure(ErrorKind.PROTOCOL, f"reply larger than {WHOLE_BODY_LIMIT} bytes")
+        if not response.complete:
+            raise _Failure(ErrorKind.TRUNCATED, f"reply cut after {size} bytes")
+        body = b"".join(response.body)
+        response.body.clear()
+        expected = len(self.turn.inputs) or 1
+        failure = read_reply(self.record, body, expected)
+        if failure is not None:
+            raise _Failure(*failure)
+        self.stream.finished = True
+        self.record.end_ns = self.conn.at
+        return response.should_keep_alive()
 
     def _drain(self) -> bool:
         """After ``[DONE]``: read the end of the HTTP message so the connection can

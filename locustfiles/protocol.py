@@ -26,14 +26,16 @@ class Protocol:
     """One API. ``body(model, turn, messages, options)`` is the JSON body;
     ``messages`` is the conversation so far (None: build it from the turn);
     ``auth(key)`` the header lines that carry the API key; ``conversational``
-    whether the load side keeps a message history for it."""
+    whether the load side keeps a message history for it; ``streamed`` False
+    for an API answered in one JSON body (embeddings), whose ``parse`` is unused."""
 
     api: str
     path: str
     body: BodyBuilder
-    parse: Callable[[bytes], Any]
+    parse: Callable[[bytes], Any] | None
     auth: Callable[[str], str]
     conversational: bool = True
+    streamed: bool = True
 
 
 def bearer(key: str) -> str:

@@ -37,16 +37,26 @@ from slogate.scenarios.schema import (
 from slogate.scenarios.sections import read_load, read_request, read_slo, read_timeouts
 from slogate.scenarios.workloads import TraceWorkload, read_workload
 from slogate.scenarios.workloads.chat import ChatWorkload
+from slogate.scenarios.workloads.embed import EmbedWorkload
 
 BUILTIN_DIR = Path(__file__).resolve().parent
-BUILTINS = ("chat", "rag", "code", "reasoning", "mixed", "azure-conv", "azure-code")
+BUILTINS = (
+    "chat",
+    "rag",
+    "code",
+    "reasoning",
+    "embeddings",
+    "mixed",
+    "azure-conv",
+    "azure-code",
+)
 OVERRIDES = ("users", "spawn_rate", "rate", "duration", "warmup", "seed")
 FLAT_LOAD_OVERRIDES = ("users", "spawn_rate", "rate", "duration")
 
 SCENARIO_FIELDS = {
     "name": optional(NAME),
     "description": optional(TEXT),
-    "api": optional(choice("chat", "completions", "responses", "messages"), "chat"),
+    "api": optional(choice("chat", "completions", "responses", "messages", "embeddings"), "chat"),
     "model": optional(TEXT, "auto"),
     "engine_profile": optional(TEXT),
     "seed": optional(integer(ge=0), 0),
@@ -216,10 +226,19 @@ def _scenario(
 
 
 def _check_turns(reader: Reader, api: str, workload: Any) -> None:
+    """The API and the workload must fit: conversations need a chat-like API,
+    embedding batches the embeddings API and nothing else."""
     if api == "completions" and isinstance(workload, ChatWorkload) and workload.turns.upper > 1:
         reader.problem(
             "workload.turns",
             "multi-turn conversations need api: chat; set turns: 1 for the completions API",
+        )
+    embed = isinstance(workload, EmbedWorkload)
+    if workload is not None and embed != (api == "embeddings"):
+        reader.problem(
+            "api" if embed else "workload.kind",
+            "the embed workload and api: embeddings go together "
+            f"(got api: {api}, workload kind: {workload.kind})",
         )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Api = Literal["chat", "completions", "responses", "messages"]
+Api = Literal["chat", "completions", "responses", "messages", "embeddings"]
 Arrival = Literal["poisson", "gamma", "constant", "trace"]
 
 
@@ -32,6 +32,7 @@ class PlannedTurn:
     think_time_s: float = 0.0
     arrival_s: float | None = None  # open loop: offset from the start of the run
     prefix_id: str | None = None
+    inputs: tuple[str, ...] = ()  # embeddings: the batch of texts one request embeds
 
     @property
     def prompt(self) -> str:

@@ -335,7 +335,13 @@ SLO_FIELDS = {
     "error_rate": nested(lambda r, v, p: r.section(v, p, {"max": required(number(ge=0, le=1))})),
     "throughput": nested(
         lambda r, v, p: r.section(
-            v, p, {"requests_per_s": nested(_minimum), "output_tokens_per_s": nested(_minimum)}
+            v,
+            p,
+            {
+                "requests_per_s": nested(_minimum),
+                "output_tokens_per_s": nested(_minimum),
+                "input_tokens_per_s": nested(_minimum),
+            },
         )
     ),
     "goodput": nested(_goodput),

@@ -118,6 +118,8 @@ class ModelSpec:
     dtype: str = "bf16"
     # a reasoning model: its thinking length in tokens, lognormal (median, p90)
     reasoning: tuple[float, float] | None = None
+    # an embedding model (served on /v1/embeddings only): its vector's size
+    embedding_dimensions: int | None = None
 
     @classmethod
     def from_mapping(cls, key: str, data: Mapping[str, Any]) -> ModelSpec:
@@ -136,6 +138,11 @@ class ModelSpec:
                 max_model_len=int(data["max_model_len"]),
                 dtype=str(data.get("dtype", "bf16")),
                 reasoning=_reasoning(key, data.get("reasoning")),
+                embedding_dimensions=(
+                    None
+                    if data.get("embedding_dimensions") is None
+                    else int(data["embedding_dimensions"])
+                ),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ProfileError(f"model {key!r}: bad or missing field: {exc}") from exc

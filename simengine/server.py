@@ -30,6 +30,13 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from slogate.simengine import text
 from slogate.simengine.config import EngineConfig, build_config
+from slogate.simengine.embeddings import (
+    EmbeddingError,
+    embed,
+    embedding_reply,
+    input_texts,
+    tokenize_inputs,
+)
 from slogate.simengine.engine import Engine, TokenStream
 from slogate.simengine.faults import FaultError, FaultInjector, FaultPlan
 from slogate.simengine.kvcache import block_hashes
@@ -252,13 +259,58 @@ def reasoning_length(state: State, body: Mapping[str, Any], api: str, output_tok
     return min(drawn, output_tokens - 1)
 
 
+def _check_model(state: State, body: Mapping[str, Any], embedding: bool) -> None:
+    """The request names this engine's model (or none), and the model does what
+    the route asks: generation, or embeddings."""
+    model = body.get("model")
+    if model is not None and model not in state.model_names:
+        raise ApiError(404, f"The model `{model}` does not exist.", "NotFoundError")
+    is_embedding = state.config.profile.model.embedding_dimensions is not None
+    if is_embedding != embedding:
+        task = "embeddings" if embedding else "generation"
+        raise ApiError(400, f"The model `{state.config.model_name}` does not support {task}.")
+
+
+async def embeddings(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    try:
+        body = await _json_body(request)
+        _check_model(state, body, embedding=True)
+        inputs = input_texts(body)
+        chars = sum(len(item) for item in inputs)
+        ids = await state.encode(chars, tokenize_inputs, inputs)
+        max_len = state.engine.scheduler.max_model_len
+        too_long = next((i for i, t in enumerate(ids) if len(t) > max_len), None)
+        if too_long is not None:
+            raise ApiError(
+                400, f"input[{too_long}] has {len(ids[too_long])} tokens; the limit is {max_len}"
+            )
+    except EmbeddingError as exc:
+        return error_response(400, str(exc), "BadRequestError")
+    except ApiError as exc:
+        return error_response(exc.status, str(exc), exc.kind)
+    faults = state.faults.draw(1)
+    if faults.header_delay_s:
+        await asyncio.sleep(faults.header_delay_s)
+    if faults.http_status is not None:
+        return error_response(faults.http_status, "simulated failure (fault injection)", "Error")
+    await embed(state.engine, ids)
+    model = state.config.profile.model
+    reply = embedding_reply(
+        state.config.model_name,
+        model.embedding_dimensions or 0,
+        sum(map(len, ids)),
+        len(ids),
+        str(body.get("encoding_format") or "float"),
+    )
+    return web.Response(body=reply, content_type="application/json")
+
+
 async def _generate(request: web.Request, api: str) -> web.StreamResponse:
     state = request.app[STATE]
     try:
         body = await _json_body(request)
-        model = body.get("model")
-        if model is not None and model not in state.model_names:
-            raise ApiError(404, f"The model `{model}` does not exist.", "NotFoundError")
+        _check_model(state, body, embedding=False)
         if body.get("n") not in (None, 1):
             raise ApiError(400, "the simulated engine supports n=1 only")
         max_tokens = _max_tokens(body, api)
@@ -519,6 +571,7 @@ def create_app(config: EngineConfig | None = None, *, manage_gc: bool = False) -
             web.post("/v1/completions", completions),
             web.post("/v1/responses", responses),
             web.post("/v1/messages", messages),
+            web.post("/v1/embeddings", embeddings),
             web.get("/v1/models", models),
             web.post("/tokenize", tokenize),
             web.get("/health", health),

@@ -56,3 +56,19 @@ def test_chat_scenario_over_another_api(tmp_path: Path, api: str) -> None:
     assert "ttfa_ms" not in c["metrics"]  # no reasoning: no repeated rows
     declared = scenarios.load("chat")[0].slo.thresholds
     assert [(e["metric"], e["stat"]) for e in c["slo"]] == [(t.metric, t.stat) for t in declared]
+
+
+def test_embeddings_scenario_gates_request_latency(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = slogate("run", "embeddings", "--duration", "15s", "--out", str(out))
+    s = summary(out)
+    assert done.returncode == EXIT[s["verdict"]], done.stderr[-3000:]
+    e = s["scenarios"]["embeddings"]
+    assert e["api"] == "embeddings"
+    assert e["requests"]["ok"] > 20 and e["requests"]["failed"] == 0
+    assert e["metrics"]["e2e_ms"]["count"] == e["requests"]["ok"]
+    assert e["metrics"]["ttft_ms"]["count"] == 0  # nothing streamed
+    inputs = e["tokens"]["per_request"]["inputs"]
+    assert inputs["min"] >= 1 and inputs["max"] <= 16
+    assert e["throughput"]["input_tokens_per_s"] > 0
+    assert {x["metric"] for x in e["slo"]} == {"e2e_ms", "error_rate", "input_tokens_per_s"}

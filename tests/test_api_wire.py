@@ -208,3 +208,87 @@ def test_responses_request_body() -> None:
     assert sent["input"][0] == {"role": "system", "content": "be brief"}
     assert (sent["max_output_tokens"], sent["stream"]) == (TOKENS, True)
     assert "max_tokens" not in sent and "stream_options" not in sent
+
+
+# --- embeddings: not streamed ----------------------------------------------------------
+
+BATCH = PlannedTurn("e", 0, 0, "one", 1, 30, 0, inputs=("one text", "another text", "a third"))
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Iterator[EngineProcess]:
+    running = start_engine("qwen3-embedding-0.6b@l4", speedup=4)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def embed_client(url: str, model: str = "Qwen/Qwen3-Embedding-0.6B") -> StreamClient:
+    return StreamClient(url, "embeddings", model, RequestOptions(), Timeouts(), 2)
+
+
+def test_embeddings_batch_is_timed_whole(embedder: EngineProcess) -> None:
+    c = embed_client(embedder.url)
+    try:
+        results = [c.send(BATCH) for _ in range(3)]  # keep-alive: the connection is reused
+    finally:
+        c.close()
+    for result in results:
+        rec = result.record
+        assert rec.ok, rec.error_message
+        assert rec.inputs == 3
+        assert rec.input_tokens and rec.input_tokens >= 6
+        assert rec.output_tokens == 0 and rec.chunk_ns == []
+        m = request_metrics(rec)
+        assert m.ttft_ns is None and m.e2e_ns > 0
+
+
+def test_a_generative_model_refuses_embeddings(engine: EngineProcess) -> None:
+    c = embed_client(engine.url, "Qwen/Qwen3-8B")
+    try:
+        rec = c.send(BATCH).record
+    finally:
+        c.close()
+    assert rec.error is ErrorKind.HTTP_4XX
+    assert "does not support embeddings" in rec.error_message
+
+
+def json_response(body: bytes, length: int | None = None) -> bytes:
+    size = len(body) if length is None else length
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % size
+    return head + body
+
+
+@pytest.mark.parametrize(
+    ("response", "kind", "message"),
+    [
+        (
+            json_response(b'{"data": [{"embedding": [0.1]}]}'),
+            ErrorKind.PROTOCOL,
+            "1 embeddings for 3",
+        ),
+        (json_response(b"not json"), ErrorKind.PROTOCOL, "not JSON"),
+        (
+            json_response(b'{"data": [{"embedding": []}, {"embedding": [1]}, {"embedding": [1]}]}'),
+            ErrorKind.PROTOCOL,
+            "data[0]",
+        ),
+        (json_response(b'{"data": [', length=100), ErrorKind.TRUNCATED, "cut"),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 0\r\n\r\n",
+            ErrorKind.PROTOCOL,
+            "application/json",
+        ),
+    ],
+    ids=["count", "not-json", "empty-vector", "truncated", "not-json-type"],
+)
+def test_bad_embedding_replies(response: bytes, kind: ErrorKind, message: str) -> None:
+    url, thread, received = serve_once(response)
+    rec = embed_client(url).send(BATCH).record
+    thread.join(5)
+    assert rec.error is kind, rec.error_message
+    assert message in rec.error_message
+    sent = json.loads(received[1])
+    assert sent["input"] == list(BATCH.inputs)
+    assert received[0].startswith(b"POST /v1/embeddings HTTP/1.1")

@@ -23,7 +23,9 @@ def test_builtin_catalogue_has_the_issue_models_and_gpus() -> None:
         "llama-2-7b",
         "smollm2-135m",
         "qwen3-8b",
+        "qwen3-embedding-0.6b",
     }
+    assert models()["qwen3-embedding-0.6b"].embedding_dimensions == 1024
     assert models()["qwen3-8b"].reasoning == (600.0, 1800.0)
     assert models()["llama-3.1-8b"].reasoning is None
     assert set(gpus()) == {"h100", "h200", "a100", "l40s", "l4"}

@@ -10,16 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 from slogate.scenarios.schema import Reader, join
-from slogate.scenarios.workloads import chat, code, rag, trace
+from slogate.scenarios.workloads import chat, code, embed, rag, trace
 from slogate.scenarios.workloads.chat import ChatWorkload
 from slogate.scenarios.workloads.code import CodeWorkload
 from slogate.scenarios.workloads.common import Context, SystemPrompt
+from slogate.scenarios.workloads.embed import EmbedWorkload
 from slogate.scenarios.workloads.rag import Documents, RagWorkload
 from slogate.scenarios.workloads.trace import TraceWorkload
 
-KINDS = {"chat": chat, "rag": rag, "code": code, "trace": trace}
+KINDS = {"chat": chat, "rag": rag, "code": code, "trace": trace, "embed": embed}
 
-Workload = ChatWorkload | RagWorkload | CodeWorkload | TraceWorkload
+Workload = ChatWorkload | RagWorkload | CodeWorkload | TraceWorkload | EmbedWorkload
 
 __all__ = [
     "KINDS",
@@ -27,6 +28,7 @@ __all__ = [
     "CodeWorkload",
     "Context",
     "Documents",
+    "EmbedWorkload",
     "RagWorkload",
     "SystemPrompt",
     "TraceWorkload",
