@@ -9,6 +9,7 @@ DESIGN.md's measurement contract:
   samples; a chunk that carries no token passes its gap on to the next one.
 - Chunk gap: the raw gaps between output chunks; max stall is the largest.
 - TPOT: (last output chunk - first output chunk) / (output tokens - 1).
+- Tool calls: TTFTC is start -> first chunk carrying a tool-call delta.
 - Reasoning models: TTFT stays the first output of any kind; TTFA is start ->
   first chunk that carried answer (content or a tool call, not reasoning);
   reasoning time is first reasoning chunk -> first answer chunk. ITL and TPOT
@@ -54,6 +55,7 @@ class RequestMetrics:
     e2e_sched_ns: int | None
     lag_ns: int | None
     answer: AnswerMetrics
+    ttftc_ns: int | None  # time to the first tool-call token (None: no tool call)
 
 
 @dataclass(slots=True, frozen=True)
@@ -219,4 +221,5 @@ def request_metrics(record: RequestRecord) -> RequestMetrics:
         e2e_sched_ns=None if scheduled is None else record.end_ns - scheduled,
         lag_ns=None if scheduled is None else record.start_ns - scheduled,
         answer=answer_metrics(record, tokens, total, itl),
+        ttftc_ns=None if record.tool_call_ns is None else record.tool_call_ns - record.start_ns,
     )

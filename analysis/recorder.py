@@ -69,6 +69,9 @@ class Counters:
     reasoning_requests: int = 0
     reasoning_tokens: int = 0
     answer_tokens: int = 0
+    # tool calls: requests whose reply called tools, and the calls
+    tool_call_requests: int = 0
+    tool_calls: int = 0
     first_end_s: float | None = None
     last_end_s: float | None = None
 
@@ -108,6 +111,8 @@ class Counters:
         self.reasoning_requests += other.reasoning_requests
         self.reasoning_tokens += other.reasoning_tokens
         self.answer_tokens += other.answer_tokens
+        self.tool_call_requests += other.tool_call_requests
+        self.tool_calls += other.tool_calls
         for instant in (other.first_end_s, other.last_end_s):
             if instant is not None:
                 self.note_end(instant)
@@ -130,6 +135,8 @@ class Counters:
             "reasoning_requests": self.reasoning_requests,
             "reasoning_tokens": self.reasoning_tokens,
             "answer_tokens": self.answer_tokens,
+            "tool_call_requests": self.tool_call_requests,
+            "tool_calls": self.tool_calls,
             "first_end_s": self.first_end_s,
             "last_end_s": self.last_end_s,
         }
@@ -191,6 +198,8 @@ def count_into(counters: Counters, record: RequestRecord, m: RequestMetrics, goo
     counters.reasoning_requests += answer.split
     counters.reasoning_tokens += answer.reasoning_tokens
     counters.answer_tokens += answer.answer_tokens
+    counters.tool_call_requests += record.tool_calls > 0
+    counters.tool_calls += record.tool_calls
 
 
 # The answer's histograms and their headline twins: equal for a request that did
@@ -270,6 +279,9 @@ def record_into(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: 
     hist.record_us("output_tokens", m.output_tokens)
     if record.inputs:
         hist.record_us("inputs", record.inputs)
+    if m.ttftc_ns is not None:
+        hist.record_ns("ttftc", m.ttftc_ns)
+        hist.record_us("tool_arg_bytes", record.tool_arg_bytes)
     lengths = (
         ("input_tokens", record.input_tokens),
         ("intended_output_tokens", record.intended_output_tokens),

@@ -69,6 +69,10 @@ class RequestRecord:
     tokenizer_tokens: int | None = None
     reasoning_tokens: int | None = None
     inputs: int | None = None  # embeddings: texts in the request's batch
+    # tool calls: the first tool-call chunk's arrival, how many calls, argument bytes
+    tool_call_ns: int | None = None
+    tool_calls: int = 0
+    tool_arg_bytes: int = 0
     input_tokens: int | None = None
     intended_input_tokens: int | None = None
     intended_output_tokens: int | None = None

@@ -36,7 +36,7 @@ US_PER_MS = 1000.0
 HEADLINE = ("ttft", "itl", "tpot", "e2e")
 ANSWER = ("ttfa", "reasoning", "answer_itl", "answer_tpot")
 GOODPUT_LIMITS = ("ttft_ms", "ttfa_ms", "tpot_ms", "e2e_ms")
-DETAILED = (*HEADLINE, *ANSWER, "ttft_sched", "e2e_sched", "chunk_gap", "max_stall", "lag")
+DETAILED = (*HEADLINE, *ANSWER, "ttftc", "ttft_sched", "e2e_sched", "chunk_gap", "max_stall", "lag")
 TOKEN_HISTOGRAMS = (
     "input_tokens",
     "output_tokens",
@@ -45,6 +45,7 @@ TOKEN_HISTOGRAMS = (
     "reasoning_tokens",
     "answer_tokens",
     "inputs",
+    "tool_arg_bytes",
 )
 STAGE_PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0}
 TURN_PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0}
@@ -190,6 +191,8 @@ def tokens_block(bucket: Bucket) -> dict[str, Any]:
         "reasoning": c.reasoning_tokens,
         "answer": c.answer_tokens,
         "reasoning_requests": c.reasoning_requests,
+        "tool_call_requests": c.tool_call_requests,
+        "tool_calls": c.tool_calls,
         "count_method": count_method,
         "approximate": count_method == "chunks",
         "count_methods": dict(c.count_methods),

@@ -42,6 +42,11 @@ def _start(obj: dict) -> Chunk:
     return Chunk(ChunkKind.EMPTY, prompt_tokens=prompt)
 
 
+def _index(obj: dict) -> int:
+    index = obj.get("index")
+    return index if type(index) is int else 0
+
+
 def _block_start(obj: dict) -> Chunk:
     block = obj.get("content_block")
     if type(block) is not dict:
@@ -49,7 +54,11 @@ def _block_start(obj: dict) -> Chunk:
     kind = block.get("type")
     if kind == "tool_use":
         name = block.get("name")
-        return Chunk(ChunkKind.OUTPUT, len(name)) if type(name) is str and name else _empty()
+        if type(name) is not str or not name:
+            return _empty()
+        call_id = block.get("id")
+        tools = [(_index(obj), call_id if type(call_id) is str else "", name, "")]
+        return Chunk(ChunkKind.OUTPUT, len(name), tools=tools)
     if kind == "text":
         text = block.get("text")
         return Chunk(ChunkKind.OUTPUT, len(text), text) if type(text) is str and text else _empty()
@@ -75,7 +84,9 @@ def _block_delta(obj: dict, data: bytes) -> Chunk:
         return _empty()
     if kind == "input_json_delta":
         text = delta.get("partial_json")
-        return Chunk(ChunkKind.OUTPUT, len(text)) if type(text) is str and text else _empty()
+        if type(text) is not str or not text:
+            return _empty()
+        return Chunk(ChunkKind.OUTPUT, len(text), tools=[(_index(obj), "", "", text)])
     return _empty()
 
 

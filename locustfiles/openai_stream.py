@@ -72,7 +72,7 @@ class Chunk:
     which ``reasoning`` characters were reasoning; ``text`` is the part that
     belongs in the conversation (content or completion text).
     ``completion_tokens``/``prompt_tokens``/``reasoning_tokens`` are the event's
-    usage, when it had one."""
+    usage, when it had one; ``tools`` the tool-call deltas it carried."""
 
     __slots__ = (
         "chars",
@@ -84,6 +84,7 @@ class Chunk:
         "reasoning",
         "reasoning_tokens",
         "text",
+        "tools",
     )
 
     def __init__(
@@ -97,6 +98,7 @@ class Chunk:
         message: str = "",
         reasoning: int = 0,
         reasoning_tokens: int | None = None,
+        tools: list[ToolDelta] | None = None,
     ) -> None:
         self.kind = kind
         self.chars = chars
@@ -107,6 +109,7 @@ class Chunk:
         self.message = message
         self.reasoning = reasoning
         self.reasoning_tokens = reasoning_tokens
+        self.tools = tools
 
 
 ChunkParser = Callable[[bytes], Chunk]
@@ -122,32 +125,55 @@ def error_message(error: Any) -> str:
     return orjson.dumps(error).decode("utf-8", "replace")[:MESSAGE_CHARS]
 
 
-def _tool_call_chars(calls: Any) -> int:
+# One piece of a tool call, the same for every protocol: (index of the call in
+# the reply, its id or "", the function name or "", a piece of the arguments).
+ToolDelta = tuple[int, str, str, str]
+
+
+def _text(value: Any) -> str:
+    return value if type(value) is str else ""
+
+
+def tool_deltas(calls: Any) -> list[ToolDelta]:
+    """Chat's ``delta.tool_calls`` list as tool deltas (malformed items skipped)."""
     if not isinstance(calls, list):
-        return 0
-    chars = 0
-    for call in calls:
-        function = call.get("function") if isinstance(call, dict) else None
-        if isinstance(function, dict):
-            for key in ("name", "arguments"):
-                value = function.get(key)
-                if isinstance(value, str):
-                    chars += len(value)
-    return chars
+        return []
+    deltas = []
+    for position, call in enumerate(calls):
+        if not isinstance(call, dict):
+            continue
+        function = call.get("function")
+        function = function if isinstance(function, dict) else {}
+        index = call.get("index")
+        deltas.append(
+            (
+                index if type(index) is int else position,
+                _text(call.get("id")),
+                _text(function.get("name")),
+                _text(function.get("arguments")),
+            )
+        )
+    return deltas
 
 
-def _choice_output(choice: dict) -> tuple[int, int, str]:
-    """(chars of generated output, chars of reasoning, conversation text) of one choice."""
+def tool_chars(deltas: list[ToolDelta]) -> int:
+    return sum(len(name) + len(arguments) for _, _, name, arguments in deltas)
+
+
+def _choice_output(choice: dict) -> tuple[int, int, str, list[ToolDelta] | None]:
+    """(chars of generated output, chars of reasoning, conversation text, tool
+    deltas or None) of one choice."""
     delta = choice.get("delta")
     if delta is None:
         text = choice.get("text")
-        return (len(text), 0, text) if type(text) is str else (0, 0, "")
+        return (len(text), 0, text, None) if type(text) is str else (0, 0, "", None)
     if type(delta) is not dict:
-        return 0, 0, ""
+        return 0, 0, "", None
     content = delta.get("content")
     text = content if type(content) is str else ""
     chars = len(text)
     reasoning = 0
+    tools = None
     if len(delta) > 1 or not text:  # anything beside the content may be output too
         for key in _REASONING_KEYS:
             value = delta.get(key)
@@ -155,8 +181,9 @@ def _choice_output(choice: dict) -> tuple[int, int, str]:
                 reasoning += len(value)
         calls = delta.get("tool_calls")
         if calls:
-            chars += _tool_call_chars(calls)
-    return chars + reasoning, reasoning, text
+            tools = tool_deltas(calls)
+            chars += tool_chars(tools)
+    return chars + reasoning, reasoning, text, tools
 
 
 def usage_int(usage: dict, key: str, details: str | None = None) -> int | None:
@@ -202,6 +229,7 @@ def parse_chunk(data: bytes) -> Chunk:
     chars = reasoning = 0
     text = ""
     finish = None
+    tools = None
     choices = obj.get("choices")
     if choices:
         if type(choices) is not list:
@@ -210,9 +238,11 @@ def parse_chunk(data: bytes) -> Chunk:
         for choice in choices:
             if type(choice) is not dict:
                 return malformed("a choice is not an object", data)
-            n, r, piece = _choice_output(choice)
+            n, r, piece, calls = _choice_output(choice)
             chars += n
             reasoning += r
+            if calls:
+                tools = calls if tools is None else tools + calls
             if piece:
                 texts.append(piece)
             reason = choice.get("finish_reason")
@@ -221,7 +251,8 @@ def parse_chunk(data: bytes) -> Chunk:
         text = texts[0] if len(texts) == 1 else "".join(texts)
     usage = obj.get("usage")
     if type(usage) is not dict:
-        return Chunk(_OUTPUT if chars else _EMPTY, chars, text, finish, None, None, "", reasoning)
+        kind = _OUTPUT if chars else _EMPTY
+        return Chunk(kind, chars, text, finish, None, None, "", reasoning, None, tools)
     return Chunk(
         _OUTPUT if chars else _EMPTY,
         chars,
@@ -231,6 +262,7 @@ def parse_chunk(data: bytes) -> Chunk:
         usage_int(usage, "prompt_tokens"),
         reasoning=reasoning,
         reasoning_tokens=usage_int(usage, "reasoning_tokens", "completion_tokens_details"),
+        tools=tools,
     )
 
 
@@ -251,6 +283,7 @@ class StreamInterpreter:
     """
 
     __slots__ = (
+        "_calls",
         "_carried",
         "_parse",
         "_per_chunk",
@@ -275,6 +308,20 @@ class StreamInterpreter:
         self._seen_tokens = 0
         self._carried = 0
         self._per_chunk = True
+        self._calls: dict[int, list] = {}  # index -> [id, name, argument pieces]
+
+    @property
+    def tool_calls(self) -> list[dict]:
+        """The tool calls of the reply, assembled, in the OpenAI chat shape (what
+        an agent sends back in the assistant message)."""
+        return [
+            {
+                "id": call_id or f"call_{index}",
+                "type": "function",
+                "function": {"name": name, "arguments": "".join(pieces)},
+            }
+            for index, (call_id, name, pieces) in sorted(self._calls.items())
+        ]
 
     @property
     def text(self) -> str:
@@ -302,6 +349,8 @@ class StreamInterpreter:
                     self._note_reasoning(chunk.reasoning)
             else:
                 self._tagged(chunk)
+            if chunk.tools is not None:
+                self._note_tools(chunk.tools, at_ns)
             if self._per_chunk:
                 if chunk.completion_tokens is None:
                     self._per_chunk = False
@@ -342,6 +391,24 @@ class StreamInterpreter:
             self._texts.append(text)
         if reasoning or self.record.chunk_reasoning:
             self._note_reasoning(reasoning)
+
+    def _note_tools(self, deltas: list[ToolDelta], at_ns: int) -> None:
+        """Assemble tool calls from their deltas; time the first and count them."""
+        record = self.record
+        if record.tool_call_ns is None:
+            record.tool_call_ns = at_ns
+        calls = self._calls
+        for index, call_id, name, arguments in deltas:
+            call = calls.get(index)
+            if call is None:
+                call = calls[index] = ["", "", []]
+            if call_id:
+                call[0] = call_id
+            call[1] += name
+            if arguments:
+                call[2].append(arguments)
+                record.tool_arg_bytes += len(arguments.encode("utf-8", "replace"))
+        record.tool_calls = len(calls)
 
     def _note_reasoning(self, chars: int) -> None:
         """Keep ``chunk_reasoning`` parallel to the chunks from the first reasoning on."""

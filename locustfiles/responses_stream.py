@@ -54,6 +54,11 @@ def _delta_text(obj: dict) -> str:
     return ""
 
 
+def _index(obj: dict) -> int:
+    index = obj.get("output_index")
+    return index if type(index) is int else 0
+
+
 def _final(obj: dict, finish: str) -> Chunk:
     """``response.completed``/``response.incomplete``: the end, with usage."""
     response = obj.get("response")
@@ -96,8 +101,10 @@ def parse_event(data: bytes) -> Chunk:
         text = _delta_text(obj)
         if not text:
             return _EMPTY
-        answer = text if kind != "response.function_call_arguments.delta" else ""
-        return Chunk(ChunkKind.OUTPUT, len(text), answer)
+        if kind == "response.function_call_arguments.delta":
+            tools = [(_index(obj), "", "", text)]
+            return Chunk(ChunkKind.OUTPUT, len(text), tools=tools)
+        return Chunk(ChunkKind.OUTPUT, len(text), text)
     if kind in _REASONING_DELTAS:
         text = _delta_text(obj)
         return Chunk(ChunkKind.OUTPUT, len(text), reasoning=len(text)) if text else _EMPTY
@@ -106,7 +113,11 @@ def parse_event(data: bytes) -> Chunk:
         if type(item) is not dict or item.get("type") != "function_call":
             return Chunk(ChunkKind.EMPTY)
         name = item.get("name")
-        return Chunk(ChunkKind.OUTPUT, len(name)) if type(name) is str and name else _EMPTY
+        if type(name) is not str or not name:
+            return _EMPTY
+        call_id = item.get("call_id") or item.get("id")
+        tools = [(_index(obj), call_id if type(call_id) is str else "", name, "")]
+        return Chunk(ChunkKind.OUTPUT, len(name), tools=tools)
     if kind == "response.completed":
         return _final(obj, "stop")
     if kind == "response.incomplete":

@@ -42,6 +42,7 @@ LABELS = {
     "reasoning": "reasoning time",
     "answer_itl": "ITL, answer",
     "answer_tpot": "TPOT, answer",
+    "ttftc": "time to first tool-call token",
 }
 
 

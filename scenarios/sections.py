@@ -60,8 +60,9 @@ LATENCY_METRICS = (
     "reasoning_ms",
     "answer_itl_ms",
     "answer_tpot_ms",
+    "ttftc_ms",
 )
-COUNT_METRICS = ("reasoning_tokens", "answer_tokens", "output_tokens")
+COUNT_METRICS = ("reasoning_tokens", "answer_tokens", "output_tokens", "tool_arg_bytes")
 STATS = ("p50", "p90", "p95", "p99", "p999", "max", "mean")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

@@ -5,16 +5,13 @@ byte through the SSE parser and the interpreter."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from streams import interpret, sse
 
 from slogate.analysis.metrics import answer_chunk_tokens, request_metrics
 from slogate.analysis.recorder import Recorder
 from slogate.analysis.records import ErrorKind, RequestRecord
 from slogate.locustfiles import messages_stream, responses_stream
-from slogate.locustfiles.openai_stream import StreamInterpreter, parse_chunk
-from slogate.locustfiles.sse import SSEParser
 from slogate.locustfiles.think_tags import ThinkTags
 
 MS = 1_000_000
@@ -101,32 +98,6 @@ def test_recorder_keeps_the_split_and_answer_histograms() -> None:
 
 
 # --- the streamed forms ---------------------------------------------------------------
-
-
-def sse(*objs: object, event: bool = False) -> bytes:
-    out = b""
-    for obj in objs:
-        data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
-        name = obj.get("type") if event and isinstance(obj, dict) else None
-        out += (b"event: %s\n" % name.encode() if name else b"") + b"data: " + data + b"\n\n"
-    return out
-
-
-def interpret(stream: bytes, piece: int, parse=parse_chunk, tags: ThinkTags | None = None):
-    """Feed ``stream`` in pieces of ``piece`` bytes; each arrives at its last byte's index."""
-    rec = RequestRecord(scenario="s", start_ns=0)
-    interpreter = StreamInterpreter(rec, parse, tags)
-    parser = SSEParser()
-    for i in range(0, len(stream), piece):
-        at = min(i + piece, len(stream)) - 1
-        for ev in parser.feed(stream[i : i + piece]):
-            if interpreter.on_event(ev, at):
-                return rec, interpreter
-    for ev in parser.close():
-        if interpreter.on_event(ev, len(stream)):
-            return rec, interpreter
-    interpreter.on_close(len(stream))
-    return rec, interpreter
 
 
 def chat(delta: dict, finish: str | None = None) -> dict:
