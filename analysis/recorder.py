@@ -16,7 +16,7 @@ from typing import Any
 from slogate.analysis.bands import tpot_band, ttft_band
 from slogate.analysis.histograms import HistogramSet
 from slogate.analysis.metrics import AnswerMetrics, RequestMetrics, request_metrics
-from slogate.analysis.records import RequestRecord
+from slogate.analysis.records import RequestRecord, SessionRecord
 
 ERROR_SAMPLES_PER_KIND = 5
 ERROR_SAMPLE_CHARS = 500
@@ -72,6 +72,10 @@ class Counters:
     # tool calls: requests whose reply called tools, and the calls
     tool_call_requests: int = 0
     tool_calls: int = 0
+    # agent sessions: finished with an answer, cut at the step limit, failed
+    sessions: int = 0
+    sessions_unfinished: int = 0
+    sessions_failed: int = 0
     first_end_s: float | None = None
     last_end_s: float | None = None
 
@@ -113,6 +117,9 @@ class Counters:
         self.answer_tokens += other.answer_tokens
         self.tool_call_requests += other.tool_call_requests
         self.tool_calls += other.tool_calls
+        self.sessions += other.sessions
+        self.sessions_unfinished += other.sessions_unfinished
+        self.sessions_failed += other.sessions_failed
         for instant in (other.first_end_s, other.last_end_s):
             if instant is not None:
                 self.note_end(instant)
@@ -137,6 +144,9 @@ class Counters:
             "answer_tokens": self.answer_tokens,
             "tool_call_requests": self.tool_call_requests,
             "tool_calls": self.tool_calls,
+            "sessions": self.sessions,
+            "sessions_unfinished": self.sessions_unfinished,
+            "sessions_failed": self.sessions_failed,
             "first_end_s": self.first_end_s,
             "last_end_s": self.last_end_s,
         }
@@ -340,6 +350,27 @@ class Recorder:
             index = max(int((wall_s - self.origin_s) // self.window_s), 0)
             record_window(self.window(record.scenario, index), record, m, good)
         return m
+
+    def record_session(
+        self,
+        scenario: str,
+        session: SessionRecord,
+        stage: str | None = None,
+        warmup: bool = False,
+    ) -> None:
+        """One agent session, into the buckets a request ending now would go to:
+        the steps it took and, when it ended with an answer, the time to it."""
+        targets = [] if warmup else [self.bucket(scenario, OVERALL)]
+        if stage is not None:
+            targets.append(self.bucket(scenario, f"stage:{stage}"))
+        for bucket in targets:
+            c = bucket.counters
+            c.sessions += 1
+            c.sessions_failed += session.outcome == "failed"
+            c.sessions_unfinished += session.outcome == "unfinished"
+            bucket.histograms.record_us("session_steps", session.steps)
+            if session.outcome == "answered":
+                bucket.histograms.record_ns("session", session.end_ns - session.start_ns)
 
     def pop_windows(self, before: int) -> dict[tuple[str, int], Bucket]:
         """Remove and return the windows whose index is below ``before``: closed ones."""

@@ -27,6 +27,18 @@ class ErrorKind(str, Enum):
     PROTOCOL = "protocol"
 
 
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """One agent session: its requests (steps) from the first one's start to
+    the last one's end. ``outcome``: ``answered`` (a reply without tool calls),
+    ``unfinished`` (the step limit came first) or ``failed`` (a request failed)."""
+
+    steps: int
+    start_ns: int
+    end_ns: int
+    outcome: str
+
+
 class CountMethod(str, Enum):
     """Where a request's output token counts came from, best first."""
 

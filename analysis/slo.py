@@ -40,8 +40,14 @@ LATENCY_METRICS = (
     "chunk_gap",
     "max_stall",
 )
-ANSWER_METRICS = ("ttfa", "reasoning", "answer_itl", "answer_tpot", "ttftc")
-COUNT_METRICS = ("reasoning_tokens", "answer_tokens", "output_tokens", "tool_arg_bytes")
+ANSWER_METRICS = ("ttfa", "reasoning", "answer_itl", "answer_tpot", "ttftc", "session")
+COUNT_METRICS = (
+    "reasoning_tokens",
+    "answer_tokens",
+    "output_tokens",
+    "tool_arg_bytes",
+    "session_steps",
+)
 RATE_METRICS = ("error_rate", "goodput")
 THROUGHPUT_METRICS = ("requests_per_s", "output_tokens_per_s", "input_tokens_per_s")
 

@@ -36,7 +36,17 @@ US_PER_MS = 1000.0
 HEADLINE = ("ttft", "itl", "tpot", "e2e")
 ANSWER = ("ttfa", "reasoning", "answer_itl", "answer_tpot")
 GOODPUT_LIMITS = ("ttft_ms", "ttfa_ms", "tpot_ms", "e2e_ms")
-DETAILED = (*HEADLINE, *ANSWER, "ttftc", "ttft_sched", "e2e_sched", "chunk_gap", "max_stall", "lag")
+DETAILED = (
+    *HEADLINE,
+    *ANSWER,
+    "ttftc",
+    "session",
+    "ttft_sched",
+    "e2e_sched",
+    "chunk_gap",
+    "max_stall",
+    "lag",
+)
 TOKEN_HISTOGRAMS = (
     "input_tokens",
     "output_tokens",
@@ -242,6 +252,24 @@ def goodput_block(c: Counters, spec: Mapping[str, Any] | None, seconds: float | 
     }
 
 
+def sessions_block(bucket: Bucket) -> dict[str, Any] | None:
+    """Agent sessions: how they ended and the steps they took (None: no agent)."""
+    c = bucket.counters
+    if not c.sessions:
+        return None
+    answered = c.sessions - c.sessions_unfinished - c.sessions_failed
+    histograms = bucket.histograms
+    steps = histograms.histogram("session_steps") if "session_steps" in histograms else None
+    return {
+        "count": c.sessions,
+        "answered": answered,
+        "unfinished": c.sessions_unfinished,
+        "failed": c.sessions_failed,
+        "tool_calls": c.tool_calls,
+        "steps": distribution(steps, unit_us=False) if steps is not None else None,
+    }
+
+
 def turn_number(name: str) -> int:
     return int(name.removeprefix("ttft_turn_"))
 
@@ -332,6 +360,7 @@ def scenario_block(run: RunData, name: str, verdict: RunVerdict) -> dict[str, An
         "cost": throughput_cost(pricing(run), throughput_block(c, seconds)),
         "slo": [slo_entry(r) for r in verdict.results if r.scenario == name],
         "ttft_by_turn_ms": ttft_by_turn(bucket),
+        "sessions": sessions_block(bucket),
         "stages": {
             stage: stage_block(b, stage_seconds(load, stage, b.counters))
             for stage, b in sorted(run.stages(name).items())

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import ssl as ssl_module
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 from geventhttpclient._parser import HTTPParseError, HTTPResponseParser
@@ -64,6 +64,7 @@ class StreamResult:
 
     record: RequestRecord
     text: str
+    tool_calls: list[dict] = field(default_factory=list)  # the reply's, assembled
 
 
 def error_kind_for_status(status: int) -> ErrorKind:
@@ -247,7 +248,7 @@ class StreamClient:
             and len(text) == sum(record.chunk_chars)  # no reasoning or tool-call output
         ):
             record.tokenizer_tokens = self._count_tokens(text)
-        return StreamResult(record, text)
+        return StreamResult(record, text, stream.tool_calls if record.tool_calls else [])
 
     def _fail(self, stream: StreamInterpreter, kind: ErrorKind, message: str) -> None:
         now = time.perf_counter_ns()

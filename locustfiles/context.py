@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from slogate.analysis.recorder import GoodputLimits, Recorder
-from slogate.analysis.records import RequestRecord
+from slogate.analysis.records import RequestRecord, SessionRecord
 from slogate.locustfiles.client import StreamClient
 from slogate.locustfiles.engine_info import remote_token_counter
 from slogate.locustfiles.timeline import Timeline, build_timeline
@@ -144,6 +144,15 @@ class LoadContext:
         for client in self._clients.values():
             client.close()
         self._clients.clear()
+
+    def record_session(self, scenario: str, session: SessionRecord) -> None:
+        elapsed = self.elapsed_s()
+        self.recorder.record_session(
+            scenario,
+            session,
+            stage=self.timeline.stage_name(elapsed),
+            warmup=self.timeline.in_warmup(elapsed),
+        )
 
     def record(self, record: RequestRecord) -> None:
         elapsed = self.elapsed_s()

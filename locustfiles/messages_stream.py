@@ -144,6 +144,11 @@ def messages_body(
     }
     if system:
         body["system"] = "\n\n".join(system)
+    if options.tools:
+        body["tools"] = [
+            {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
+            for t in options.tools
+        ]
     return common_options(body, turn, options)
 
 

@@ -452,6 +452,8 @@ def _body(
     body: dict = {"model": model, "stream": True, "max_tokens": turn.max_tokens}
     if api == "chat":
         body["messages"] = chat_messages(turn) if messages is None else messages
+        if options.tools:
+            body["tools"] = [{"type": "function", "function": tool} for tool in options.tools]
     else:
         body["prompt"] = turn.prompt
     if options.include_usage or options.continuous_usage:

@@ -140,6 +140,8 @@ def responses_body(
         "max_output_tokens": turn.max_tokens,
         "input": chat_messages(turn) if messages is None else messages,
     }
+    if options.tools:
+        body["tools"] = [{"type": "function", **tool} for tool in options.tools]
     return common_options(body, turn, options)
 
 

@@ -43,6 +43,7 @@ LABELS = {
     "answer_itl": "ITL, answer",
     "answer_tpot": "TPOT, answer",
     "ttftc": "time to first tool-call token",
+    "session": "agent session, to the final answer",
 }
 
 

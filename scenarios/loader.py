@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from slogate.scenarios.errors import Problem, ScenarioError
-from slogate.scenarios.model import Scenario
+from slogate.scenarios.model import LoadSpec, Scenario
 from slogate.scenarios.schema import (
     LIST,
     MAPPING,
@@ -34,7 +34,13 @@ from slogate.scenarios.schema import (
     optional,
     required,
 )
-from slogate.scenarios.sections import read_load, read_request, read_slo, read_timeouts
+from slogate.scenarios.sections import (
+    read_agent,
+    read_load,
+    read_request,
+    read_slo,
+    read_timeouts,
+)
 from slogate.scenarios.workloads import TraceWorkload, read_workload
 from slogate.scenarios.workloads.chat import ChatWorkload
 from slogate.scenarios.workloads.embed import EmbedWorkload
@@ -45,6 +51,7 @@ BUILTINS = (
     "rag",
     "code",
     "reasoning",
+    "agent",
     "embeddings",
     "mixed",
     "azure-conv",
@@ -65,6 +72,7 @@ SCENARIO_FIELDS = {
     "request": nested(read_request, {}),
     "timeouts": nested(read_timeouts, {}),
     "slo": nested(read_slo, {}),
+    "agent": nested(read_agent),
 }
 MIX_FIELDS = {
     "name": optional(NAME),
@@ -207,6 +215,7 @@ def _scenario(
         trace = workload.trace if isinstance(workload, TraceWorkload) else None
         load_raw = f["load"] if load_raw is None else load_raw
         load = read_load(load_reader or reader, load_raw, "load", trace)
+    _check_agent(reader, f["api"], f["agent"], f["request"], load)
     if len(reader.problems) > before or load is None:
         return None
     return Scenario(
@@ -220,9 +229,23 @@ def _scenario(
         slo=f["slo"],
         seed=f["seed"],
         engine_profile=f["engine_profile"],
+        agent=f["agent"],
         source=str(file),
         raw={**raw, "load": load_raw},
     )
+
+
+def _check_agent(reader: Reader, api: str, agent: Any, request: Any, load: LoadSpec | None) -> None:
+    """An agent loop answers chat tool calls, step after step: it needs api: chat,
+    tools to call, and closed-loop users (an open-loop arrival is one request)."""
+    if agent is None:
+        return
+    if api != "chat":
+        reader.problem("agent", f"an agent loop needs api: chat, got api: {api}")
+    if request is not None and not request.tools:
+        reader.problem("request.tools", "an agent loop needs tools: set request.tools >= 1")
+    if load is not None and load.open_loop:
+        reader.problem("agent", "an agent loop runs in closed loop: use load.users, not rate")
 
 
 def _check_turns(reader: Reader, api: str, workload: Any) -> None:

@@ -33,6 +33,8 @@ class PlannedTurn:
     arrival_s: float | None = None  # open loop: offset from the start of the run
     prefix_id: str | None = None
     inputs: tuple[str, ...] = ()  # embeddings: the batch of texts one request embeds
+    # agents: how long each tool call of this turn takes to answer, in order
+    tool_latencies_s: tuple[float, ...] = ()
 
     @property
     def prompt(self) -> str:
@@ -103,6 +105,8 @@ class RequestOptions:
     # whether the chat template opens the block itself (only the close streams)
     think_tags: tuple[str, str] | None = ("<think>", "</think>")
     think_starts_inside: bool = False
+    # tool definitions sent with every request: {"name", "description", "parameters"}
+    tools: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +146,16 @@ class SloSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class AgentSpec:
+    """An agent loop: the client answers each tool call after the tool's latency
+    (a distribution in seconds) and sends the next step, until the model answers
+    without a tool call or ``max_steps`` requests were sent."""
+
+    max_steps: int
+    tool_latency_s: Any  # scenarios' own distribution object
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     """A validated scenario. ``source`` is the file it came from and ``raw`` the
     mapping as written, kept so the report can show the scenario as run."""
@@ -158,5 +172,6 @@ class Scenario:
     weight: float = 1.0
     # the simulated engine's profile when no --host is given (a reasoning model)
     engine_profile: str | None = None
+    agent: AgentSpec | None = None
     source: str = ""
     raw: dict[str, Any] = field(default_factory=dict)

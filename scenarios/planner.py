@@ -23,6 +23,7 @@ from slogate.scenarios.workloads import Context, TraceWorkload
 
 STREAM_TAG = 0
 ARRIVALS_TAG = 2  # Context.shared_rng uses 1
+AGENT_TAG = 3
 
 
 class Planner:
@@ -48,12 +49,26 @@ class Planner:
         writer = make_writer(scenario.workload.corpus, scenario.request.tokenizer, count_tokens)
         rng = np.random.default_rng([*self._entropy, STREAM_TAG, stream])
         self._kind = scenario.workload.planner(Context(scenario, writer, rng, self._entropy))
+        self._agent_rng = np.random.default_rng([*self._entropy, AGENT_TAG, stream])
         self._next = 0
 
     def conversation(self) -> Conversation:
         """The next conversation (chat: several turns; other kinds: one)."""
         index = self._take_index()
-        return Conversation(self.scenario.name, index, self._kind.conversation(index))
+        turns = self._kind.conversation(index)
+        agent = self.scenario.agent
+        if agent is not None:  # each turn's tool latencies, drawn up front (seeded)
+            turns = tuple(
+                dataclasses.replace(
+                    turn,
+                    tool_latencies_s=tuple(
+                        float(s)
+                        for s in agent.tool_latency_s.sample(self._agent_rng, agent.max_steps)
+                    ),
+                )
+                for turn in turns
+            )
+        return Conversation(self.scenario.name, index, turns)
 
     def arrivals(self, rate_scale: float = 1.0) -> Iterator[PlannedTurn]:
         """This stream's open-loop requests, ``arrival_s`` increasing from the run's

@@ -8,7 +8,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from slogate.scenarios.distributions import read_dist
 from slogate.scenarios.model import (
+    AgentSpec,
     GoodputSpec,
     LoadSpec,
     RateSpec,
@@ -50,6 +52,7 @@ BODY_KEYS_WE_SET = (
     "stream_options",
     "max_tokens",
     "max_output_tokens",
+    "tools",
 )
 LATENCY_METRICS = (
     "ttft_ms",
@@ -61,8 +64,15 @@ LATENCY_METRICS = (
     "answer_itl_ms",
     "answer_tpot_ms",
     "ttftc_ms",
+    "session_ms",
 )
-COUNT_METRICS = ("reasoning_tokens", "answer_tokens", "output_tokens", "tool_arg_bytes")
+COUNT_METRICS = (
+    "reasoning_tokens",
+    "answer_tokens",
+    "output_tokens",
+    "tool_arg_bytes",
+    "session_steps",
+)
 STATS = ("p50", "p90", "p95", "p99", "p999", "max", "mean")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -244,6 +254,7 @@ REQUEST_FIELDS = {
     "tokenizer": optional(TEXT, "local"),
     "think_tags": optional(THINK_TAGS, ("<think>", "</think>")),
     "think_starts_inside": optional(BOOLEAN, False),
+    "tools": optional(integer(ge=0, le=128), 0),
 }
 
 
@@ -258,11 +269,33 @@ def read_request(reader: Reader, value: Any, path: str) -> RequestOptions | None
             f"expected fields the load side does not set itself; remove {', '.join(clashes)}",
         )
         return None
+    f["tools"] = tool_definitions(f["tools"])
     if f["tokenizer"] not in TOKENIZERS:
         f["tokenizer"] = tokenizer_path(reader, f["tokenizer"], join(path, "tokenizer"))
         if f["tokenizer"] is None:
             return None
     return RequestOptions(**f)
+
+
+TOOL_SUBJECTS = ("weather", "stock_price", "search_docs", "calendar", "translate", "convert_units")
+
+
+def tool_definitions(count: int) -> tuple[dict[str, Any], ...]:
+    """``count`` function tools, each with a one-string-argument JSON schema:
+    what an agent framework sends with every request (their tokens count)."""
+    return tuple(
+        {
+            "name": f"{TOOL_SUBJECTS[i % len(TOOL_SUBJECTS)]}_{i}",
+            "description": f"Look up {TOOL_SUBJECTS[i % len(TOOL_SUBJECTS)].replace('_', ' ')}"
+            " for the user's request and return the result as text.",
+            "parameters": {
+                "type": "object",
+                "properties": {"query": {"type": "string", "description": "what to look up"}},
+                "required": ["query"],
+            },
+        }
+        for i in range(count)
+    )
 
 
 def tokenizer_path(reader: Reader, value: str, path: str) -> str | None:
@@ -293,6 +326,21 @@ def read_timeouts(reader: Reader, value: Any, path: str) -> Timeouts | None:
     if f is None:
         return None
     return Timeouts(connect_s=f["connect"], first_token_s=f["first_token"], stall_s=f["stall"])
+
+
+# --- agent ------------------------------------------------------------------
+
+AGENT_FIELDS = {
+    "max_steps": optional(integer(ge=1, le=100), 8),
+    "tool_latency_s": nested(
+        functools.partial(read_dist, least=0), {"dist": "lognormal", "median": 0.3, "p90": 1.2}
+    ),
+}
+
+
+def read_agent(reader: Reader, value: Any, path: str) -> AgentSpec | None:
+    f = reader.section(value, path, AGENT_FIELDS)
+    return None if f is None else AgentSpec(f["max_steps"], f["tool_latency_s"])
 
 
 # --- slo --------------------------------------------------------------------

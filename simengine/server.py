@@ -19,6 +19,7 @@ import signal
 import sys
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -248,6 +249,37 @@ def thinking_enabled(body: Mapping[str, Any], api: str) -> bool:
     return not (isinstance(reasoning, dict) and reasoning.get("effort") == "none")
 
 
+MAX_TOOL_CALLS = 3
+
+
+def planned_tool_call(body: Mapping[str, Any], api: str) -> tuple[str, str] | None:
+    """(call id, function name) when this chat reply is a tool call, else None.
+
+    An agent's session calls a tool 1 to ``MAX_TOOL_CALLS`` times, the count
+    fixed by its first user message (so every step of one session agrees),
+    then answers: a reply is a tool call while fewer ``tool`` results than that
+    are in the conversation. ``tool_choice: none`` or no tools: never."""
+    tools = body.get("tools")
+    if api != "chat" or not isinstance(tools, list) or body.get("tool_choice") == "none":
+        return None
+    names = [
+        t["function"]["name"]
+        for t in tools
+        if isinstance(t, dict)
+        and isinstance(t.get("function"), dict)
+        and isinstance(t["function"].get("name"), str)
+    ]
+    messages = body.get("messages") or []
+    first = next((m for m in messages if m.get("role") == "user"), None)
+    if not names or first is None:
+        return None
+    seed = zlib.crc32(text.message_text(first.get("content")).encode())
+    answered = sum(1 for m in messages if m.get("role") == "tool")
+    if answered >= 1 + seed % MAX_TOOL_CALLS:
+        return None
+    return f"call_{uuid.uuid4().hex[:24]}", names[seed % len(names)]
+
+
 def reasoning_length(state: State, body: Mapping[str, Any], api: str, output_tokens: int) -> int:
     """How many of the output's first tokens are reasoning: the model's
     distribution, leaving at least one answer token (the reasoning model's
@@ -401,6 +433,7 @@ def _encoder(
         return MessagesEncoder(request_id=seq.request_id, model=model, prompt_tokens=seq.prompt_len)
     options = body.get("stream_options") or {}
     return ChunkEncoder(
+        tool=planned_tool_call(body, api),
         chat=api == "chat",
         request_id=seq.request_id,
         created=int(time.time()),

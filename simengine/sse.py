@@ -23,6 +23,7 @@ with the same methods, so :class:`SseStream` serves every API.
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Protocol
 
 import orjson
@@ -33,6 +34,7 @@ from slogate.simengine.scheduler import Sequence
 from slogate.simengine.text import Prose
 
 DONE = b"data: [DONE]\n\n"
+_CONTROL_ESCAPE = re.compile(rb"\\(?:[nrtbf]|u[0-9a-fA-F]{4})")
 WRITE_BUFFER_LIMIT = 1 << 16  # above this the client lags: tokens merge into later chunks
 
 
@@ -51,6 +53,14 @@ def error_event(message: str, kind: str, code: int) -> bytes:
     """An error inside a stream, as vLLM sends it (then ``[DONE]``)."""
     body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
     return b"data: " + orjson.dumps(body) + b"\n\n"
+
+
+def _argument_text(escaped: bytes) -> bytes:
+    """JSON-escaped prose made safe to sit inside a JSON string that is itself
+    inside a JSON string (tool-call arguments): no quotes, backslashes or
+    control characters left to escape twice."""
+    text = escaped.replace(b"\\\\", b"/").replace(b'\\"', b"'")
+    return _CONTROL_ESCAPE.sub(b" ", text)
 
 
 class Encoder(Protocol):
@@ -85,6 +95,8 @@ class ChunkEncoder:
         "_prompt_tokens",
         "_reasoning_tokens",
         "_role",
+        "_tool",
+        "_tool_started",
         "chat",
     )
 
@@ -99,8 +111,11 @@ class ChunkEncoder:
         continuous_usage: bool,
         include_usage: bool = True,
         reasoning_tokens: int = 0,
+        tool: tuple[str, str] | None = None,
     ) -> None:
         self.chat = chat
+        self._tool = tool  # (call id, function name): the answer is this tool call
+        self._tool_started = False
         self._prompt_tokens = prompt_tokens
         self._continuous = continuous_usage
         self._include_usage = include_usage
@@ -148,6 +163,8 @@ class ChunkEncoder:
         continuous usage stats)."""
         if reasoning:
             opening = b'[{"index":0,"delta":{"reasoning_content":"'
+        elif self._tool is not None:
+            return self._tool_chunk(escaped_text, completion_tokens, finish_reason)
         elif self.chat:
             opening = b'[{"index":0,"delta":{"content":"'
         else:
@@ -157,6 +174,31 @@ class ChunkEncoder:
         else:
             end = b'"%s","stop_reason":null}]' % finish_reason.encode()
         return self._head + opening + escaped_text + self._mid + end + self._tail(completion_tokens)
+
+    def _tool_chunk(
+        self, escaped_text: bytes, completion_tokens: int, finish_reason: str | None
+    ) -> bytes:
+        """The answer as one tool call whose arguments, ``{"query": "<text>"}``,
+        stream a piece per chunk (vLLM's tool parser shape: the id and name
+        first, then argument deltas), ending with finish reason ``tool_calls``."""
+        assert self._tool is not None
+        arguments = _argument_text(escaped_text)
+        if not self._tool_started:
+            self._tool_started = True
+            call_id, name = self._tool
+            arguments = b'{\\"query\\": \\"' + arguments
+            head = b'[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"%s","type":"function",' % (
+                call_id.encode()
+            )
+            head += b'"function":{"name":"%s","arguments":"' % name.encode()
+        else:
+            head = b'[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"'
+        if finish_reason is None:
+            end = b'"}}]},"logprobs":null,"finish_reason":null}]'
+        else:
+            arguments += b'\\"}'
+            end = b'"}}]},"logprobs":null,"finish_reason":"tool_calls"}]'
+        return self._head + head + arguments + end + self._tail(completion_tokens)
 
     def closing(self, completion_tokens: int, finish_reason: str) -> bytes:
         """After the last content chunk (which carried the finish reason): the
