@@ -72,3 +72,22 @@ def test_embeddings_scenario_gates_request_latency(tmp_path: Path) -> None:
     assert inputs["min"] >= 1 and inputs["max"] <= 16
     assert e["throughput"]["input_tokens_per_s"] > 0
     assert {x["metric"] for x in e["slo"]} == {"e2e_ms", "error_rate", "input_tokens_per_s"}
+
+
+def test_agent_scenario_records_sessions(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = slogate("run", "agent", "--duration", "20s", "--out", str(out))
+    s = summary(out)
+    assert done.returncode == EXIT[s["verdict"]], done.stderr[-3000:]
+    a = s["scenarios"]["agent"]
+    assert a["requests"]["failed"] == 0
+    sessions = a["sessions"]
+    assert sessions["count"] > 5 and sessions["answered"] == sessions["count"]
+    # the engine calls 1 to 3 tools per session: 2 to 4 requests each
+    assert sessions["steps"]["min"] >= 2 and sessions["steps"]["max"] <= 4
+    assert sessions["tool_calls"] > sessions["count"] // 2  # at least one per session
+    m = a["metrics"]
+    assert m["session_ms"]["count"] == sessions["answered"]
+    assert m["session_ms"]["p50"] > m["e2e_ms"]["p50"]  # several requests and tool waits
+    assert m["ttftc_ms"]["count"] == a["tokens"]["tool_call_requests"] > 0
+    assert {e["metric"] for e in a["slo"]} >= {"session_ms", "session_steps", "ttftc_ms"}

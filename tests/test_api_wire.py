@@ -292,3 +292,47 @@ def test_bad_embedding_replies(response: bytes, kind: ErrorKind, message: str) -
     sent = json.loads(received[1])
     assert sent["input"] == list(BATCH.inputs)
     assert received[0].startswith(b"POST /v1/embeddings HTTP/1.1")
+
+
+# --- tool calls ------------------------------------------------------------------------
+
+TOOLS = (
+    {
+        "name": "weather_0",
+        "description": "the weather",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
+    },
+)
+
+
+def test_engine_tool_calls_until_the_session_has_its_answers(engine: EngineProcess) -> None:
+    c = client(
+        engine.url,
+        "chat",
+        tools=TOOLS,
+        extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+    )
+    messages = [{"role": "user", "content": TURN.user_text}]
+    calls = 0
+    try:
+        while True:
+            result = c.send(TURN, messages)
+            rec = result.record
+            assert rec.ok, rec.error_message
+            if not result.tool_calls:
+                break
+            calls += 1
+            assert rec.finish_reason == "tool_calls"
+            (call,) = result.tool_calls
+            assert call["function"]["name"] == "weather_0"
+            assert set(json.loads(call["function"]["arguments"])) == {"query"}
+            assert rec.tool_arg_bytes == len(call["function"]["arguments"].encode())
+            assert request_metrics(rec).ttftc_ns == request_metrics(rec).ttft_ns
+            messages += [
+                {"role": "assistant", "content": None, "tool_calls": result.tool_calls},
+                {"role": "tool", "tool_call_id": call["id"], "content": "sunny"},
+            ]
+    finally:
+        c.close()
+    assert 1 <= calls <= 3  # the engine calls 1 to 3 tools per session, then answers
+    assert result.text and rec.finish_reason == "length"

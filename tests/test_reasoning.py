@@ -431,3 +431,46 @@ def test_an_answer_slo_on_a_model_that_never_reasoned_reads_the_headline() -> No
     assert result.verdict is Verdict.PASS
     assert result.value == pytest.approx(110, rel=0.01)
     assert result.count == 200
+
+
+AGENT = """
+name: a
+api: {api}
+workload: {{kind: chat, input_tokens: 100, output_tokens: 20, turns: 1}}
+load: {load}
+request: {{tools: {tools}}}
+agent: {{max_steps: 4, tool_latency_s: 0.5}}
+"""
+
+
+def test_agent_scenarios_plan_tool_latencies(tmp_path) -> None:
+    from slogate import scenarios
+    from slogate.scenarios.planner import Planner
+
+    path = tmp_path / "a.yaml"
+    path.write_text(AGENT.format(api="chat", load="{users: 2}", tools=3))
+    [s] = scenarios.load(path)
+    assert s.agent.max_steps == 4
+    assert [t["name"] for t in s.request.tools] == ["weather_0", "stock_price_1", "search_docs_2"]
+    (turn,) = Planner(s, seed=0).conversation().turns
+    assert turn.tool_latencies_s == (0.5, 0.5, 0.5, 0.5)
+
+
+@pytest.mark.parametrize(
+    ("api", "load", "tools", "key"),
+    [
+        ("messages", "{users: 2}", 3, "agent"),
+        ("chat", "{rate: 2}", 3, "agent"),
+        ("chat", "{users: 2}", 0, "request.tools"),
+    ],
+    ids=["not-chat", "open-loop", "no-tools"],
+)
+def test_bad_agent_scenarios_are_named(tmp_path, api: str, load: str, tools: int, key: str) -> None:
+    from slogate import scenarios
+    from slogate.scenarios import ScenarioError
+
+    path = tmp_path / "a.yaml"
+    path.write_text(AGENT.format(api=api, load=load, tools=tools))
+    with pytest.raises(ScenarioError) as info:
+        scenarios.load(path)
+    assert key in {p.path for p in info.value.problems}
