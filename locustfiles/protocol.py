@@ -16,7 +16,14 @@ from typing import Any
 
 from slogate.scenarios.model import PlannedTurn, RequestOptions
 
-__all__ = ["BodyBuilder", "Protocol", "bearer", "chat_messages", "common_options"]
+__all__ = [
+    "BodyBuilder",
+    "Protocol",
+    "bearer",
+    "chat_messages",
+    "common_options",
+    "user_message",
+]
 
 BodyBuilder = Callable[[str, PlannedTurn, "list[dict] | None", RequestOptions], dict]
 
@@ -43,13 +50,22 @@ def bearer(key: str) -> str:
     return f"Authorization: Bearer {key}\r\n" if key else ""
 
 
-def chat_messages(turn: PlannedTurn, history: Sequence[dict[str, str]] = ()) -> list[dict]:
+def user_message(turn: PlannedTurn) -> dict:
+    """The turn's user message: its text, and its images as ``image_url`` parts."""
+    if not turn.images:
+        return {"role": "user", "content": turn.user_text}
+    parts: list[dict] = [{"type": "text", "text": turn.user_text}]
+    parts.extend({"type": "image_url", "image_url": {"url": url}} for url in turn.images)
+    return {"role": "user", "content": parts}
+
+
+def chat_messages(turn: PlannedTurn, history: Sequence[dict] = ()) -> list[dict]:
     """The conversation so far (with the assistant's actual replies), then this turn."""
     messages: list[dict] = []
     if turn.system_text is not None:
         messages.append({"role": "system", "content": turn.system_text})
     messages.extend(history)
-    messages.append({"role": "user", "content": turn.user_text})
+    messages.append(user_message(turn))
     return messages
 
 

@@ -19,6 +19,7 @@ from locust.exception import StopUser
 
 from slogate.analysis.records import SessionRecord
 from slogate.locustfiles.client import PROTOCOLS, StreamClient, StreamResult, chat_messages
+from slogate.locustfiles.protocol import user_message
 from slogate.locustfiles.state import current_context
 from slogate.scenarios.model import PlannedTurn
 
@@ -86,7 +87,7 @@ class SlogateUser(_ScenarioUser):
             if not result.record.ok:
                 return
             if chat:
-                history.append({"role": "user", "content": turn.user_text})
+                history.append(user_message(turn))
                 history.append({"role": "assistant", "content": result.text})
 
     def agent_turn(

@@ -36,6 +36,7 @@ from slogate.scenarios.schema import (
 )
 from slogate.scenarios.sections import (
     read_agent,
+    read_images,
     read_load,
     read_request,
     read_slo,
@@ -53,6 +54,7 @@ BUILTINS = (
     "reasoning",
     "agent",
     "embeddings",
+    "vision",
     "mixed",
     "azure-conv",
     "azure-code",
@@ -73,6 +75,7 @@ SCENARIO_FIELDS = {
     "timeouts": nested(read_timeouts, {}),
     "slo": nested(read_slo, {}),
     "agent": nested(read_agent),
+    "images": nested(read_images),
 }
 MIX_FIELDS = {
     "name": optional(NAME),
@@ -216,6 +219,8 @@ def _scenario(
         load_raw = f["load"] if load_raw is None else load_raw
         load = read_load(load_reader or reader, load_raw, "load", trace)
     _check_agent(reader, f["api"], f["agent"], f["request"], load)
+    if f["images"] is not None and f["api"] != "chat":
+        reader.problem("images", f"images are sent with api: chat, got api: {f['api']}")
     if len(reader.problems) > before or load is None:
         return None
     return Scenario(
@@ -230,6 +235,7 @@ def _scenario(
         seed=f["seed"],
         engine_profile=f["engine_profile"],
         agent=f["agent"],
+        images=f["images"],
         source=str(file),
         raw={**raw, "load": load_raw},
     )

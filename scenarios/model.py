@@ -35,6 +35,7 @@ class PlannedTurn:
     inputs: tuple[str, ...] = ()  # embeddings: the batch of texts one request embeds
     # agents: how long each tool call of this turn takes to answer, in order
     tool_latencies_s: tuple[float, ...] = ()
+    images: tuple[str, ...] = ()  # vision: data: URLs sent with the user text
 
     @property
     def prompt(self) -> str:
@@ -146,6 +147,17 @@ class SloSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ImageSpec:
+    """Images per request (with the first turn of a conversation), made locally
+    at one resolution and format."""
+
+    count: int
+    width: int
+    height: int
+    format: str = "jpeg"
+
+
+@dataclass(frozen=True, slots=True)
 class AgentSpec:
     """An agent loop: the client answers each tool call after the tool's latency
     (a distribution in seconds) and sends the next step, until the model answers
@@ -173,5 +185,6 @@ class Scenario:
     # the simulated engine's profile when no --host is given (a reasoning model)
     engine_profile: str | None = None
     agent: AgentSpec | None = None
+    images: ImageSpec | None = None
     source: str = ""
     raw: dict[str, Any] = field(default_factory=dict)

@@ -12,6 +12,7 @@ from slogate.scenarios.distributions import read_dist
 from slogate.scenarios.model import (
     AgentSpec,
     GoodputSpec,
+    ImageSpec,
     LoadSpec,
     RateSpec,
     RequestOptions,
@@ -336,6 +337,19 @@ AGENT_FIELDS = {
         functools.partial(read_dist, least=0), {"dist": "lognormal", "median": 0.3, "p90": 1.2}
     ),
 }
+
+
+IMAGE_FIELDS = {
+    "count": optional(integer(ge=1, le=64), 1),
+    "width": optional(integer(ge=16, le=8192), 1024),
+    "height": optional(integer(ge=16, le=8192), 768),
+    "format": optional(choice("jpeg", "png", "webp"), "jpeg"),
+}
+
+
+def read_images(reader: Reader, value: Any, path: str) -> ImageSpec | None:
+    f = reader.section(value, path, IMAGE_FIELDS)
+    return None if f is None else ImageSpec(f["count"], f["width"], f["height"], f["format"])
 
 
 def read_agent(reader: Reader, value: Any, path: str) -> AgentSpec | None:

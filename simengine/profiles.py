@@ -120,6 +120,8 @@ class ModelSpec:
     reasoning: tuple[float, float] | None = None
     # an embedding model (served on /v1/embeddings only): its vector's size
     embedding_dimensions: int | None = None
+    # a vision model: (encoder parameters, patch pixels, patches merged per side)
+    vision: tuple[float, int, int] | None = None
 
     @classmethod
     def from_mapping(cls, key: str, data: Mapping[str, Any]) -> ModelSpec:
@@ -138,6 +140,7 @@ class ModelSpec:
                 max_model_len=int(data["max_model_len"]),
                 dtype=str(data.get("dtype", "bf16")),
                 reasoning=_reasoning(key, data.get("reasoning")),
+                vision=_vision(key, data.get("vision")),
                 embedding_dimensions=(
                     None
                     if data.get("embedding_dimensions") is None
@@ -213,6 +216,17 @@ def _reasoning(key: str, value: Any) -> tuple[float, float] | None:
     if not 1 <= median < p90:
         raise ProfileError(f"model {key!r}: reasoning needs 1 <= median < p90, got {value!r}")
     return median, p90
+
+
+def _vision(key: str, value: Any) -> tuple[float, int, int] | None:
+    """A vision model's ``vision: {encoder_params, patch_px, merge}``."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or set(value) != {"encoder_params", "patch_px", "merge"}:
+        raise ProfileError(
+            f"model {key!r}: vision must be {{encoder_params, patch_px, merge}}, got {value!r}"
+        )
+    return float(value["encoder_params"]), int(value["patch_px"]), int(value["merge"])
 
 
 def _read_yaml(name: str) -> dict[str, Any]:

@@ -48,6 +48,7 @@ from slogate.simengine.responses_sse import ResponsesEncoder
 from slogate.simengine.sampling import EosDistribution, plan_output
 from slogate.simengine.scheduler import Sequence
 from slogate.simengine.sse import ChunkEncoder, Encoder, SseStream
+from slogate.simengine.vision import ImageError, image_urls, vision_cost
 
 READY_PREFIX = "SIMENGINE_READY "  # the stdout line launch.py waits for
 
@@ -350,6 +351,12 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
         ids = await _api_prompt_ids(state, body, api)
         if not ids:
             raise ApiError(400, "the prompt is empty")
+        try:
+            urls = image_urls(body.get("messages") or []) if api == "chat" else []
+            image_ids, encoder_s = vision_cost(state.config.profile, urls)
+        except ImageError as exc:
+            raise ApiError(400, str(exc)) from exc
+        ids = ids + image_ids
         max_len = state.engine.scheduler.max_model_len
         limit = max_len - len(ids) if max_tokens is None else max_tokens
         if limit < 1 or len(ids) + limit > max_len:
@@ -386,6 +393,8 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
             api,
         )
 
+    if encoder_s:
+        await asyncio.sleep(encoder_s / config.speedup)  # the vision encoder, per image tile
     profile = config.profile
     hashes = block_hashes(ids, profile.block_size) if profile.enable_prefix_caching else ()
     request_id = ID_PREFIXES[api] + uuid.uuid4().hex

@@ -91,3 +91,18 @@ def test_agent_scenario_records_sessions(tmp_path: Path) -> None:
     assert m["session_ms"]["p50"] > m["e2e_ms"]["p50"]  # several requests and tool waits
     assert m["ttftc_ms"]["count"] == a["tokens"]["tool_call_requests"] > 0
     assert {e["metric"] for e in a["slo"]} >= {"session_ms", "session_steps", "ttftc_ms"}
+
+
+def test_vision_scenario_counts_image_tokens(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = slogate("run", "vision", "--duration", "15s", "--out", str(out))
+    s = summary(out)
+    assert done.returncode == EXIT[s["verdict"]], done.stderr[-3000:]
+    v = s["scenarios"]["vision"]
+    assert v["requests"]["ok"] > 5 and v["requests"]["failed"] == 0
+    # two 1024x768 images are 2 x 37 x 28 prompt tokens the text plan does not hold
+    assert (
+        v["tokens"]["input"]
+        > v["tokens"]["intended_input"] + 2 * 37 * 28 * v["requests"]["ok"] // 2
+    )
+    assert v["metrics"]["ttft_ms"]["count"] == v["requests"]["ok"]

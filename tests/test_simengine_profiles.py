@@ -24,7 +24,9 @@ def test_builtin_catalogue_has_the_issue_models_and_gpus() -> None:
         "smollm2-135m",
         "qwen3-8b",
         "qwen3-embedding-0.6b",
+        "qwen2.5-vl-7b",
     }
+    assert models()["qwen2.5-vl-7b"].vision == (6.7e8, 14, 2)
     assert models()["qwen3-embedding-0.6b"].embedding_dimensions == 1024
     assert models()["qwen3-8b"].reasoning == (600.0, 1800.0)
     assert models()["llama-3.1-8b"].reasoning is None
