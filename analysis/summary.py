@@ -372,6 +372,38 @@ def scenario_block(run: RunData, name: str, verdict: RunVerdict) -> dict[str, An
     }
 
 
+def model_names(run: RunData) -> dict[str, list[str]]:
+    """Scenario names by the model (or adapter) they sent to; ``auto`` is the
+    engine's model as discovered."""
+    declared = run.meta.get("scenarios") or {}
+    engine = (run.meta.get("engine") or {}).get("model") or "auto"
+    groups: dict[str, list[str]] = {}
+    for name in run.scenario_names():
+        model = (declared.get(name) or {}).get("model") or "auto"
+        groups.setdefault(engine if model == "auto" else model, []).append(name)
+    return groups
+
+
+def models_block(run: RunData) -> dict[str, Any]:
+    """Every metric per model name (adapters apart), the scenarios that used
+    it merged exactly."""
+    seconds = run.meta.get("measured_s")
+    out = {}
+    for model, names in sorted(model_names(run).items()):
+        bucket = Bucket()
+        for name in names:
+            bucket.add(run.overall(name))
+        c = bucket.counters
+        out[model] = {
+            "scenarios": names,
+            "requests": {k: v for k, v in requests_block(c).items() if k != "error_samples"},
+            "tokens": {"input": c.input_tokens, "output": c.output_tokens},
+            "metrics": metrics_block(bucket, DETAILED),
+            "throughput": throughput_block(c, seconds),
+        }
+    return out
+
+
 def build_summary(
     run: RunData, verdict: RunVerdict | None = None, comparison: Comparison | None = None
 ) -> dict[str, Any]:
@@ -393,6 +425,7 @@ def build_summary(
         "run": redact({key: meta.get(key) for key in RUN_KEYS}),
         "generator": redact({**(meta.get("generator") or {}), "lag_p99_ms": lag_p99_ms(run)}),
         "scenarios": {name: scenario_block(run, name, verdict) for name in run.scenario_names()},
+        "models": models_block(run),
     }
     summary["diagnosis"] = findings_to_dicts(diagnose(run, verdict))
     if comparison is not None:

@@ -86,6 +86,7 @@ MIX_FIELDS = {
 }
 MEMBER_FIELDS = {
     "file": required(TEXT),
+    "model": optional(TEXT),
     "weight": optional(number(ge=0), 1.0),
     "name": optional(NAME),
 }
@@ -301,7 +302,12 @@ def _load_mix(file: Path, raw: dict, notes: dict[str, str]) -> list[Scenario]:
         raise ScenarioError(list(dict.fromkeys(problems)))
     total = sum(entry["weight"] for _, entry, _ in scenarios)
     return [
-        replace(s, name=entry["name"] or s.name, weight=entry["weight"] / total)
+        replace(
+            s,
+            name=entry["name"] or s.name,
+            weight=entry["weight"] / total,
+            model=entry["model"] or s.model,
+        )
         for _, entry, s in scenarios
     ]
 

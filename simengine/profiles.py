@@ -50,6 +50,8 @@ WEIGHT_BYTES: Mapping[str, float] = {
     "int4": 0.5 + 2.0 / 128,
 }
 KV_BYTES: Mapping[str, int] = {"bf16": 2, "fp16": 2, "fp8": 1}
+ADAPTER_FIXED_LOAD_S = 0.05
+HOST_LINK_BYTES_PER_S = 25e9
 
 # Fields a profile name or file may set besides model, GPU, dtypes and tp.
 ENGINE_SETTINGS = (
@@ -60,6 +62,8 @@ ENGINE_SETTINGS = (
     "max_model_len",
     "enable_prefix_caching",
     "num_gpu_blocks",
+    "lora_adapters",
+    "lora_rank",
 )
 
 
@@ -259,6 +263,9 @@ class Profile:
     max_model_len: int | None = None
     enable_prefix_caching: bool = True
     num_gpu_blocks: int | None = None  # overrides the computed capacity (tests, what-ifs)
+    # LoRA adapters served beside the base model (vLLM --lora-modules): lora-0..N-1
+    lora_adapters: int = 0
+    lora_rank: int = 16
     efficiency: Efficiency = field(default_factory=default_efficiency)
 
     def __post_init__(self) -> None:
@@ -307,6 +314,27 @@ class Profile:
         if self.weight_dtype in ("fp8", "int8") and self.weight_dtype in self.gpu.flops_per_s:
             return self.weight_dtype
         return "bf16"
+
+    # -- LoRA adapters ------------------------------------------------------------------
+    @property
+    def adapter_names(self) -> tuple[str, ...]:
+        return tuple(f"lora-{i}" for i in range(self.lora_adapters))
+
+    @property
+    def adapter_bytes(self) -> int:
+        """One adapter's weights: rank x (inputs + outputs) of every per-layer
+        matrix (attention projections and MLP), in the weights' 16-bit type."""
+        m = self.model
+        q, kv = m.heads * m.head_dim, m.kv_heads * m.head_dim
+        per_layer = (m.hidden + q) * 2 + (m.hidden + kv) * 2 + (m.hidden + m.intermediate) * 3
+        return self.lora_rank * per_layer * m.layers * 2
+
+    @property
+    def adapter_load_s(self) -> float:
+        """Loading an adapter on first use: its bytes over a PCIe 4.0 x16 host
+        link, plus the engine's fixed cost of reading and registering it (both
+        assumptions: vLLM reads the safetensors from local disk)."""
+        return ADAPTER_FIXED_LOAD_S + self.adapter_bytes / HOST_LINK_BYTES_PER_S
 
     # -- scheduler settings with vLLM's per-GPU defaults ---------------------------
     @property

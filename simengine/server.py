@@ -22,7 +22,7 @@ import uuid
 import zlib
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -92,11 +92,24 @@ class State:
     rng: random.Random
     pool: ThreadPoolExecutor
     created: int
+    loaded_adapters: dict[str, asyncio.Future[None]] = field(default_factory=dict)
 
     @property
     def model_names(self) -> frozenset[str]:
         profile = self.config.profile
-        return frozenset({self.config.model_name, profile.model.hf_id, profile.model.key})
+        base = {self.config.model_name, profile.model.hf_id, profile.model.key}
+        return frozenset({*base, *profile.adapter_names})
+
+    async def adapter(self, name: str) -> None:
+        """Return once LoRA adapter ``name`` is loaded: the first request for it
+        waits the profile's load time (requests meanwhile wait with it), later
+        ones nothing."""
+        ready = self.loaded_adapters.get(name)
+        if ready is None:
+            ready = self.loaded_adapters[name] = asyncio.get_running_loop().create_future()
+            load_s = self.config.profile.adapter_load_s / self.config.speedup
+            asyncio.get_running_loop().call_later(load_s, ready.set_result, None)
+        await asyncio.shield(ready)
 
     async def encode(self, chars: int, fn: Callable[..., list[int]], *args: Any) -> list[int]:
         """Tokenize inline when short, in the pool (GIL released) when long."""
@@ -344,6 +357,8 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
     try:
         body = await _json_body(request)
         _check_model(state, body, embedding=False)
+        if body.get("model") in state.config.profile.adapter_names:
+            await state.adapter(body["model"])
         if body.get("n") not in (None, 1):
             raise ApiError(400, "the simulated engine supports n=1 only")
         max_tokens = _max_tokens(body, api)
@@ -518,7 +533,11 @@ async def models(request: web.Request) -> web.Response:
         "max_model_len": state.engine.scheduler.max_model_len,
         "permission": [],
     }
-    return web.json_response({"object": "list", "data": [card]}, dumps=_dumps)
+    adapters = [
+        {**card, "id": adapter, "root": f"/adapters/{adapter}", "parent": name}
+        for adapter in state.config.profile.adapter_names
+    ]
+    return web.json_response({"object": "list", "data": [card, *adapters]}, dumps=_dumps)
 
 
 async def tokenize(request: web.Request) -> web.Response:
