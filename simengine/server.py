@@ -19,7 +19,6 @@ import signal
 import sys
 import time
 import uuid
-import zlib
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -44,6 +43,17 @@ from slogate.simengine.kvcache import block_hashes
 from slogate.simengine.messages_sse import MessagesEncoder
 from slogate.simengine.profiles import DEFAULT_PROFILE
 from slogate.simengine.replies import Reply, whole_body
+from slogate.simengine.requests import (
+    ID_PREFIXES,
+    ApiError,
+    anthropic_messages,
+    chat_messages,
+    int_field,
+    output_limit,
+    planned_tool_call,
+    responses_messages,
+    thinking_enabled,
+)
 from slogate.simengine.responses_sse import ResponsesEncoder
 from slogate.simengine.sampling import EosDistribution, plan_output
 from slogate.simengine.scheduler import Sequence
@@ -51,15 +61,6 @@ from slogate.simengine.sse import ChunkEncoder, Encoder, SseStream
 from slogate.simengine.vision import ImageError, image_urls, vision_cost
 
 READY_PREFIX = "SIMENGINE_READY "  # the stdout line launch.py waits for
-
-
-class ApiError(Exception):
-    """An error answered as ``{"error": {...}}`` with an HTTP status."""
-
-    def __init__(self, status: int, message: str, kind: str = "BadRequestError") -> None:
-        super().__init__(message)
-        self.status = status
-        self.kind = kind
 
 
 ANTHROPIC_ERRORS = {
@@ -132,60 +133,13 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     return body
 
 
-def _int_field(body: Mapping[str, Any], key: str, default: int | None, minimum: int) -> int | None:
-    value = body.get(key, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ApiError(400, f"{key} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise ApiError(400, "messages must be a non-empty list")
-    for message in messages:
-        if not isinstance(message, dict) or "role" not in message:
-            raise ApiError(400, "each message must be an object with a role")
-        try:
-            text.message_text(message.get("content"))
-        except ValueError as exc:
-            raise ApiError(400, str(exc)) from exc
-    return messages
-
-
-def _responses_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The Responses API's ``instructions`` and ``input`` (a string or messages)."""
-    given = body.get("input")
-    messages = [{"role": "user", "content": given}] if isinstance(given, str) else given
-    if not isinstance(messages, list) or not messages:
-        raise ApiError(400, "input must be a string or a non-empty list of messages")
-    if isinstance(body.get("instructions"), str):
-        messages = [{"role": "system", "content": body["instructions"]}, *messages]
-    return _messages({"messages": messages})
-
-
-def _anthropic_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The Messages API's top-level ``system`` (a string or text blocks) and messages."""
-    messages = _messages(body)
-    system = body.get("system")
-    if system is not None:
-        try:
-            system_text = text.message_text(system)
-        except ValueError as exc:
-            raise ApiError(400, f"system: {exc}") from exc
-        messages = [{"role": "system", "content": system_text}, *messages]
-    return messages
-
-
 async def _chat_ids(state: State, messages: list[dict[str, Any]], add: bool) -> list[int]:
     return await state.encode(text.prompt_chars(messages), text.encode_chat, messages, add)
 
 
 async def _prompt_ids(state: State, body: Mapping[str, Any], chat: bool) -> list[int]:
     if chat or "messages" in body:
-        messages = _messages(body)
+        messages = chat_messages(body)
         return await _chat_ids(state, messages, bool(body.get("add_generation_prompt", True)))
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
@@ -200,14 +154,6 @@ async def _prompt_ids(state: State, body: Mapping[str, Any], chat: bool) -> list
 
 
 # -- generation -----------------------------------------------------------------------
-ID_PREFIXES = {
-    "chat": "chatcmpl-",
-    "completions": "cmpl-",
-    "responses": "resp_",
-    "messages": "msg_",
-}
-
-
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     return await _generate(request, "chat")
 
@@ -224,74 +170,12 @@ async def messages(request: web.Request) -> web.StreamResponse:
     return await _generate(request, "messages")
 
 
-def _max_tokens(body: Mapping[str, Any], api: str) -> int | None:
-    """The output limit under each API's name for it (None: up to the context)."""
-    if api == "chat":
-        limit = _int_field(body, "max_completion_tokens", None, 1)
-        return limit if limit is not None else _int_field(body, "max_tokens", None, 1)
-    if api == "completions":
-        return _int_field(body, "max_tokens", 16, 1)  # vLLM/OpenAI default
-    if api == "responses":
-        return _int_field(body, "max_output_tokens", None, 1)
-    if "max_tokens" not in body:
-        raise ApiError(400, "max_tokens: Field required")  # Anthropic requires it
-    return _int_field(body, "max_tokens", None, 1)
-
-
 async def _api_prompt_ids(state: State, body: Mapping[str, Any], api: str) -> list[int]:
     if api == "responses":
-        return await _chat_ids(state, _responses_messages(body), True)
+        return await _chat_ids(state, responses_messages(body), True)
     if api == "messages":
-        return await _chat_ids(state, _anthropic_messages(body), True)
+        return await _chat_ids(state, anthropic_messages(body), True)
     return await _prompt_ids(state, body, api == "chat")
-
-
-def thinking_enabled(body: Mapping[str, Any], api: str) -> bool:
-    """Whether the request lets a reasoning model think: Qwen3-style
-    ``chat_template_kwargs.enable_thinking``, Anthropic ``thinking.type``, the
-    Responses API's ``reasoning.effort`` of ``none``; completions never (no
-    chat template opens a thinking block)."""
-    if api == "completions":
-        return False
-    kwargs = body.get("chat_template_kwargs")
-    if isinstance(kwargs, dict) and kwargs.get("enable_thinking") is False:
-        return False
-    thinking = body.get("thinking")
-    if isinstance(thinking, dict) and thinking.get("type") == "disabled":
-        return False
-    reasoning = body.get("reasoning")
-    return not (isinstance(reasoning, dict) and reasoning.get("effort") == "none")
-
-
-MAX_TOOL_CALLS = 3
-
-
-def planned_tool_call(body: Mapping[str, Any], api: str) -> tuple[str, str] | None:
-    """(call id, function name) when this chat reply is a tool call, else None.
-
-    An agent's session calls a tool 1 to ``MAX_TOOL_CALLS`` times, the count
-    fixed by its first user message (so every step of one session agrees),
-    then answers: a reply is a tool call while fewer ``tool`` results than that
-    are in the conversation. ``tool_choice: none`` or no tools: never."""
-    tools = body.get("tools")
-    if api != "chat" or not isinstance(tools, list) or body.get("tool_choice") == "none":
-        return None
-    names = [
-        t["function"]["name"]
-        for t in tools
-        if isinstance(t, dict)
-        and isinstance(t.get("function"), dict)
-        and isinstance(t["function"].get("name"), str)
-    ]
-    messages = body.get("messages") or []
-    first = next((m for m in messages if m.get("role") == "user"), None)
-    if not names or first is None:
-        return None
-    seed = zlib.crc32(text.message_text(first.get("content")).encode())
-    answered = sum(1 for m in messages if m.get("role") == "tool")
-    if answered >= 1 + seed % MAX_TOOL_CALLS:
-        return None
-    return f"call_{uuid.uuid4().hex[:24]}", names[seed % len(names)]
 
 
 def reasoning_length(state: State, body: Mapping[str, Any], api: str, output_tokens: int) -> int:
@@ -361,8 +245,8 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
             await state.adapter(body["model"])
         if body.get("n") not in (None, 1):
             raise ApiError(400, "the simulated engine supports n=1 only")
-        max_tokens = _max_tokens(body, api)
-        min_tokens = _int_field(body, "min_tokens", 0, 0) or 0
+        max_tokens = output_limit(body, api)
+        min_tokens = int_field(body, "min_tokens", 0, 0) or 0
         ids = await _api_prompt_ids(state, body, api)
         if not ids:
             raise ApiError(400, "the prompt is empty")
