@@ -79,7 +79,12 @@ def error_kind_for_status(status: int) -> ErrorKind:
 
 class _Response(HTTPResponseParser):
     """geventhttpclient's llhttp parser; keeps the status, the headers and the body
-    pieces as they come out of the chunked framing."""
+    pieces as they come out of the chunked framing.
+
+    llhttp reports a header name or value in pieces only where a read ended
+    inside it, and reports nothing for an empty value (llama.cpp sends
+    ``Access-Control-Allow-Origin:`` empty): two name callbacks in one read are
+    two headers, across reads one name cut in two."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -89,6 +94,12 @@ class _Response(HTTPResponseParser):
         self.headers: dict[str, str] = {}
         self._field = ""
         self._value = ""
+        self._reads = 0
+        self._field_read = -1  # the read in which the last name piece came
+
+    def feed(self, data: bytes | bytearray) -> None:
+        self._reads += 1
+        super().feed(data)
 
     def _on_message_begin(self) -> None:
         pass
@@ -97,9 +108,10 @@ class _Response(HTTPResponseParser):
         pass
 
     def _on_header_field(self, text: str) -> None:
-        if self._value:
+        if self._value or self._field_read == self._reads:
             self._store_header()
         self._field += text
+        self._field_read = self._reads
 
     def _on_header_value(self, text: str) -> None:
         self._value += text

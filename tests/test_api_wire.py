@@ -260,6 +260,20 @@ def json_response(body: bytes, length: int | None = None) -> bytes:
     return head + body
 
 
+def test_an_empty_header_value_does_not_swallow_the_next_header() -> None:
+    # llama.cpp sends "Access-Control-Allow-Origin:" empty, before Content-Type
+    body = b'{"data": [{"embedding": [1]}, {"embedding": [1]}, {"embedding": [1]}]}'
+    response = (
+        b"HTTP/1.1 200 OK\r\nServer: llama.cpp\r\nAccess-Control-Allow-Origin: \r\n"
+        b"Content-Type: application/json; charset=utf-8\r\nContent-Length: %d\r\n\r\n%s"
+        % (len(body), body)
+    )
+    url, thread, _ = serve_once(response)
+    rec = embed_client(url).send(BATCH).record
+    thread.join(5)
+    assert rec.ok, rec.error_message
+
+
 @pytest.mark.parametrize(
     ("response", "kind", "message"),
     [

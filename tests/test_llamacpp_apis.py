@@ -86,10 +86,11 @@ def test_messages_api_streams_and_counts(llama: LlamaServer) -> None:
 
 
 def test_messages_api_error_is_an_http_error(llama: LlamaServer) -> None:
-    rec = send(llama.url, "messages", TURN, extra_body={"messages": "not a list"}).record
+    bad = {"messages": [{"role": "user", "content": 5}]}  # content must be text or blocks
+    rec = send(llama.url, "messages", TURN, extra_body=bad).record
     skip_when_missing(rec, "/v1/messages")
-    assert rec.error in (ErrorKind.HTTP_4XX, ErrorKind.HTTP_5XX)
-    assert rec.error_message.startswith("HTTP ")
+    assert rec.error is ErrorKind.HTTP_4XX
+    assert rec.error_message == "HTTP 400: Expected 'content' to be a string or an array"
 
 
 def test_embeddings_batch(embedder: LlamaServer) -> None:
