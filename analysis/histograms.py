@@ -222,6 +222,13 @@ class HistogramSet:
             if histogram.get_total_count():
                 self.histogram(name).add(histogram)
 
+    def add_as(self, other: HistogramSet, names: Mapping[str, str]) -> None:
+        """Merge ``other``'s histogram ``source`` into this set's ``target`` for
+        each ``target: source`` of ``names`` (exact, as :meth:`add`)."""
+        for target, source in names.items():
+            if source in other and other.histogram(source).get_total_count():
+                self.histogram(target).add(other.histogram(source))
+
     def encode(self) -> dict[str, str]:
         """Compressed base64 form of each non-empty histogram, for JSON."""
         return {

@@ -9,6 +9,13 @@ docs/design.md's measurement contract:
   samples; a chunk that carries no token passes its gap on to the next one.
 - Chunk gap: the raw gaps between output chunks; max stall is the largest.
 - TPOT: (last output chunk - first output chunk) / (output tokens - 1).
+- Tool calls: TTFTC is start -> first chunk carrying a tool-call delta.
+- Reasoning models: TTFT stays the first output of any kind; TTFA is start ->
+  first chunk that carried answer (content or a tool call, not reasoning);
+  reasoning time is first reasoning chunk -> first answer chunk. ITL and TPOT
+  of the answer use the answer chunks alone. Reasoning tokens are the server's
+  count when it sent one, else each chunk's tokens split by its share of
+  reasoning characters.
 - E2E: start -> end of stream.
 - Scheduled (open loop): TTFT and E2E from the scheduled instant, and the
   generator's lag (actual - scheduled start), so queueing in a late generator
@@ -49,6 +56,30 @@ class RequestMetrics:
     ttft_sched_ns: int | None
     e2e_sched_ns: int | None
     lag_ns: int | None
+    answer: AnswerMetrics
+    ttftc_ns: int | None  # time to the first tool-call token (None: no tool call)
+
+
+@dataclass(slots=True, frozen=True)
+class AnswerMetrics:
+    """The answer apart from the reasoning before it. ``reasoning`` is False for
+    a stream that carried no reasoning text: then every answer latency equals
+    its headline twin (TTFA is TTFT) and the reasoning token count is the
+    server's, if it reported hidden reasoning, else 0."""
+
+    reasoning: bool
+    ttfa_ns: int | None
+    reasoning_ns: int | None
+    reasoning_tokens: int
+    answer_tokens: int
+    itl_ns: list[tuple[float, int]]
+    tpot_ns: float | None
+
+    @property
+    def split(self) -> bool:
+        """Whether the answer differs from the whole output: the request reasoned,
+        visibly or (by the server's count) hidden."""
+        return self.reasoning or self.reasoning_tokens > 0
 
 
 def output_token_count(record: RequestRecord) -> tuple[int, CountMethod]:
@@ -131,6 +162,57 @@ def _itl_of_gaps(gaps: list[int], tokens: list[int]) -> list[tuple[float, int]]:
     return samples
 
 
+def answer_chunk_tokens(tokens: list[int], chars: list[int], reasoning: list[int]) -> list[int]:
+    """Answer tokens of each chunk: all of a chunk without reasoning, none of a
+    chunk of reasoning alone, and of a mixed chunk its share by characters (at
+    least one, since it carried answer text)."""
+    answer = []
+    for k, c, r in zip(tokens, chars, reasoning, strict=True):
+        if r == 0:
+            answer.append(k)
+        elif r >= c:
+            answer.append(0)
+        else:
+            answer.append(max(1, round(k * (c - r) / c)))
+    return answer
+
+
+def tpot(first_ns: int, last_ns: int, tokens: int) -> float | None:
+    return (last_ns - first_ns) / (tokens - 1) if tokens > 1 else None
+
+
+def answer_metrics(
+    record: RequestRecord, tokens: list[int], total: int, itl: list[tuple[float, int]]
+) -> AnswerMetrics:
+    """TTFA, reasoning time, the token split, and the answer's ITL and TPOT."""
+    chunks = record.chunk_ns
+    reported = record.reasoning_tokens
+    if not record.chunk_reasoning:
+        hidden = min(reported or 0, total)
+        first = chunks[0] - record.start_ns if chunks else None
+        answer_tpot = tpot(chunks[0], chunks[-1], total - hidden) if chunks else None
+        return AnswerMetrics(False, first, None, hidden, total - hidden, itl, answer_tpot)
+    per_chunk = answer_chunk_tokens(tokens, record.chunk_chars, record.chunk_reasoning)
+    counted = sum(tokens) - sum(per_chunk)
+    reasoning_tokens = min(reported if reported is not None else counted, total)
+    answer_tokens = total - reasoning_tokens
+    pairs = zip(record.chunk_chars, record.chunk_reasoning, strict=True)
+    answer_idx = [i for i, (c, r) in enumerate(pairs) if c > r]
+    first_reasoning = next(i for i, r in enumerate(record.chunk_reasoning) if r)
+    if not answer_idx:
+        return AnswerMetrics(True, None, None, reasoning_tokens, answer_tokens, [], None)
+    at = [chunks[i] for i in answer_idx]
+    return AnswerMetrics(
+        reasoning=True,
+        ttfa_ns=at[0] - record.start_ns,
+        reasoning_ns=at[0] - chunks[first_reasoning] if first_reasoning < answer_idx[0] else 0,
+        reasoning_tokens=reasoning_tokens,
+        answer_tokens=answer_tokens,
+        itl_ns=per_token_itl(at, [per_chunk[i] for i in answer_idx]),
+        tpot_ns=tpot(at[0], at[-1], answer_tokens),
+    )
+
+
 def request_metrics(record: RequestRecord) -> RequestMetrics:
     """All metrics of one finished request (successful or not)."""
     chunks = record.chunk_ns
@@ -138,13 +220,13 @@ def request_metrics(record: RequestRecord) -> RequestMetrics:
     tokens, token_method = chunk_token_counts(record, total)
     first = chunks[0] if chunks else None
     gaps = _gaps(chunks)
-    tpot = (chunks[-1] - chunks[0]) / (total - 1) if chunks and total > 1 else None
+    itl = _itl_of_gaps(gaps, tokens)
     scheduled = record.scheduled_ns
     return RequestMetrics(
         ttft_ns=None if first is None else first - record.start_ns,
         e2e_ns=record.end_ns - record.start_ns,
-        tpot_ns=tpot,
-        itl_ns=_itl_of_gaps(gaps, tokens),
+        tpot_ns=tpot(chunks[0], chunks[-1], total) if chunks else None,
+        itl_ns=itl,
         chunk_gaps_ns=gaps,
         max_stall_ns=max(gaps) if gaps else None,
         output_tokens=total,
@@ -153,4 +235,6 @@ def request_metrics(record: RequestRecord) -> RequestMetrics:
         ttft_sched_ns=None if first is None or scheduled is None else first - scheduled,
         e2e_sched_ns=None if scheduled is None else record.end_ns - scheduled,
         lag_ns=None if scheduled is None else record.start_ns - scheduled,
+        answer=answer_metrics(record, tokens, total, itl),
+        ttftc_ns=None if record.tool_call_ns is None else record.tool_call_ns - record.start_ns,
     )

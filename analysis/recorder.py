@@ -15,8 +15,8 @@ from typing import Any
 
 from slogate.analysis.bands import tpot_band, ttft_band
 from slogate.analysis.histograms import HistogramSet
-from slogate.analysis.metrics import RequestMetrics, request_metrics
-from slogate.analysis.records import RequestRecord
+from slogate.analysis.metrics import AnswerMetrics, RequestMetrics, request_metrics
+from slogate.analysis.records import RequestRecord, SessionRecord
 
 ERROR_SAMPLES_PER_KIND = 5
 ERROR_SAMPLE_CHARS = 500
@@ -29,6 +29,7 @@ class GoodputLimits:
     """Per-request limits a request must all meet to count as good (DistServe)."""
 
     ttft_ms: float | None = None
+    ttfa_ms: float | None = None
     tpot_ms: float | None = None
     e2e_ms: float | None = None
     itl_max_ms: float | None = None
@@ -36,6 +37,7 @@ class GoodputLimits:
     def met_by(self, m: RequestMetrics) -> bool:
         checks = (
             (self.ttft_ms, m.ttft_ns),
+            (self.ttfa_ms, m.answer.ttfa_ns),
             (self.tpot_ms, m.tpot_ns),
             (self.e2e_ms, m.e2e_ns),
             (self.itl_max_ms, m.max_stall_ns),
@@ -65,6 +67,17 @@ class Counters:
     chunk_gaps: int = 0
     same_read_gaps: int = 0
     same_read_stalled_gaps: int = 0
+    # reasoning models: requests whose stream carried reasoning, and the split
+    reasoning_requests: int = 0
+    reasoning_tokens: int = 0
+    answer_tokens: int = 0
+    # tool calls: requests whose reply called tools, and the calls
+    tool_call_requests: int = 0
+    tool_calls: int = 0
+    # agent sessions: finished with an answer, cut at the step limit, failed
+    sessions: int = 0
+    sessions_unfinished: int = 0
+    sessions_failed: int = 0
     first_end_s: float | None = None
     last_end_s: float | None = None
 
@@ -102,6 +115,14 @@ class Counters:
         self.chunk_gaps += other.chunk_gaps
         self.same_read_gaps += other.same_read_gaps
         self.same_read_stalled_gaps += other.same_read_stalled_gaps
+        self.reasoning_requests += other.reasoning_requests
+        self.reasoning_tokens += other.reasoning_tokens
+        self.answer_tokens += other.answer_tokens
+        self.tool_call_requests += other.tool_call_requests
+        self.tool_calls += other.tool_calls
+        self.sessions += other.sessions
+        self.sessions_unfinished += other.sessions_unfinished
+        self.sessions_failed += other.sessions_failed
         for instant in (other.first_end_s, other.last_end_s):
             if instant is not None:
                 self.note_end(instant)
@@ -122,6 +143,14 @@ class Counters:
             "chunk_gaps": self.chunk_gaps,
             "same_read_gaps": self.same_read_gaps,
             "same_read_stalled_gaps": self.same_read_stalled_gaps,
+            "reasoning_requests": self.reasoning_requests,
+            "reasoning_tokens": self.reasoning_tokens,
+            "answer_tokens": self.answer_tokens,
+            "tool_call_requests": self.tool_call_requests,
+            "tool_calls": self.tool_calls,
+            "sessions": self.sessions,
+            "sessions_unfinished": self.sessions_unfinished,
+            "sessions_failed": self.sessions_failed,
             "first_end_s": self.first_end_s,
             "last_end_s": self.last_end_s,
         }
@@ -145,6 +174,14 @@ class Bucket:
     counters: Counters = field(default_factory=Counters)
 
     def add(self, other: Bucket) -> None:
+        """Merge exactly; a side that never reasoned has no answer histograms of
+        its own, so its headline twins stand in for them (see ANSWER_TWINS)."""
+        mine = self.counters.reasoning_requests > 0
+        theirs = other.counters.reasoning_requests > 0
+        if theirs and not mine:
+            self.histograms.add_as(self.histograms, ANSWER_TWINS)
+        if mine and not theirs:
+            self.histograms.add_as(other.histograms, ANSWER_TWINS)
         self.histograms.add(other.histograms)
         self.counters.add(other.counters)
 
@@ -172,6 +209,42 @@ def count_into(counters: Counters, record: RequestRecord, m: RequestMetrics, goo
     counters.chunk_gaps += len(m.chunk_gaps_ns)
     counters.same_read_gaps += m.chunk_gaps_ns.count(0)
     counters.same_read_stalled_gaps += record.stalled_same_reads
+    answer = m.answer
+    counters.reasoning_requests += answer.split
+    counters.reasoning_tokens += answer.reasoning_tokens
+    counters.answer_tokens += answer.answer_tokens
+    counters.tool_call_requests += record.tool_calls > 0
+    counters.tool_calls += record.tool_calls
+
+
+# The answer's histograms and their headline twins: equal for a request that did
+# not reason. A bucket keeps the answer's own only from its first request that
+# reasoned on, filled then with the twins of the requests before it (and merges
+# do the same), so plain streams pay nothing and every answer histogram still
+# covers every request.
+ANSWER_TWINS = {
+    "ttfa": "ttft",
+    "answer_itl": "itl",
+    "answer_tpot": "tpot",
+    "answer_tokens": "output_tokens",
+}
+
+
+def record_answer(hist: HistogramSet, answer: AnswerMetrics) -> None:
+    """The answer's own latencies and the reasoning/answer token split."""
+    if answer.ttfa_ns is not None:
+        hist.record_ns("ttfa", answer.ttfa_ns)
+    if answer.reasoning_ns is not None:
+        hist.record_ns("reasoning", answer.reasoning_ns)
+    if answer.tpot_ns is not None:
+        hist.record_ns("answer_tpot", answer.tpot_ns)
+    if answer.itl_ns:
+        itl = answer.itl_ns
+        hist.record_many_ns("answer_itl", [gap for gap, _ in itl], [k for _, k in itl])
+    if answer.reasoning_tokens:
+        hist.record_us("reasoning_tokens", answer.reasoning_tokens)
+    if answer.answer_tokens:
+        hist.record_us("answer_tokens", answer.answer_tokens)
 
 
 def record_headline(hist: HistogramSet, m: RequestMetrics) -> None:
@@ -195,11 +268,16 @@ def record_window(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good
 
 def record_into(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: bool) -> None:
     """Add one finished request to a bucket, with every metric's histogram."""
+    hist = bucket.histograms
+    split_before = bucket.counters.reasoning_requests > 0
     count_into(bucket.counters, record, m, good)
     if not record.ok:
         return
-    hist = bucket.histograms
+    if m.answer.split and not split_before:
+        hist.add_as(hist, ANSWER_TWINS)
     record_headline(hist, m)
+    if m.answer.split or split_before:
+        record_answer(hist, m.answer)
     if m.ttft_ns is not None:
         hist.record_ns(f"ttft_turn_{min(record.turn + 1, MAX_TURN_BUCKET)}", m.ttft_ns)
     if record.input_tokens:
@@ -215,6 +293,11 @@ def record_into(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: 
         if value is not None:
             hist.record_ns(name, value)
     hist.record_us("output_tokens", m.output_tokens)
+    if record.inputs:
+        hist.record_us("inputs", record.inputs)
+    if m.ttftc_ns is not None:
+        hist.record_ns("ttftc", m.ttftc_ns)
+        hist.record_us("tool_arg_bytes", record.tool_arg_bytes)
     lengths = (
         ("input_tokens", record.input_tokens),
         ("intended_output_tokens", record.intended_output_tokens),
@@ -273,6 +356,27 @@ class Recorder:
             index = max(int((wall_s - self.origin_s) // self.window_s), 0)
             record_window(self.window(record.scenario, index), record, m, good)
         return m
+
+    def record_session(
+        self,
+        scenario: str,
+        session: SessionRecord,
+        stage: str | None = None,
+        warmup: bool = False,
+    ) -> None:
+        """One agent session, into the buckets a request ending now would go to:
+        the steps it took and, when it ended with an answer, the time to it."""
+        targets = [] if warmup else [self.bucket(scenario, OVERALL)]
+        if stage is not None:
+            targets.append(self.bucket(scenario, f"stage:{stage}"))
+        for bucket in targets:
+            c = bucket.counters
+            c.sessions += 1
+            c.sessions_failed += session.outcome == "failed"
+            c.sessions_unfinished += session.outcome == "unfinished"
+            bucket.histograms.record_us("session_steps", session.steps)
+            if session.outcome == "answered":
+                bucket.histograms.record_ns("session", session.end_ns - session.start_ns)
 
     def pop_windows(self, before: int) -> dict[tuple[str, int], Bucket]:
         """Remove and return the windows whose index is below ``before``: closed ones."""

@@ -28,6 +28,18 @@ class ErrorKind(str, Enum):
     PROTOCOL = "protocol"
 
 
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """One agent session: its requests (steps) from the first one's start to
+    the last one's end. ``outcome``: ``answered`` (a reply without tool calls),
+    ``unfinished`` (the step limit came first) or ``failed`` (a request failed)."""
+
+    steps: int
+    start_ns: int
+    end_ns: int
+    outcome: str
+
+
 class CountMethod(str, Enum):
     """Where a request's output token counts came from, best first."""
 
@@ -50,6 +62,13 @@ class RequestRecord:
     ``stalled_same_reads`` counts the chunks timed by the same read as the one
     before them while the load process's loop was held (set by the load side:
     the generator's fault, not the engine's batching).
+
+    ``chunk_reasoning`` is the reasoning (thinking) part of each output chunk's
+    characters, parallel to ``chunk_chars``; it stays empty while the stream
+    carried no reasoning, so a plain stream pays nothing for it.
+    ``reasoning_tokens`` is the server's count of them when it sent one
+    (``usage.completion_tokens_details.reasoning_tokens`` or the Responses
+    API's ``output_tokens_details``).
     """
 
     scenario: str
@@ -61,8 +80,15 @@ class RequestRecord:
     chunk_ns: list[int] = field(default_factory=list)
     chunk_chars: list[int] = field(default_factory=list)
     chunk_tokens: list[int] = field(default_factory=list)
+    chunk_reasoning: list[int] = field(default_factory=list)
     output_tokens: int | None = None
     tokenizer_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    inputs: int | None = None  # embeddings: texts in the request's batch
+    # tool calls: the first tool-call chunk's arrival, how many calls, argument bytes
+    tool_call_ns: int | None = None
+    tool_calls: int = 0
+    tool_arg_bytes: int = 0
     input_tokens: int | None = None
     intended_input_tokens: int | None = None
     intended_output_tokens: int | None = None

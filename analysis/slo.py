@@ -41,7 +41,7 @@ from slogate.analysis.generator import (
 )
 from slogate.analysis.histograms import recorded
 from slogate.analysis.percentiles import CONFIDENCE, estimate, min_samples
-from slogate.analysis.recorder import Bucket, Counters
+from slogate.analysis.recorder import ANSWER_TWINS, Bucket, Counters
 from slogate.analysis.rundata import RunData
 from slogate.scenarios.model import Threshold
 
@@ -60,8 +60,16 @@ LATENCY_METRICS = (
 GAP_METRICS = ("itl", "chunk_gap", "max_stall")
 # Chunks read together over this share of the gaps blur ITL's p99 (diagnosis).
 SAME_READ_SHARE = 0.01
+ANSWER_METRICS = ("ttfa", "reasoning", "answer_itl", "answer_tpot", "ttftc", "session")
+COUNT_METRICS = (
+    "reasoning_tokens",
+    "answer_tokens",
+    "output_tokens",
+    "tool_arg_bytes",
+    "session_steps",
+)
 RATE_METRICS = ("error_rate", "goodput")
-THROUGHPUT_METRICS = ("requests_per_s", "output_tokens_per_s")
+THROUGHPUT_METRICS = ("requests_per_s", "output_tokens_per_s", "input_tokens_per_s")
 
 
 class Verdict(str, Enum):
@@ -167,16 +175,22 @@ def point_verdict(threshold: Threshold, value: float) -> Verdict:
     return Verdict.PASS if passed else Verdict.FAIL
 
 
-def evaluate_latency(scenario: str, threshold: Threshold, bucket: Bucket) -> SloResult:
-    """A latency threshold (``<name>_ms``) on a percentile, the max or the mean."""
+def evaluate_latency(
+    scenario: str, threshold: Threshold, bucket: Bucket, unit: float = US_PER_MS
+) -> SloResult:
+    """A threshold on a histogram's percentile, max or mean: a latency
+    (``<name>_ms``, kept in microseconds) or a per-request token count
+    (``unit`` 1, kept as is)."""
     name = threshold.metric.removesuffix("_ms")
+    histograms = bucket.histograms
+    if name not in histograms and bucket.counters.reasoning_requests == 0:
+        name = ANSWER_TWINS.get(name, name)  # nothing reasoned: the answer is the output
     percentile = percentile_of_stat(threshold.stat)
     if percentile is None and threshold.stat not in ("max", "mean"):
         raise ValueError(
             f"scenario {scenario!r}: {threshold.metric} stat {threshold.stat!r}: "
             "expected p50..p999, max or mean"
         )
-    histograms = bucket.histograms
     n = histograms.histogram(name).get_total_count() if name in histograms else 0
     if n == 0:
         needed = min_samples(percentile / 100.0) if percentile is not None else 1
@@ -187,12 +201,12 @@ def evaluate_latency(scenario: str, threshold: Threshold, bucket: Bucket) -> Slo
     histogram = histograms.histogram(name)
     if percentile is None:
         raw = histogram.get_max_value() if threshold.stat == "max" else recorded(histogram).mean()
-        value = raw / US_PER_MS
+        value = raw / unit
         return SloResult(scenario, threshold, point_verdict(threshold, value), value, None, None, n)
     est = estimate(histogram, percentile)
-    value = est.value / US_PER_MS
-    lower = None if est.lower is None else est.lower / US_PER_MS
-    upper = None if est.upper is None else est.upper / US_PER_MS
+    value = est.value / unit
+    lower = None if est.lower is None else est.lower / unit
+    upper = None if est.upper is None else est.upper / unit
     verdict = point_verdict(threshold, value)
     if est.bounded:
         return SloResult(scenario, threshold, verdict, value, lower, upper, n)
@@ -223,13 +237,17 @@ def evaluate_proportion(scenario: str, threshold: Threshold, counters: Counters)
 def evaluate_throughput(
     scenario: str, threshold: Threshold, counters: Counters, measured_s: float | None
 ) -> SloResult:
-    """Successful requests or output tokens per second of the measured window."""
+    """Successful requests, or output or input tokens, per second of the measured window."""
     if not measured_s or measured_s <= 0:
         note = "the measured window's length is unknown"
         return SloResult(
             scenario, threshold, Verdict.INCONCLUSIVE, None, None, None, counters.total, None, note
         )
-    amount = counters.ok if threshold.metric == "requests_per_s" else counters.output_tokens
+    amount = {
+        "requests_per_s": counters.ok,
+        "output_tokens_per_s": counters.output_tokens,
+        "input_tokens_per_s": counters.input_tokens,
+    }[threshold.metric]
     value = amount / measured_s
     return SloResult(
         scenario, threshold, point_verdict(threshold, value), value, None, None, counters.total
@@ -240,8 +258,13 @@ def evaluate(
     scenario: str, threshold: Threshold, bucket: Bucket, measured_s: float | None
 ) -> SloResult:
     metric = threshold.metric
-    if metric.endswith("_ms") and metric.removesuffix("_ms") in LATENCY_METRICS:
+    if metric.endswith("_ms") and metric.removesuffix("_ms") in (
+        *LATENCY_METRICS,
+        *ANSWER_METRICS,
+    ):
         return evaluate_latency(scenario, threshold, bucket)
+    if metric in COUNT_METRICS:
+        return evaluate_latency(scenario, threshold, bucket, unit=1.0)
     if metric in RATE_METRICS:
         return evaluate_proportion(scenario, threshold, bucket.counters)
     if metric in THROUGHPUT_METRICS:

@@ -35,12 +35,28 @@ from slogate.analysis.slo import (
 SCHEMA = "slogate.summary/1"
 US_PER_MS = 1000.0
 HEADLINE = ("ttft", "itl", "tpot", "e2e")
-DETAILED = (*HEADLINE, "ttft_sched", "e2e_sched", "chunk_gap", "max_stall", "lag")
+ANSWER = ("ttfa", "reasoning", "answer_itl", "answer_tpot")
+GOODPUT_LIMITS = ("ttft_ms", "ttfa_ms", "tpot_ms", "e2e_ms")
+DETAILED = (
+    *HEADLINE,
+    *ANSWER,
+    "ttftc",
+    "session",
+    "ttft_sched",
+    "e2e_sched",
+    "chunk_gap",
+    "max_stall",
+    "lag",
+)
 TOKEN_HISTOGRAMS = (
     "input_tokens",
     "output_tokens",
     "intended_input_tokens",
     "intended_output_tokens",
+    "reasoning_tokens",
+    "answer_tokens",
+    "inputs",
+    "tool_arg_bytes",
 )
 STAGE_PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0}
 TURN_PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0}
@@ -190,6 +206,11 @@ def tokens_block(bucket: Bucket) -> dict[str, Any]:
     return {
         "input": c.input_tokens,
         "output": c.output_tokens,
+        "reasoning": c.reasoning_tokens,
+        "answer": c.answer_tokens,
+        "reasoning_requests": c.reasoning_requests,
+        "tool_call_requests": c.tool_call_requests,
+        "tool_calls": c.tool_calls,
         "count_method": count_method,
         "approximate": count_method == "chunks",
         "count_methods": dict(c.count_methods),
@@ -235,7 +256,25 @@ def goodput_block(c: Counters, spec: Mapping[str, Any] | None, seconds: float | 
         "fraction_ci": [rounded(lower, 6), rounded(upper, 6)],
         "requests_per_s": per_second(c.good, seconds),
         "min_fraction": spec.get("min_fraction"),
-        "limits": {k: spec.get(k) for k in ("ttft_ms", "tpot_ms", "e2e_ms") if spec.get(k)},
+        "limits": {k: spec.get(k) for k in GOODPUT_LIMITS if spec.get(k)},
+    }
+
+
+def sessions_block(bucket: Bucket) -> dict[str, Any] | None:
+    """Agent sessions: how they ended and the steps they took (None: no agent)."""
+    c = bucket.counters
+    if not c.sessions:
+        return None
+    answered = c.sessions - c.sessions_unfinished - c.sessions_failed
+    histograms = bucket.histograms
+    steps = histograms.histogram("session_steps") if "session_steps" in histograms else None
+    return {
+        "count": c.sessions,
+        "answered": answered,
+        "unfinished": c.sessions_unfinished,
+        "failed": c.sessions_failed,
+        "tool_calls": c.tool_calls,
+        "steps": distribution(steps, unit_us=False) if steps is not None else None,
     }
 
 
@@ -256,11 +295,15 @@ def ttft_by_turn(bucket: Bucket) -> dict[str, Any]:
 
 
 def metrics_block(bucket: Bucket, names: tuple[str, ...]) -> dict[str, Any]:
+    """The distributions of ``names`` that were recorded (the headline ones
+    always). The answer's own latencies appear once a request reasoned:
+    without reasoning they repeat the headline ones."""
     histograms = bucket.histograms
+    split = bucket.counters.reasoning_requests > 0
     return {
         f"{name}_ms": distribution(histograms.histogram(name))
         for name in names
-        if name in HEADLINE or name in histograms
+        if name in HEADLINE or (name in histograms and (split or name not in ANSWER))
     }
 
 
@@ -326,6 +369,7 @@ def scenario_block(run: RunData, name: str, verdict: RunVerdict) -> dict[str, An
         "cost": throughput_cost(pricing(run), throughput_block(c, seconds)),
         "slo": [slo_entry(r) for r in verdict.results if r.scenario == name],
         "ttft_by_turn_ms": ttft_by_turn(bucket),
+        "sessions": sessions_block(bucket),
         "stages": {
             stage: stage_block(b, stage_seconds(load, stage, b.counters))
             for stage, b in sorted(run.stages(name).items())
@@ -335,6 +379,38 @@ def scenario_block(run: RunData, name: str, verdict: RunVerdict) -> dict[str, An
         "load": redact(load),
         "config": redact(declared.get("raw") or {}),
     }
+
+
+def model_names(run: RunData) -> dict[str, list[str]]:
+    """Scenario names by the model (or adapter) they sent to; ``auto`` is the
+    engine's model as discovered."""
+    declared = run.meta.get("scenarios") or {}
+    engine = (run.meta.get("engine") or {}).get("model") or "auto"
+    groups: dict[str, list[str]] = {}
+    for name in run.scenario_names():
+        model = (declared.get(name) or {}).get("model") or "auto"
+        groups.setdefault(engine if model == "auto" else model, []).append(name)
+    return groups
+
+
+def models_block(run: RunData) -> dict[str, Any]:
+    """Every metric per model name (adapters apart), the scenarios that used
+    it merged exactly."""
+    seconds = run.meta.get("measured_s")
+    out = {}
+    for model, names in sorted(model_names(run).items()):
+        bucket = Bucket()
+        for name in names:
+            bucket.add(run.overall(name))
+        c = bucket.counters
+        out[model] = {
+            "scenarios": names,
+            "requests": {k: v for k, v in requests_block(c).items() if k != "error_samples"},
+            "tokens": {"input": c.input_tokens, "output": c.output_tokens},
+            "metrics": metrics_block(bucket, DETAILED),
+            "throughput": throughput_block(c, seconds),
+        }
+    return out
 
 
 def build_summary(
@@ -358,6 +434,7 @@ def build_summary(
         "run": redact({key: meta.get(key) for key in RUN_KEYS}),
         "generator": generator_summary(run),
         "scenarios": {name: scenario_block(run, name, verdict) for name in run.scenario_names()},
+        "models": models_block(run),
     }
     summary["diagnosis"] = findings_to_dicts(diagnose(run, verdict))
     if comparison is not None:

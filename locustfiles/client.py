@@ -23,26 +23,46 @@ from __future__ import annotations
 import os
 import ssl as ssl_module
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 from geventhttpclient._parser import HTTPParseError, HTTPResponseParser
 
 from slogate.analysis.records import ErrorKind, RequestRecord
 from slogate.locustfiles.connections import ConnectError, Connection, Pool
+from slogate.locustfiles.embeddings_api import EMBEDDINGS, read_reply
 from slogate.locustfiles.engine_info import parse_base_url
-from slogate.locustfiles.openai_stream import MESSAGE_CHARS, StreamInterpreter
+from slogate.locustfiles.messages_stream import MESSAGES
+from slogate.locustfiles.openai_stream import (
+    CHAT,
+    COMPLETIONS,
+    MESSAGE_CHARS,
+    StreamInterpreter,
+    parse_chunk,
+)
+from slogate.locustfiles.protocol import Protocol, chat_messages
+from slogate.locustfiles.responses_stream import RESPONSES
 from slogate.locustfiles.sse import SSEParser, SSEProtocolError
+from slogate.locustfiles.think_tags import ThinkTags
 from slogate.scenarios.model import Api, PlannedTurn, RequestOptions, Timeouts
 from slogate.scenarios.text import output_token_counter
 
-__all__ = ["PreparedRequest", "StreamClient", "StreamResult", "error_kind_for_status"]
+__all__ = [
+    "PROTOCOLS",
+    "PreparedRequest",
+    "StreamClient",
+    "StreamResult",
+    "chat_messages",
+    "error_kind_for_status",
+]
 
 ERROR_BODY_LIMIT = 65536
 SHOWN_MESSAGE_CHARS = 500  # an error message as recorded: masked first, then cut to this
 DRAIN_TIMEOUT_S = 1.0
-_PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+PROTOCOLS: dict[str, Protocol] = {
+    p.api: p for p in (CHAT, COMPLETIONS, RESPONSES, MESSAGES, EMBEDDINGS)
+}
+WHOLE_BODY_LIMIT = 256 * 1024 * 1024  # a non-streamed reply (a batch of embeddings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +80,7 @@ class StreamResult:
 
     record: RequestRecord
     text: str
+    tool_calls: list[dict] = field(default_factory=list)  # the reply's, assembled
 
 
 def error_kind_for_status(status: int) -> ErrorKind:
@@ -74,7 +95,12 @@ def error_kind_for_status(status: int) -> ErrorKind:
 
 class _Response(HTTPResponseParser):
     """geventhttpclient's llhttp parser; keeps the status, the headers and the body
-    pieces as they come out of the chunked framing."""
+    pieces as they come out of the chunked framing.
+
+    llhttp reports a header name or value in pieces only where a read ended
+    inside it, and reports nothing for an empty value (llama.cpp sends
+    ``Access-Control-Allow-Origin:`` empty): two name callbacks in one read are
+    two headers, across reads one name cut in two."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -84,6 +110,12 @@ class _Response(HTTPResponseParser):
         self.headers: dict[str, str] = {}
         self._field = ""
         self._value = ""
+        self._reads = 0
+        self._field_read = -1  # the read in which the last name piece came
+
+    def feed(self, data: bytes | bytearray) -> None:
+        self._reads += 1
+        super().feed(data)
 
     def _on_message_begin(self) -> None:
         pass
@@ -92,9 +124,10 @@ class _Response(HTTPResponseParser):
         pass
 
     def _on_header_field(self, text: str) -> None:
-        if self._value:
+        if self._value or self._field_read == self._reads:
             self._store_header()
         self._field += text
+        self._field_read = self._reads
 
     def _on_header_value(self, text: str) -> None:
         self._value += text
@@ -129,20 +162,6 @@ class _StaleConnection(Exception):
     """A reused keep-alive connection was closed by the server before answering."""
 
 
-def chat_messages(turn: PlannedTurn, history: Sequence[dict[str, str]] = ()) -> list[dict]:
-    """The conversation so far (with the assistant's actual replies, or the
-    recorded history the turn carries), then this turn."""
-    messages: list[dict] = []
-    if turn.system_text is not None:
-        messages.append({"role": "system", "content": turn.system_text})
-    if turn.history is None:
-        messages.extend(history)
-    else:
-        messages.extend({"role": role, "content": text} for role, text in turn.history)
-    messages.append({"role": "user", "content": turn.user_text})
-    return messages
-
-
 class StreamClient:
     """Streams completions from one OpenAI-compatible server.
 
@@ -164,13 +183,14 @@ class StreamClient:
         kernel_timestamps: bool = True,
     ) -> None:
         parts = parse_base_url(base_url)
-        if api not in _PATHS:
-            raise ValueError(f"api {api!r}: expected one of {sorted(_PATHS)}")
+        if api not in PROTOCOLS:
+            raise ValueError(f"api {api!r}: expected one of {sorted(PROTOCOLS)}")
         if concurrency < 1:
             raise ValueError(f"concurrency {concurrency}: expected at least 1")
         tls = ssl_module.create_default_context() if parts.scheme == "https" else None
         port = parts.port or (443 if tls else 80)
         self.api = api
+        self.protocol = PROTOCOLS[api]
         self.model = model
         self.options = options
         self.timeouts = timeouts
@@ -184,11 +204,10 @@ class StreamClient:
         if parts.port is not None:
             host_header += f":{parts.port}"
         head = (
-            f"POST {prefix}{_PATHS[api]} HTTP/1.1\r\nHost: {host_header}\r\n"
+            f"POST {prefix}{self.protocol.path} HTTP/1.1\r\nHost: {host_header}\r\n"
             "User-Agent: slogate\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\n"
         )
-        if self._api_key:
-            head += f"Authorization: Bearer {self._api_key}\r\n"
+        head += self.protocol.auth(self._api_key)
         self._head = head.encode("latin-1")
 
     @property
@@ -203,25 +222,13 @@ class StreamClient:
         """The JSON body sent for ``turn``. ``messages`` is the full chat history
         to send (ending with this turn's user message); when None it is built
         from the turn's system and user text."""
-        options = self.options
-        body: dict = {"model": self.model, "stream": True, "max_tokens": turn.max_tokens}
-        if self.api == "chat":
-            body["messages"] = chat_messages(turn) if messages is None else messages
-        else:
-            body["prompt"] = turn.prompt
-        if options.include_usage or options.continuous_usage:
-            stream_options: dict = {"include_usage": True}
-            if options.continuous_usage:
-                stream_options["continuous_usage_stats"] = True
-            body["stream_options"] = stream_options
-        if options.ignore_eos:
-            body["ignore_eos"] = True
-        if options.min_tokens:
-            body["min_tokens"] = turn.max_tokens
-        if options.temperature is not None:
-            body["temperature"] = options.temperature
-        body.update(options.extra_body)
-        return body
+        return self.protocol.body(self.model, turn, messages, self.options)
+
+    def _think_tags(self) -> ThinkTags | None:
+        tags = self.options.think_tags
+        if tags is None:
+            return None
+        return ThinkTags(tags[0], tags[1], starts_inside=self.options.think_starts_inside)
 
     def prepare(self, turn: PlannedTurn, messages: list[dict] | None = None) -> PreparedRequest:
         """The whole HTTP request for ``turn``, encoded: open loop builds it ahead
@@ -255,17 +262,17 @@ class StreamClient:
             intended_input_tokens=turn.intended_input_tokens,
             intended_output_tokens=turn.intended_output_tokens,
         )
-        stream = StreamInterpreter(record)
+        stream = StreamInterpreter(record, self.protocol.parse or parse_chunk, self._think_tags())
         pool = self.pool
         with pool.slots:
             try:
                 pool.resolve()
-                exchange = _Exchange(self, stream, pool.idle())
+                exchange = _Exchange(self, stream, pool.idle(), turn)
                 record.start_ns = time.perf_counter_ns()
                 try:
                     exchange.run(request)
                 except _StaleConnection:
-                    _Exchange(self, stream, None).run(request)
+                    _Exchange(self, stream, None, turn).run(request)
             except ConnectError as exc:
                 kind = ErrorKind.TIMEOUT_CONNECT if exc.timed_out else ErrorKind.CONNECT
                 self._fail(stream, kind, str(exc))
@@ -281,7 +288,7 @@ class StreamClient:
             and len(text) == sum(record.chunk_chars)  # no reasoning or tool-call output
         ):
             record.tokenizer_tokens = self._count_tokens(text)
-        return StreamResult(record, text)
+        return StreamResult(record, text, stream.tool_calls if record.tool_calls else [])
 
     def _fail(self, stream: StreamInterpreter, kind: ErrorKind, message: str) -> None:
         now = time.perf_counter_ns()
@@ -297,12 +304,27 @@ class _Exchange:
     """One attempt at one request on one connection: send, read the headers, then
     follow the events, each timed at the arrival of the read that completed it."""
 
-    __slots__ = ("client", "conn", "eof", "got_bytes", "record", "response", "reused", "stream")
+    __slots__ = (
+        "client",
+        "conn",
+        "eof",
+        "got_bytes",
+        "record",
+        "response",
+        "reused",
+        "stream",
+        "turn",
+    )
 
     def __init__(
-        self, client: StreamClient, stream: StreamInterpreter, idle: Connection | None
+        self,
+        client: StreamClient,
+        stream: StreamInterpreter,
+        idle: Connection | None,
+        turn: PlannedTurn,
     ) -> None:
         self.client = client
+        self.turn = turn
         self.conn = idle
         self.stream = stream
         self.record = stream.record
@@ -335,6 +357,8 @@ class _Exchange:
             if status != 200:
                 raise self._http_error(status)
             content_type = response.headers.get("content-type", "")
+            if not self.client.protocol.streamed:
+                return self._whole(first_deadline, content_type)
             if "event-stream" not in content_type:
                 message = f"expected a text/event-stream response, got {content_type!r}"
                 raise _Failure(ErrorKind.PROTOCOL, message)
@@ -398,6 +422,31 @@ class _Exchange:
                 return False
         stream.on_close(conn.at)
         return False
+
+    def _whole(self, deadline: int, content_type: str) -> bool:
+        """A reply in one JSON body (embeddings): read it all, then check it; the
+        request ends when its last bytes arrived. True when the connection is clean."""
+        if "json" not in content_type:
+            message = f"expected an application/json response, got {content_type!r}"
+            raise _Failure(ErrorKind.PROTOCOL, message)
+        response = self.response
+        size = 0
+        while not response.complete and not self.eof:
+            self._read(deadline)
+            size = sum(map(len, response.body))
+            if size > WHOLE_BODY_LIMIT:
+                raise _Failure(ErrorKind.PROTOCOL, f"reply larger than {WHOLE_BODY_LIMIT} bytes")
+        if not response.complete:
+            raise _Failure(ErrorKind.TRUNCATED, f"reply cut after {size} bytes")
+        body = b"".join(response.body)
+        response.body.clear()
+        expected = len(self.turn.inputs) or 1
+        failure = read_reply(self.record, body, expected)
+        if failure is not None:
+            raise _Failure(*failure)
+        self.stream.finished = True
+        self.record.end_ns = self.conn.at
+        return response.should_keep_alive()
 
     def _drain(self) -> bool:
         """After ``[DONE]``: read the end of the HTTP message so the connection can

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from slogate.analysis.export import request_line
 from slogate.analysis.recorder import GoodputLimits, Recorder
-from slogate.analysis.records import RequestRecord
+from slogate.analysis.records import RequestRecord, SessionRecord
 from slogate.locustfiles.client import StreamClient
 from slogate.locustfiles.engine_info import remote_token_counter
 from slogate.locustfiles.loopwatch import LoopWatch
@@ -32,7 +32,9 @@ def goodput_limits(scenarios: list[Scenario]) -> dict[str, GoodputLimits]:
     for s in scenarios:
         g = s.slo.goodput
         if g is not None:
-            limits[s.name] = GoodputLimits(ttft_ms=g.ttft_ms, tpot_ms=g.tpot_ms, e2e_ms=g.e2e_ms)
+            limits[s.name] = GoodputLimits(
+                ttft_ms=g.ttft_ms, ttfa_ms=g.ttfa_ms, tpot_ms=g.tpot_ms, e2e_ms=g.e2e_ms
+            )
     return limits
 
 
@@ -178,6 +180,15 @@ class LoadContext:
         self._clients.clear()
         if self.request_log is not None:
             self.request_log.close()
+
+    def record_session(self, scenario: str, session: SessionRecord) -> None:
+        elapsed = self.elapsed_s()
+        self.recorder.record_session(
+            scenario,
+            session,
+            stage=self.timeline.stage_name(elapsed),
+            warmup=self.timeline.in_warmup(elapsed),
+        )
 
     def record(self, record: RequestRecord) -> None:
         chunks = record.chunk_ns

@@ -1,14 +1,20 @@
 """What the events of an OpenAI-compatible stream mean, and the record they fill.
 
-Pure (no I/O): :func:`parse_chunk` classifies one event's data, and
-:class:`StreamInterpreter` applies a stream's events, with their arrival
-instants, to a :class:`~slogate.analysis.records.RequestRecord`.
+Pure (no I/O): :func:`parse_chunk` classifies one event's data of a chat or
+completions stream, and :class:`StreamInterpreter` applies a stream's events,
+with their arrival instants, to a :class:`~slogate.analysis.records.RequestRecord`.
+The other protocols (:mod:`slogate.locustfiles.responses_stream`,
+:mod:`slogate.locustfiles.messages_stream`) classify their events into the same
+:class:`Chunk` and share the interpreter.
 
 Engines differ (docs/design.md, Engines): a role-only first chunk (vLLM, SGLang),
 the role on every chunk (TGI: role plus content in one chunk IS output), empty
 deltas carrying only a finish_reason (SGLang), a trailing ``choices: []`` usage
 chunk, cumulative usage on every chunk (vLLM ``continuous_usage_stats``),
-``reasoning_content``/``reasoning`` and ``tool_calls`` deltas (they are output),
+``reasoning_content``/``reasoning`` (vLLM, SGLang, DeepSeek; newer vLLM and
+OpenRouter) and ``tool_calls`` deltas (they are output; reasoning is kept apart
+from the answer), ``<think>...</think>`` inside the content of a server without
+a reasoning parser (:mod:`slogate.locustfiles.think_tags`),
 completions ``text``, errors as ``data: {"error": ...}`` with or without a
 ``[DONE]`` after them (llama.cpp sends none), ``event: error``, and the legacy
 ``error:`` field. Only chunks that carry generated output are timed.
@@ -16,15 +22,27 @@ completions ``text``, errors as ``data: {"error": ...}`` with or without a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
 import orjson
 
 from slogate.analysis.records import ErrorKind, RequestRecord
+from slogate.locustfiles.protocol import Protocol, bearer, chat_messages, common_options
 from slogate.locustfiles.sse import Event
+from slogate.locustfiles.think_tags import ThinkTags
+from slogate.scenarios.model import PlannedTurn, RequestOptions
 
-__all__ = ["Chunk", "ChunkKind", "StreamInterpreter", "parse_chunk"]
+__all__ = [
+    "CHAT",
+    "COMPLETIONS",
+    "Chunk",
+    "ChunkKind",
+    "ChunkParser",
+    "StreamInterpreter",
+    "parse_chunk",
+]
 
 DONE = b"[DONE]"
 MESSAGE_CHARS = 4096
@@ -45,15 +63,19 @@ class ChunkKind(str, Enum):
 
 _OUTPUT = ChunkKind.OUTPUT
 _EMPTY = ChunkKind.EMPTY
+_DONE = ChunkKind.DONE
+_ERROR = ChunkKind.ERROR
 _REASONING_KEYS = ("reasoning_content", "reasoning")
 _loads = orjson.loads
 
 
 class Chunk:
     """One event, classified. ``chars`` is the length of all generated text in it
-    (content, reasoning, tool-call name and arguments, completion text); ``text``
-    is the part that belongs in the conversation (content or completion text).
-    ``completion_tokens``/``prompt_tokens`` are the event's usage, when it had one."""
+    (content, reasoning, tool-call name and arguments, completion text), of
+    which ``reasoning`` characters were reasoning; ``text`` is the part that
+    belongs in the conversation (content or completion text).
+    ``completion_tokens``/``prompt_tokens``/``reasoning_tokens`` are the event's
+    usage, when it had one; ``tools`` the tool-call deltas it carried."""
 
     __slots__ = (
         "chars",
@@ -62,7 +84,10 @@ class Chunk:
         "kind",
         "message",
         "prompt_tokens",
+        "reasoning",
+        "reasoning_tokens",
         "text",
+        "tools",
     )
 
     def __init__(
@@ -74,6 +99,9 @@ class Chunk:
         completion_tokens: int | None = None,
         prompt_tokens: int | None = None,
         message: str = "",
+        reasoning: int = 0,
+        reasoning_tokens: int | None = None,
+        tools: list[ToolDelta] | None = None,
     ) -> None:
         self.kind = kind
         self.chars = chars
@@ -82,9 +110,15 @@ class Chunk:
         self.completion_tokens = completion_tokens
         self.prompt_tokens = prompt_tokens
         self.message = message
+        self.reasoning = reasoning
+        self.reasoning_tokens = reasoning_tokens
+        self.tools = tools
 
 
-def _error_message(error: Any) -> str:
+ChunkParser = Callable[[bytes], Chunk]
+
+
+def error_message(error: Any) -> str:
     if isinstance(error, dict):
         message = error.get("message")
         if isinstance(message, str):
@@ -94,43 +128,89 @@ def _error_message(error: Any) -> str:
     return orjson.dumps(error).decode("utf-8", "replace")[:MESSAGE_CHARS]
 
 
-def _tool_call_chars(calls: Any) -> int:
+# One piece of a tool call, the same for every protocol: (index of the call in
+# the reply, its id or "", the function name or "", a piece of the arguments).
+ToolDelta = tuple[int, str, str, str]
+
+
+def _text(value: Any) -> str:
+    return value if type(value) is str else ""
+
+
+def tool_deltas(calls: Any) -> list[ToolDelta]:
+    """Chat's ``delta.tool_calls`` list as tool deltas (malformed items skipped)."""
     if not isinstance(calls, list):
-        return 0
-    chars = 0
-    for call in calls:
-        function = call.get("function") if isinstance(call, dict) else None
-        if isinstance(function, dict):
-            for key in ("name", "arguments"):
-                value = function.get(key)
-                if isinstance(value, str):
-                    chars += len(value)
-    return chars
+        return []
+    deltas = []
+    for position, call in enumerate(calls):
+        if not isinstance(call, dict):
+            continue
+        function = call.get("function")
+        function = function if isinstance(function, dict) else {}
+        index = call.get("index")
+        deltas.append(
+            (
+                index if type(index) is int else position,
+                _text(call.get("id")),
+                _text(function.get("name")),
+                _text(function.get("arguments")),
+            )
+        )
+    return deltas
 
 
-def _choice_output(choice: dict) -> tuple[int, str]:
-    """(chars of generated output, conversation text) of one choice."""
+def tool_chars(deltas: list[ToolDelta]) -> int:
+    return sum(len(name) + len(arguments) for _, _, name, arguments in deltas)
+
+
+def _choice_output(choice: dict) -> tuple[int, int, str, list[ToolDelta] | None]:
+    """(chars of generated output, chars of reasoning, conversation text, tool
+    deltas or None) of one choice."""
     delta = choice.get("delta")
     if delta is None:
         text = choice.get("text")
-        return (len(text), text) if type(text) is str else (0, "")
+        return (len(text), 0, text, None) if type(text) is str else (0, 0, "", None)
     if type(delta) is not dict:
-        return 0, ""
+        return 0, 0, "", None
     content = delta.get("content")
     text = content if type(content) is str else ""
     chars = len(text)
+    reasoning = 0
+    tools = None
     if len(delta) > 1 or not text:  # anything beside the content may be output too
         for key in _REASONING_KEYS:
             value = delta.get(key)
             if type(value) is str:
-                chars += len(value)
+                reasoning += len(value)
         calls = delta.get("tool_calls")
         if calls:
-            chars += _tool_call_chars(calls)
-    return chars, text
+            tools = tool_deltas(calls)
+            chars += tool_chars(tools)
+    return chars + reasoning, reasoning, text, tools
 
 
-def _malformed(what: str, data: bytes) -> Chunk:
+def usage_int(usage: dict, key: str, details: str | None = None) -> int | None:
+    """``usage[key]`` (or ``usage[details][key]``) when it is an integer."""
+    if details is not None:
+        usage = usage.get(details)
+        if type(usage) is not dict:
+            return None
+    value = usage.get(key)
+    return value if type(value) is int else None
+
+
+def _event_error(data: bytes) -> str:
+    """The message of an ``event: error`` (JSON with an error object, or text)."""
+    try:
+        obj = _loads(data)
+    except orjson.JSONDecodeError:
+        return data.decode("utf-8", "replace")[:MESSAGE_CHARS]
+    if type(obj) is dict and obj.get("error") is not None:
+        return error_message(obj["error"])
+    return error_message(obj)
+
+
+def malformed(what: str, data: bytes) -> Chunk:
     return Chunk(ChunkKind.MALFORMED, message=f"{what}: {data[:200]!r}")
 
 
@@ -143,45 +223,60 @@ def parse_chunk(data: bytes) -> Chunk:
     try:
         obj = _loads(data)
     except orjson.JSONDecodeError as exc:
-        return _malformed(f"invalid JSON in stream ({exc})", data)
+        return malformed(f"invalid JSON in stream ({exc})", data)
     if type(obj) is not dict:
-        return _malformed("stream chunk is not an object", data)
+        return malformed("stream chunk is not an object", data)
     error = obj.get("error")
     if error is not None:
-        return Chunk(ChunkKind.ERROR, message=_error_message(error))
-    chars = 0
+        return Chunk(ChunkKind.ERROR, message=error_message(error))
+    chars = reasoning = 0
     text = ""
     finish = None
+    tools = None
     choices = obj.get("choices")
     if choices:
         if type(choices) is not list:
-            return _malformed("'choices' is not a list", data)
+            return malformed("'choices' is not a list", data)
         texts = []
         for choice in choices:
             if type(choice) is not dict:
-                return _malformed("a choice is not an object", data)
-            n, piece = _choice_output(choice)
+                return malformed("a choice is not an object", data)
+            n, r, piece, calls = _choice_output(choice)
             chars += n
+            reasoning += r
+            if calls:
+                tools = calls if tools is None else tools + calls
             if piece:
                 texts.append(piece)
             reason = choice.get("finish_reason")
             if reason is not None:
                 finish = reason if type(reason) is str else str(reason)
         text = texts[0] if len(texts) == 1 else "".join(texts)
-    completion = prompt = None
     usage = obj.get("usage")
-    if type(usage) is dict:
-        completion = usage.get("completion_tokens")
-        prompt = usage.get("prompt_tokens")
-        if type(completion) is not int:
-            completion = None
-        if type(prompt) is not int:
-            prompt = None
-    return Chunk(_OUTPUT if chars else _EMPTY, chars, text, finish, completion, prompt)
+    if type(usage) is not dict:
+        kind = _OUTPUT if chars else _EMPTY
+        return Chunk(kind, chars, text, finish, None, None, "", reasoning, None, tools)
+    return Chunk(
+        _OUTPUT if chars else _EMPTY,
+        chars,
+        text,
+        finish,
+        usage_int(usage, "completion_tokens"),
+        usage_int(usage, "prompt_tokens"),
+        reasoning=reasoning,
+        reasoning_tokens=usage_int(usage, "reasoning_tokens", "completion_tokens_details"),
+        tools=tools,
+    )
 
 
 class StreamInterpreter:
     """Applies one stream's events to its record, in arrival order.
+
+    ``parse`` classifies an event's data (the protocol's own parser: chat and
+    completions by default). ``think_tags`` splits ``<think>...</think>`` out
+    of the content when the server has no reasoning parser; it is dropped as
+    soon as the content is seen to start without the tag, so a plain stream
+    pays one check.
 
     Per-chunk token counts come from cumulative usage on every chunk (vLLM
     ``continuous_usage_stats``): each output chunk gets the growth since the
@@ -190,37 +285,75 @@ class StreamInterpreter:
     per-chunk counts are dropped, so analysis falls back to the final count.
     """
 
-    __slots__ = ("_carried", "_per_chunk", "_seen_tokens", "_texts", "finished", "record")
+    __slots__ = (
+        "_calls",
+        "_carried",
+        "_parse",
+        "_per_chunk",
+        "_seen_tokens",
+        "_tags",
+        "_texts",
+        "finished",
+        "record",
+    )
 
-    def __init__(self, record: RequestRecord) -> None:
+    def __init__(
+        self,
+        record: RequestRecord,
+        parse: ChunkParser = parse_chunk,
+        think_tags: ThinkTags | None = None,
+    ) -> None:
         self.record = record
         self.finished = False
+        self._parse = parse
+        self._tags = think_tags
         self._texts: list[str] = []
         self._seen_tokens = 0
         self._carried = 0
         self._per_chunk = True
+        self._calls: dict[int, list] = {}  # index -> [id, name, argument pieces]
+
+    @property
+    def tool_calls(self) -> list[dict]:
+        """The tool calls of the reply, assembled, in the OpenAI chat shape (what
+        an agent sends back in the assistant message)."""
+        return [
+            {
+                "id": call_id or f"call_{index}",
+                "type": "function",
+                "function": {"name": name, "arguments": "".join(pieces)},
+            }
+            for index, (call_id, name, pieces) in sorted(self._calls.items())
+        ]
 
     @property
     def text(self) -> str:
-        """The generated conversation text so far (content, or completion text)."""
+        """The generated answer text so far (content, or completion text), without
+        reasoning: what goes back into the conversation."""
         return "".join(self._texts)
 
     def on_event(self, event: Event, at_ns: int) -> bool:
         """Apply one event that arrived at ``at_ns``; True once the stream is over
-        (``[DONE]``, or an error that fails the request)."""
+        (the end of the stream, or an error that fails the request)."""
         if event.error is not None:
             return self._fail(ErrorKind.STREAM_ERROR, event.error[:MESSAGE_CHARS], at_ns)
         if event.event == "error":
-            message = event.data.decode("utf-8", "replace")[:MESSAGE_CHARS]
-            return self._fail(ErrorKind.STREAM_ERROR, message, at_ns)
-        chunk = parse_chunk(event.data)
+            return self._fail(ErrorKind.STREAM_ERROR, _event_error(event.data), at_ns)
+        chunk = self._parse(event.data)
         kind = chunk.kind
         record = self.record
         if kind is _OUTPUT:
             record.chunk_ns.append(at_ns)
             record.chunk_chars.append(chunk.chars)
-            if chunk.text:
-                self._texts.append(chunk.text)
+            if self._tags is None:
+                if chunk.text:
+                    self._texts.append(chunk.text)
+                if chunk.reasoning or record.chunk_reasoning:
+                    self._note_reasoning(chunk.reasoning)
+            else:
+                self._tagged(chunk)
+            if chunk.tools is not None:
+                self._note_tools(chunk.tools, at_ns)
             if self._per_chunk:
                 if chunk.completion_tokens is None:
                     self._per_chunk = False
@@ -232,20 +365,60 @@ class StreamInterpreter:
         elif kind is _EMPTY:
             if chunk.completion_tokens is not None and self._per_chunk:
                 self._carried += chunk.completion_tokens - self._seen_tokens
-        elif kind is ChunkKind.DONE:
-            return self._finish(at_ns)
-        elif kind is ChunkKind.ERROR:
+        elif kind is _ERROR:
             return self._fail(ErrorKind.STREAM_ERROR, chunk.message, at_ns)
-        else:
+        elif kind is not _DONE:
             return self._fail(ErrorKind.PROTOCOL, chunk.message, at_ns)
         if chunk.completion_tokens is not None:
             self._seen_tokens = chunk.completion_tokens
             record.output_tokens = chunk.completion_tokens
         if chunk.prompt_tokens is not None:
             record.input_tokens = chunk.prompt_tokens
+        if chunk.reasoning_tokens is not None:
+            record.reasoning_tokens = chunk.reasoning_tokens
         if chunk.finish_reason is not None:
             record.finish_reason = chunk.finish_reason
-        return False
+        return kind is _DONE and self._finish(at_ns)
+
+    def _tagged(self, chunk: Chunk) -> None:
+        """An output chunk while ``<think>`` tags may still split its content."""
+        reasoning, text = chunk.reasoning, chunk.text
+        if text:
+            tags = self._tags
+            assert tags is not None
+            chars, text = tags.split(text)
+            reasoning += chars
+            if tags.settled:
+                self._tags = None
+        if text:
+            self._texts.append(text)
+        if reasoning or self.record.chunk_reasoning:
+            self._note_reasoning(reasoning)
+
+    def _note_tools(self, deltas: list[ToolDelta], at_ns: int) -> None:
+        """Assemble tool calls from their deltas; time the first and count them."""
+        record = self.record
+        if record.tool_call_ns is None:
+            record.tool_call_ns = at_ns
+        calls = self._calls
+        for index, call_id, name, arguments in deltas:
+            call = calls.get(index)
+            if call is None:
+                call = calls[index] = ["", "", []]
+            if call_id:
+                call[0] = call_id
+            call[1] += name
+            if arguments:
+                call[2].append(arguments)
+                record.tool_arg_bytes += len(arguments.encode("utf-8", "replace"))
+        record.tool_calls = len(calls)
+
+    def _note_reasoning(self, chars: int) -> None:
+        """Keep ``chunk_reasoning`` parallel to the chunks from the first reasoning on."""
+        reasoning = self.record.chunk_reasoning
+        if not reasoning:
+            reasoning.extend([0] * (len(self.record.chunk_ns) - 1))
+        reasoning.append(chars)
 
     def on_close(self, at_ns: int) -> None:
         """The stream ended without ``[DONE]``: fine after a finish_reason, else
@@ -279,3 +452,41 @@ class StreamInterpreter:
         self.finished = True
         self.record.fail(kind, message, at_ns)
         return True
+
+
+def _body(
+    api: str, model: str, turn: PlannedTurn, messages: list[dict] | None, options: RequestOptions
+) -> dict:
+    body: dict = {"model": model, "stream": True, "max_tokens": turn.max_tokens}
+    if api == "chat":
+        body["messages"] = chat_messages(turn) if messages is None else messages
+        if options.tools:
+            body["tools"] = [{"type": "function", "function": tool} for tool in options.tools]
+    else:
+        body["prompt"] = turn.prompt
+    if options.include_usage or options.continuous_usage:
+        stream_options: dict = {"include_usage": True}
+        if options.continuous_usage:
+            stream_options["continuous_usage_stats"] = True
+        body["stream_options"] = stream_options
+    return common_options(body, turn, options)
+
+
+def chat_body(
+    model: str, turn: PlannedTurn, messages: list[dict] | None, options: RequestOptions
+) -> dict:
+    """A streamed ``/v1/chat/completions`` body that asks for usage."""
+    return _body("chat", model, turn, messages, options)
+
+
+def completions_body(
+    model: str, turn: PlannedTurn, messages: list[dict] | None, options: RequestOptions
+) -> dict:
+    """A streamed ``/v1/completions`` body: the turn's prompt alone."""
+    return _body("completions", model, turn, messages, options)
+
+
+CHAT = Protocol("chat", "/v1/chat/completions", chat_body, parse_chunk, bearer)
+COMPLETIONS = Protocol(
+    "completions", "/v1/completions", completions_body, parse_chunk, bearer, conversational=False
+)

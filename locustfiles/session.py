@@ -46,6 +46,7 @@ def scenario_meta(scenario: Scenario) -> dict[str, Any]:
     return {
         "source": scenario.source,
         "api": scenario.api,
+        "model": scenario.model,
         "raw": scenario.raw,
         "load": asdict(scenario.load),
         "slo": [asdict(t) for t in scenario.slo.thresholds],

@@ -19,11 +19,21 @@ from gevent.pool import Pool
 from locust import User, task
 from locust.exception import StopUser
 
-from slogate.locustfiles.client import PreparedRequest, StreamClient, StreamResult, chat_messages
+from slogate.analysis.records import SessionRecord
+from slogate.locustfiles.client import (
+    PROTOCOLS,
+    PreparedRequest,
+    StreamClient,
+    StreamResult,
+    chat_messages,
+)
 from slogate.locustfiles.lookahead import LookAhead
+from slogate.locustfiles.protocol import user_message
 from slogate.locustfiles.state import current_context
+from slogate.scenarios.model import PlannedTurn
 
 REQUEST_TYPE = "SSE"
+TOOL_RESULT = "The tool ran and found what was asked for; use it in the answer."
 
 
 class _ScenarioUser(User):
@@ -73,18 +83,61 @@ class SlogateUser(_ScenarioUser):
     def converse(self) -> None:
         client = self.ctx.client(self.scenario, concurrency=self.ctx.timeline.max_users())
         conversation = self.planner.conversation()
-        chat = self.scenario.api == "chat"
-        history: list[dict[str, str]] = []
+        chat = PROTOCOLS[self.scenario.api].conversational
+        history: list[dict] = []
         for turn in conversation.turns:
             if turn.think_time_s > 0:
                 gevent.sleep(turn.think_time_s)
-            messages = chat_messages(turn, history) if chat else None
-            result = self.send(client, client.prepare(turn, messages))
+            if self.scenario.agent is not None:
+                result = self.agent_turn(client, turn, history)
+            else:
+                messages = chat_messages(turn, history) if chat else None
+                result = self.send(client, client.prepare(turn, messages))
             if not result.record.ok:
                 return
             if chat:
-                history.append({"role": "user", "content": turn.user_text})
+                history.append(user_message(turn))
                 history.append({"role": "assistant", "content": result.text})
+
+    def agent_turn(
+        self, client: StreamClient, turn: PlannedTurn, history: list[dict]
+    ) -> StreamResult:
+        """One user message played as an agent: every reply that calls tools is
+        answered after the step's tool latency (the calls of one reply run in
+        parallel) and the conversation goes on, until a reply without a tool
+        call or the step limit. The session's steps and time to the final
+        answer are recorded; the next user message's history keeps only the
+        final answer."""
+        agent = self.scenario.agent
+        assert agent is not None
+        messages = chat_messages(turn, history)
+        result = self.send(client, client.prepare(turn, messages))
+        start_ns = result.record.start_ns
+        steps = 1
+        while True:
+            record = result.record
+            if not record.ok or not result.tool_calls or steps >= agent.max_steps:
+                break
+            gevent.sleep(turn.tool_latencies_s[steps - 1])
+            messages = [
+                *messages,
+                {
+                    "role": "assistant",
+                    "content": result.text or None,
+                    "tool_calls": result.tool_calls,
+                },
+                *(
+                    {"role": "tool", "tool_call_id": call["id"], "content": TOOL_RESULT}
+                    for call in result.tool_calls
+                ),
+            ]
+            result = self.send(client, client.prepare(turn, messages))
+            steps += 1
+        outcome = "failed" if not record.ok else "unfinished" if result.tool_calls else "answered"
+        self.ctx.record_session(
+            self.scenario.name, SessionRecord(steps, start_ns, record.end_ns, outcome)
+        )
+        return result
 
 
 class OpenLoopUser(_ScenarioUser):

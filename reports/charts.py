@@ -25,6 +25,11 @@ CURVES = {
     "tpot": ("TPOT", ()),
     "e2e": ("E2E", ("e2e_sched",)),
 }
+# drawn when requests reasoned: the answer's latencies beside the headline ones
+ANSWER_CURVES = {
+    "ttfa": ("TTFA (first answer token) vs TTFT", ("ttft", "reasoning")),
+    "answer_itl": ("ITL of the answer vs all output", ("itl",)),
+}
 LABELS = {
     "ttft": "TTFT from send",
     "ttft_sched": "TTFT from schedule",
@@ -33,6 +38,12 @@ LABELS = {
     "tpot": "TPOT",
     "e2e": "E2E from send",
     "e2e_sched": "E2E from schedule",
+    "ttfa": "TTFA (first answer token)",
+    "reasoning": "reasoning time",
+    "answer_itl": "ITL, answer",
+    "answer_tpot": "TPOT, answer",
+    "ttftc": "time to first tool-call token",
+    "session": "agent session, to the final answer",
 }
 
 
@@ -55,7 +66,10 @@ def percentile_charts(
     charts = []
     histograms = run.overall(scenario).histograms
     base = baseline.overall(scenario).histograms if baseline is not None else None
-    for metric, (title, extras) in CURVES.items():
+    curves = dict(CURVES)
+    if "reasoning" in histograms:
+        curves |= ANSWER_CURVES
+    for metric, (title, extras) in curves.items():
         series = [
             Series(LABELS[name], percentile_curve(histograms.histogram(name)), dashed=i > 0)
             for i, name in enumerate((metric, *extras))

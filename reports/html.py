@@ -52,6 +52,8 @@ def metric_value(value: float | None, metric: str) -> str:
         return f"{num(value)} ms"
     if metric in ("error_rate", "goodput"):
         return percent(value, 3)
+    if metric.endswith("_tokens"):
+        return f"{num(value)} tokens"
     return f"{num(value)}/s"
 
 

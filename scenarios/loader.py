@@ -36,27 +36,49 @@ from slogate.scenarios.schema import (
     optional,
     required,
 )
-from slogate.scenarios.sections import read_load, read_request, read_slo, read_timeouts
+from slogate.scenarios.sections import (
+    read_agent,
+    read_images,
+    read_load,
+    read_request,
+    read_slo,
+    read_timeouts,
+)
 from slogate.scenarios.units import parse_duration
 from slogate.scenarios.workloads import ConversationsWorkload, TraceWorkload, read_workload
 from slogate.scenarios.workloads.chat import ChatWorkload
+from slogate.scenarios.workloads.embed import EmbedWorkload
 
 BUILTIN_DIR = Path(__file__).resolve().parent
-BUILTINS = ("chat", "rag", "code", "mixed", "azure-conv", "azure-code")
+BUILTINS = (
+    "chat",
+    "rag",
+    "code",
+    "reasoning",
+    "agent",
+    "embeddings",
+    "vision",
+    "mixed",
+    "azure-conv",
+    "azure-code",
+)
 OVERRIDES = ("users", "spawn_rate", "rate", "duration", "warmup", "seed")
 FLAT_LOAD_OVERRIDES = ("users", "spawn_rate", "rate", "duration")
 
 SCENARIO_FIELDS = {
     "name": optional(NAME),
     "description": optional(TEXT),
-    "api": optional(choice("chat", "completions"), "chat"),
+    "api": optional(choice("chat", "completions", "responses", "messages", "embeddings"), "chat"),
     "model": optional(TEXT, "auto"),
+    "engine_profile": optional(TEXT),
     "seed": optional(integer(ge=0), 0),
     "workload": Field(read_workload, REQUIRED, nested=True),
     "load": optional(MAPPING, {}),
     "request": nested(read_request, {}),
     "timeouts": nested(read_timeouts, {}),
     "slo": nested(read_slo, {}),
+    "agent": nested(read_agent),
+    "images": nested(read_images),
 }
 MIX_FIELDS = {
     "name": optional(NAME),
@@ -67,6 +89,7 @@ MIX_FIELDS = {
 }
 MEMBER_FIELDS = {
     "file": required(TEXT),
+    "model": optional(TEXT),
     "weight": optional(number(ge=0), 1.0),
     "name": optional(NAME),
 }
@@ -252,6 +275,9 @@ def _scenario(
         load = read_load(load_reader or reader, load_raw, "load", trace)
     if load is not None:
         _check_conversations(reader, f["api"], workload, load)
+    _check_agent(reader, f["api"], f["agent"], f["request"], load)
+    if f["images"] is not None and f["api"] != "chat":
+        reader.problem("images", f"images are sent with api: chat, got api: {f['api']}")
     if len(reader.problems) > before or load is None:
         return None
     return Scenario(
@@ -264,16 +290,41 @@ def _scenario(
         timeouts=f["timeouts"],
         slo=f["slo"],
         seed=f["seed"],
+        engine_profile=f["engine_profile"],
+        agent=f["agent"],
+        images=f["images"],
         source=str(file),
         raw={**raw, "load": load_raw},
     )
 
 
+def _check_agent(reader: Reader, api: str, agent: Any, request: Any, load: LoadSpec | None) -> None:
+    """An agent loop answers chat tool calls, step after step: it needs api: chat,
+    tools to call, and closed-loop users (an open-loop arrival is one request)."""
+    if agent is None:
+        return
+    if api != "chat":
+        reader.problem("agent", f"an agent loop needs api: chat, got api: {api}")
+    if request is not None and not request.tools:
+        reader.problem("request.tools", "an agent loop needs tools: set request.tools >= 1")
+    if load is not None and load.open_loop:
+        reader.problem("agent", "an agent loop runs in closed loop: use load.users, not rate")
+
+
 def _check_turns(reader: Reader, api: str, workload: Any) -> None:
+    """The API and the workload must fit: conversations need a chat-like API,
+    embedding batches the embeddings API and nothing else."""
     if api == "completions" and isinstance(workload, ChatWorkload) and workload.turns.upper > 1:
         reader.problem(
             "workload.turns",
             "multi-turn conversations need api: chat; set turns: 1 for the completions API",
+        )
+    embed = isinstance(workload, EmbedWorkload)
+    if workload is not None and embed != (api == "embeddings"):
+        reader.problem(
+            "api" if embed else "workload.kind",
+            "the embed workload and api: embeddings go together "
+            f"(got api: {api}, workload kind: {workload.kind})",
         )
 
 
@@ -321,7 +372,12 @@ def _load_mix(file: Path, raw: dict, notes: dict[str, str]) -> list[Scenario]:
         raise ScenarioError(list(dict.fromkeys(problems)))
     total = sum(entry["weight"] for _, entry, _ in scenarios)
     return [
-        replace(s, name=entry["name"] or s.name, weight=entry["weight"] / total)
+        replace(
+            s,
+            name=entry["name"] or s.name,
+            weight=entry["weight"] / total,
+            model=entry["model"] or s.model,
+        )
         for _, entry, s in scenarios
     ]
 

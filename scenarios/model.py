@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Api = Literal["chat", "completions"]
+Api = Literal["chat", "completions", "responses", "messages", "embeddings"]
 Arrival = Literal["poisson", "gamma", "constant", "trace"]
 
 
@@ -35,6 +35,10 @@ class PlannedTurn:
     arrival_s: float | None = None  # open loop: offset from the start of the run
     prefix_id: str | None = None
     history: tuple[tuple[str, str], ...] | None = None
+    inputs: tuple[str, ...] = ()  # embeddings: the batch of texts one request embeds
+    # agents: how long each tool call of this turn takes to answer, in order
+    tool_latencies_s: tuple[float, ...] = ()
+    images: tuple[str, ...] = ()  # vision: data: URLs sent with the user text
 
     @property
     def prompt(self) -> str:
@@ -100,6 +104,13 @@ class RequestOptions:
     # "server" (a counter the load side injects, e.g. the engine's /tokenize),
     # or "estimate" (calibrated chars per token)
     tokenizer: str = "local"
+    # reasoning inside the content (a server without a reasoning parser): the
+    # opening and closing tags, or None to take all content as answer; and
+    # whether the chat template opens the block itself (only the close streams)
+    think_tags: tuple[str, str] | None = ("<think>", "</think>")
+    think_starts_inside: bool = False
+    # tool definitions sent with every request: {"name", "description", "parameters"}
+    tools: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +122,9 @@ class Timeouts:
 
 @dataclass(frozen=True, slots=True)
 class Threshold:
-    """One SLO: ``metric`` (ttft_ms, itl_ms, tpot_ms, e2e_ms, error_rate,
+    """One SLO: ``metric`` (ttft_ms, itl_ms, tpot_ms, e2e_ms, the answer's
+    ttfa_ms, reasoning_ms, answer_itl_ms, answer_tpot_ms, the per-request
+    counts reasoning_tokens, answer_tokens, output_tokens, error_rate,
     requests_per_s, output_tokens_per_s, goodput) at ``stat`` (p50..p999, max,
     mean, rate, min) must be <= ``limit`` (``kind == "max"``) or >= it (``"min"``)."""
 
@@ -125,6 +138,7 @@ class Threshold:
 class GoodputSpec:
     min_fraction: float | None = None
     ttft_ms: float | None = None
+    ttfa_ms: float | None = None
     tpot_ms: float | None = None
     e2e_ms: float | None = None
 
@@ -133,6 +147,27 @@ class GoodputSpec:
 class SloSpec:
     thresholds: tuple[Threshold, ...] = ()
     goodput: GoodputSpec | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ImageSpec:
+    """Images per request (with the first turn of a conversation), made locally
+    at one resolution and format."""
+
+    count: int
+    width: int
+    height: int
+    format: str = "jpeg"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    """An agent loop: the client answers each tool call after the tool's latency
+    (a distribution in seconds) and sends the next step, until the model answers
+    without a tool call or ``max_steps`` requests were sent."""
+
+    max_steps: int
+    tool_latency_s: Any  # scenarios' own distribution object
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,5 +185,9 @@ class Scenario:
     slo: SloSpec
     seed: int = 0
     weight: float = 1.0
+    # the simulated engine's profile when no --host is given (a reasoning model)
+    engine_profile: str | None = None
+    agent: AgentSpec | None = None
+    images: ImageSpec | None = None
     source: str = ""
     raw: dict[str, Any] = field(default_factory=dict)

@@ -17,12 +17,14 @@ from collections.abc import Iterator
 import numpy as np
 
 from slogate.scenarios.arrivals import arrival_events, has_arrivals
+from slogate.scenarios.images import image_pool
 from slogate.scenarios.model import Conversation, PlannedTurn, Scenario
 from slogate.scenarios.text import TokenCounter, make_writer
 from slogate.scenarios.workloads import Context, TraceWorkload
 
 STREAM_TAG = 0
 ARRIVALS_TAG = 2  # Context.shared_rng uses 1
+EXTRAS_TAG = 3  # agent tool latencies and image picks
 
 
 def prepare_text(scenario: Scenario) -> None:
@@ -54,12 +56,28 @@ class Planner:
         writer = make_writer(scenario.workload.corpus, scenario.request.tokenizer, count_tokens)
         rng = np.random.default_rng([*self._entropy, STREAM_TAG, stream])
         self._kind = scenario.workload.planner(Context(scenario, writer, rng, self._entropy))
+        self._extras_rng = np.random.default_rng([*self._entropy, EXTRAS_TAG, stream])
         self._next = 0
 
     def conversation(self) -> Conversation:
         """The next conversation (chat: several turns; other kinds: one)."""
         index = self._take_index()
-        return Conversation(self.scenario.name, index, self._kind.conversation(index))
+        turns = self._kind.conversation(index)
+        if self.scenario.images is not None and turns:
+            turns = (self._with_images(turns[0]), *turns[1:])
+        agent = self.scenario.agent
+        if agent is not None:  # each turn's tool latencies, drawn up front (seeded)
+            turns = tuple(
+                dataclasses.replace(
+                    turn,
+                    tool_latencies_s=tuple(
+                        float(s)
+                        for s in agent.tool_latency_s.sample(self._extras_rng, agent.max_steps)
+                    ),
+                )
+                for turn in turns
+            )
+        return Conversation(self.scenario.name, index, turns)
 
     def arrivals(self, rate_scale: float = 1.0) -> Iterator[PlannedTurn]:
         """This stream's open-loop requests, ``arrival_s`` increasing from the run's
@@ -72,7 +90,17 @@ class Planner:
         rng = np.random.default_rng([*self._entropy, ARRIVALS_TAG])
         for arrival_s, event in arrival_events(load, trace, rng, self.stream, rate_scale):
             turn = self._kind.request(self._take_index(), event)
+            if self.scenario.images is not None:
+                turn = self._with_images(turn)
             yield dataclasses.replace(turn, arrival_s=arrival_s)
+
+    def _with_images(self, turn: PlannedTurn) -> PlannedTurn:
+        """The turn with the scenario's images, picked from the shared pool."""
+        spec = self.scenario.images
+        assert spec is not None
+        pool = image_pool(spec.width, spec.height, spec.format, self.seed)
+        picks = self._extras_rng.integers(0, len(pool), spec.count)
+        return dataclasses.replace(turn, images=tuple(pool[int(i)] for i in picks))
 
     def _take_index(self) -> int:
         index = self._next

@@ -8,9 +8,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+from slogate.scenarios.distributions import read_dist
 from slogate.scenarios.limits import MAX_IN_FLIGHT, MAX_RPS, MAX_SPAWN_RATE, MAX_USERS
 from slogate.scenarios.model import (
+    AgentSpec,
     GoodputSpec,
+    ImageSpec,
     LoadSpec,
     RateSpec,
     RequestOptions,
@@ -41,8 +44,37 @@ from slogate.scenarios.traces import Trace
 
 ARRIVALS = ("poisson", "gamma", "constant", "trace")
 TOKENIZERS = ("local", "server", "estimate")
-BODY_KEYS_WE_SET = ("model", "messages", "prompt", "stream", "stream_options", "max_tokens")
-LATENCY_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
+BODY_KEYS_WE_SET = (
+    "model",
+    "messages",
+    "prompt",
+    "input",
+    "system",
+    "stream",
+    "stream_options",
+    "max_tokens",
+    "max_output_tokens",
+    "tools",
+)
+LATENCY_METRICS = (
+    "ttft_ms",
+    "itl_ms",
+    "tpot_ms",
+    "e2e_ms",
+    "ttfa_ms",
+    "reasoning_ms",
+    "answer_itl_ms",
+    "answer_tpot_ms",
+    "ttftc_ms",
+    "session_ms",
+)
+COUNT_METRICS = (
+    "reasoning_tokens",
+    "answer_tokens",
+    "output_tokens",
+    "tool_arg_bytes",
+    "session_steps",
+)
 STATS = ("p50", "p90", "p95", "p99", "p999", "max", "mean")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -54,6 +86,22 @@ def _env_name(value: Any) -> str:
 
 
 ENV_NAME = Check("an environment variable name", _env_name)
+
+
+def _think_tags(value: Any) -> tuple[str, str] | None:
+    if value is False:
+        return None
+    if (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(tag, str) and tag.strip() for tag in value)
+        and value[0] != value[1]
+    ):
+        return value[0], value[1]
+    raise ValueError
+
+
+THINK_TAGS = Check("false, or [opening tag, closing tag] (two different strings)", _think_tags)
 
 # --- load -------------------------------------------------------------------
 
@@ -213,6 +261,9 @@ REQUEST_FIELDS = {
     "extra_body": optional(MAPPING, {}),
     "api_key_env": optional(ENV_NAME, "OPENAI_API_KEY"),
     "tokenizer": optional(TEXT, "local"),
+    "think_tags": optional(THINK_TAGS, ("<think>", "</think>")),
+    "think_starts_inside": optional(BOOLEAN, False),
+    "tools": optional(integer(ge=0, le=128), 0),
 }
 
 
@@ -227,11 +278,33 @@ def read_request(reader: Reader, value: Any, path: str) -> RequestOptions | None
             f"expected fields the load side does not set itself; remove {', '.join(clashes)}",
         )
         return None
+    f["tools"] = tool_definitions(f["tools"])
     if f["tokenizer"] not in TOKENIZERS:
         f["tokenizer"] = tokenizer_path(reader, f["tokenizer"], join(path, "tokenizer"))
         if f["tokenizer"] is None:
             return None
     return RequestOptions(**f)
+
+
+TOOL_SUBJECTS = ("weather", "stock_price", "search_docs", "calendar", "translate", "convert_units")
+
+
+def tool_definitions(count: int) -> tuple[dict[str, Any], ...]:
+    """``count`` function tools, each with a one-string-argument JSON schema:
+    what an agent framework sends with every request (their tokens count)."""
+    return tuple(
+        {
+            "name": f"{TOOL_SUBJECTS[i % len(TOOL_SUBJECTS)]}_{i}",
+            "description": f"Look up {TOOL_SUBJECTS[i % len(TOOL_SUBJECTS)].replace('_', ' ')}"
+            " for the user's request and return the result as text.",
+            "parameters": {
+                "type": "object",
+                "properties": {"query": {"type": "string", "description": "what to look up"}},
+                "required": ["query"],
+            },
+        }
+        for i in range(count)
+    )
 
 
 def tokenizer_path(reader: Reader, value: str, path: str) -> str | None:
@@ -264,6 +337,34 @@ def read_timeouts(reader: Reader, value: Any, path: str) -> Timeouts | None:
     return Timeouts(connect_s=f["connect"], first_token_s=f["first_token"], stall_s=f["stall"])
 
 
+# --- agent ------------------------------------------------------------------
+
+AGENT_FIELDS = {
+    "max_steps": optional(integer(ge=1, le=100), 8),
+    "tool_latency_s": nested(
+        functools.partial(read_dist, least=0), {"dist": "lognormal", "median": 0.3, "p90": 1.2}
+    ),
+}
+
+
+IMAGE_FIELDS = {
+    "count": optional(integer(ge=1, le=64), 1),
+    "width": optional(integer(ge=16, le=8192), 1024),
+    "height": optional(integer(ge=16, le=8192), 768),
+    "format": optional(choice("jpeg", "png", "webp"), "jpeg"),
+}
+
+
+def read_images(reader: Reader, value: Any, path: str) -> ImageSpec | None:
+    f = reader.section(value, path, IMAGE_FIELDS)
+    return None if f is None else ImageSpec(f["count"], f["width"], f["height"], f["format"])
+
+
+def read_agent(reader: Reader, value: Any, path: str) -> AgentSpec | None:
+    f = reader.section(value, path, AGENT_FIELDS)
+    return None if f is None else AgentSpec(f["max_steps"], f["tool_latency_s"])
+
+
 # --- slo --------------------------------------------------------------------
 
 LATENCY_FIELDS = {stat: optional(number(gt=0)) for stat in STATS}
@@ -271,9 +372,11 @@ MINIMUM_FIELDS = {"min": required(number(gt=0))}
 GOODPUT_FIELDS = {
     "min": optional(number(ge=0, le=1)),
     "ttft_ms": optional(number(gt=0)),
+    "ttfa_ms": optional(number(gt=0)),
     "tpot_ms": optional(number(gt=0)),
     "e2e_ms": optional(number(gt=0)),
 }
+GOODPUT_LIMITS = ("ttft_ms", "ttfa_ms", "tpot_ms", "e2e_ms")
 
 
 def _latency(reader: Reader, value: Any, path: str) -> dict[str, float] | None:
@@ -290,20 +393,26 @@ def _goodput(reader: Reader, value: Any, path: str) -> GoodputSpec | None:
     f = reader.section(value, path, GOODPUT_FIELDS)
     if f is None:
         return None
-    if f["ttft_ms"] is None and f["tpot_ms"] is None and f["e2e_ms"] is None:
-        reader.problem(path, "expected at least one per-request limit: ttft_ms, tpot_ms or e2e_ms")
+    if all(f[key] is None for key in GOODPUT_LIMITS):
+        reader.problem(
+            path, f"expected at least one per-request limit: {', '.join(GOODPUT_LIMITS)}"
+        )
         return None
-    return GoodputSpec(
-        min_fraction=f["min"], ttft_ms=f["ttft_ms"], tpot_ms=f["tpot_ms"], e2e_ms=f["e2e_ms"]
-    )
+    return GoodputSpec(min_fraction=f["min"], **{key: f[key] for key in GOODPUT_LIMITS})
 
 
 SLO_FIELDS = {
-    **{metric: nested(_latency) for metric in LATENCY_METRICS},
+    **{metric: nested(_latency) for metric in (*LATENCY_METRICS, *COUNT_METRICS)},
     "error_rate": nested(lambda r, v, p: r.section(v, p, {"max": required(number(ge=0, le=1))})),
     "throughput": nested(
         lambda r, v, p: r.section(
-            v, p, {"requests_per_s": nested(_minimum), "output_tokens_per_s": nested(_minimum)}
+            v,
+            p,
+            {
+                "requests_per_s": nested(_minimum),
+                "output_tokens_per_s": nested(_minimum),
+                "input_tokens_per_s": nested(_minimum),
+            },
         )
     ),
     "goodput": nested(_goodput),
@@ -318,7 +427,7 @@ def read_slo(reader: Reader, value: Any, path: str) -> SloSpec | None:
         return None
     thresholds = [
         Threshold(metric, stat, limit)
-        for metric in LATENCY_METRICS
+        for metric in (*LATENCY_METRICS, *COUNT_METRICS)
         for stat, limit in (f[metric] or {}).items()
     ]
     if f["error_rate"]:

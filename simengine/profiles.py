@@ -50,6 +50,8 @@ WEIGHT_BYTES: Mapping[str, float] = {
     "int4": 0.5 + 2.0 / 128,
 }
 KV_BYTES: Mapping[str, int] = {"bf16": 2, "fp16": 2, "fp8": 1}
+ADAPTER_FIXED_LOAD_S = 0.05
+HOST_LINK_BYTES_PER_S = 25e9
 
 # Fields a profile name or file may set besides model, GPU, dtypes and tp.
 ENGINE_SETTINGS = (
@@ -60,6 +62,8 @@ ENGINE_SETTINGS = (
     "max_model_len",
     "enable_prefix_caching",
     "num_gpu_blocks",
+    "lora_adapters",
+    "lora_rank",
 )
 
 
@@ -116,6 +120,12 @@ class ModelSpec:
     tied_embeddings: bool
     max_model_len: int
     dtype: str = "bf16"
+    # a reasoning model: its thinking length in tokens, lognormal (median, p90)
+    reasoning: tuple[float, float] | None = None
+    # an embedding model (served on /v1/embeddings only): its vector's size
+    embedding_dimensions: int | None = None
+    # a vision model: (encoder parameters, patch pixels, patches merged per side)
+    vision: tuple[float, int, int] | None = None
 
     @classmethod
     def from_mapping(cls, key: str, data: Mapping[str, Any]) -> ModelSpec:
@@ -133,6 +143,13 @@ class ModelSpec:
                 tied_embeddings=bool(data.get("tied_embeddings", False)),
                 max_model_len=int(data["max_model_len"]),
                 dtype=str(data.get("dtype", "bf16")),
+                reasoning=_reasoning(key, data.get("reasoning")),
+                vision=_vision(key, data.get("vision")),
+                embedding_dimensions=(
+                    None
+                    if data.get("embedding_dimensions") is None
+                    else int(data["embedding_dimensions"])
+                ),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ProfileError(f"model {key!r}: bad or missing field: {exc}") from exc
@@ -193,6 +210,29 @@ class Efficiency:
         return eff
 
 
+def _reasoning(key: str, value: Any) -> tuple[float, float] | None:
+    """A reasoning model's ``reasoning: {median: N, p90: M}`` thinking tokens."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or set(value) != {"median", "p90"}:
+        raise ProfileError(f"model {key!r}: reasoning must be {{median: N, p90: M}}, got {value!r}")
+    median, p90 = float(value["median"]), float(value["p90"])
+    if not 1 <= median < p90:
+        raise ProfileError(f"model {key!r}: reasoning needs 1 <= median < p90, got {value!r}")
+    return median, p90
+
+
+def _vision(key: str, value: Any) -> tuple[float, int, int] | None:
+    """A vision model's ``vision: {encoder_params, patch_px, merge}``."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or set(value) != {"encoder_params", "patch_px", "merge"}:
+        raise ProfileError(
+            f"model {key!r}: vision must be {{encoder_params, patch_px, merge}}, got {value!r}"
+        )
+    return float(value["encoder_params"]), int(value["patch_px"]), int(value["merge"])
+
+
 def _read_yaml(name: str) -> dict[str, Any]:
     text = resources.files("slogate.simengine").joinpath("profiles", name).read_text("utf-8")
     return yaml.safe_load(text)
@@ -223,6 +263,9 @@ class Profile:
     max_model_len: int | None = None
     enable_prefix_caching: bool = True
     num_gpu_blocks: int | None = None  # overrides the computed capacity (tests, what-ifs)
+    # LoRA adapters served beside the base model (vLLM --lora-modules): lora-0..N-1
+    lora_adapters: int = 0
+    lora_rank: int = 16
     efficiency: Efficiency = field(default_factory=default_efficiency)
 
     def __post_init__(self) -> None:
@@ -271,6 +314,27 @@ class Profile:
         if self.weight_dtype in ("fp8", "int8") and self.weight_dtype in self.gpu.flops_per_s:
             return self.weight_dtype
         return "bf16"
+
+    # -- LoRA adapters ------------------------------------------------------------------
+    @property
+    def adapter_names(self) -> tuple[str, ...]:
+        return tuple(f"lora-{i}" for i in range(self.lora_adapters))
+
+    @property
+    def adapter_bytes(self) -> int:
+        """One adapter's weights: rank x (inputs + outputs) of every per-layer
+        matrix (attention projections and MLP), in the weights' 16-bit type."""
+        m = self.model
+        q, kv = m.heads * m.head_dim, m.kv_heads * m.head_dim
+        per_layer = (m.hidden + q) * 2 + (m.hidden + kv) * 2 + (m.hidden + m.intermediate) * 3
+        return self.lora_rank * per_layer * m.layers * 2
+
+    @property
+    def adapter_load_s(self) -> float:
+        """Loading an adapter on first use: its bytes over a PCIe 4.0 x16 host
+        link, plus the engine's fixed cost of reading and registering it (both
+        assumptions: vLLM reads the safetensors from local disk)."""
+        return ADAPTER_FIXED_LOAD_S + self.adapter_bytes / HOST_LINK_BYTES_PER_S
 
     # -- scheduler settings with vLLM's per-GPU defaults ---------------------------
     @property

@@ -1,10 +1,12 @@
 """The HTTP face of the simulated engine: vLLM's OpenAI-compatible routes.
 
-Routes: ``POST /v1/chat/completions``, ``POST /v1/completions`` (streaming and
-not), ``GET /v1/models``, ``POST /tokenize``, ``GET /health``, ``GET /metrics``,
-and for tests and benchmarks ``GET|POST|DELETE /admin/faults`` and
-``GET /admin/stats[?reset=1]``. Request validation, error bodies and stream
-shapes follow vLLM, so a client that works here meets no surprise there.
+Routes: ``POST /v1/chat/completions``, ``POST /v1/completions``, the OpenAI
+Responses API ``POST /v1/responses`` and the Anthropic Messages API
+``POST /v1/messages`` (streaming and not), ``GET /v1/models``,
+``POST /tokenize``, ``GET /health``, ``GET /metrics``, and for tests and
+benchmarks ``GET|POST|DELETE /admin/faults`` and ``GET /admin/stats[?reset=1]``.
+Request validation, error bodies and stream shapes follow vLLM (and Anthropic
+for messages), so a client that works here meets no surprise there.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -28,28 +30,55 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from slogate.simengine import text
 from slogate.simengine.config import EngineConfig, build_config
+from slogate.simengine.embeddings import (
+    EmbeddingError,
+    embed,
+    embedding_reply,
+    input_texts,
+    tokenize_inputs,
+)
 from slogate.simengine.engine import Engine, TokenStream
 from slogate.simengine.faults import FaultError, FaultInjector, FaultPlan
 from slogate.simengine.kvcache import block_hashes
+from slogate.simengine.messages_sse import MessagesEncoder
 from slogate.simengine.profiles import DEFAULT_PROFILE
-from slogate.simengine.sampling import plan_output
+from slogate.simengine.replies import Reply, whole_body
+from slogate.simengine.requests import (
+    ID_PREFIXES,
+    ApiError,
+    anthropic_messages,
+    chat_messages,
+    int_field,
+    output_limit,
+    planned_tool_call,
+    responses_messages,
+    thinking_enabled,
+)
+from slogate.simengine.responses_sse import ResponsesEncoder
+from slogate.simengine.sampling import EosDistribution, plan_output
 from slogate.simengine.scheduler import Sequence
-from slogate.simengine.sse import ChunkEncoder, SseStream
+from slogate.simengine.sse import ChunkEncoder, Encoder, SseStream
+from slogate.simengine.vision import ImageError, image_urls, vision_cost
 
 READY_PREFIX = "SIMENGINE_READY "  # the stdout line launch.py waits for
 
 
-class ApiError(Exception):
-    """An error answered as ``{"error": {...}}`` with an HTTP status."""
+ANTHROPIC_ERRORS = {
+    400: "invalid_request_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+    500: "api_error",
+    503: "overloaded_error",
+}
 
-    def __init__(self, status: int, message: str, kind: str = "BadRequestError") -> None:
-        super().__init__(message)
-        self.status = status
-        self.kind = kind
 
-
-def error_response(status: int, message: str, kind: str) -> web.Response:
-    body = {"error": {"message": message, "type": kind, "param": None, "code": status}}
+def error_response(status: int, message: str, kind: str, api: str = "chat") -> web.Response:
+    """An error body in the API's shape (OpenAI's, or Anthropic's for messages)."""
+    if api == "messages":
+        error = {"type": ANTHROPIC_ERRORS.get(status, "api_error"), "message": message}
+        body: dict[str, Any] = {"type": "error", "error": error}
+    else:
+        body = {"error": {"message": message, "type": kind, "param": None, "code": status}}
     return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
 
 
@@ -64,11 +93,24 @@ class State:
     rng: random.Random
     pool: ThreadPoolExecutor
     created: int
+    loaded_adapters: dict[str, asyncio.Future[None]] = field(default_factory=dict)
 
     @property
     def model_names(self) -> frozenset[str]:
         profile = self.config.profile
-        return frozenset({self.config.model_name, profile.model.hf_id, profile.model.key})
+        base = {self.config.model_name, profile.model.hf_id, profile.model.key}
+        return frozenset({*base, *profile.adapter_names})
+
+    async def adapter(self, name: str) -> None:
+        """Return once LoRA adapter ``name`` is loaded: the first request for it
+        waits the profile's load time (requests meanwhile wait with it), later
+        ones nothing."""
+        ready = self.loaded_adapters.get(name)
+        if ready is None:
+            ready = self.loaded_adapters[name] = asyncio.get_running_loop().create_future()
+            load_s = self.config.profile.adapter_load_s / self.config.speedup
+            asyncio.get_running_loop().call_later(load_s, ready.set_result, None)
+        await asyncio.shield(ready)
 
     async def encode(self, chars: int, fn: Callable[..., list[int]], *args: Any) -> list[int]:
         """Tokenize inline when short, in the pool (GIL released) when long."""
@@ -91,34 +133,14 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     return body
 
 
-def _int_field(body: Mapping[str, Any], key: str, default: int | None, minimum: int) -> int | None:
-    value = body.get(key, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ApiError(400, f"{key} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise ApiError(400, "messages must be a non-empty list")
-    for message in messages:
-        if not isinstance(message, dict) or "role" not in message:
-            raise ApiError(400, "each message must be an object with a role")
-        try:
-            text.message_text(message.get("content"))
-        except ValueError as exc:
-            raise ApiError(400, str(exc)) from exc
-    return messages
+async def _chat_ids(state: State, messages: list[dict[str, Any]], add: bool) -> list[int]:
+    return await state.encode(text.prompt_chars(messages), text.encode_chat, messages, add)
 
 
 async def _prompt_ids(state: State, body: Mapping[str, Any], chat: bool) -> list[int]:
     if chat or "messages" in body:
-        messages = _messages(body)
-        add = bool(body.get("add_generation_prompt", True))
-        return await state.encode(text.prompt_chars(messages), text.encode_chat, messages, add)
+        messages = chat_messages(body)
+        return await _chat_ids(state, messages, bool(body.get("add_generation_prompt", True)))
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
         prompt = prompt[0]  # a batch of one
@@ -133,32 +155,107 @@ async def _prompt_ids(state: State, body: Mapping[str, Any], chat: bool) -> list
 
 # -- generation -----------------------------------------------------------------------
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    return await _generate(request, chat=True)
+    return await _generate(request, "chat")
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
-    return await _generate(request, chat=False)
+    return await _generate(request, "completions")
 
 
-async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
+async def responses(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, "responses")
+
+
+async def messages(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, "messages")
+
+
+async def _api_prompt_ids(state: State, body: Mapping[str, Any], api: str) -> list[int]:
+    if api == "responses":
+        return await _chat_ids(state, responses_messages(body), True)
+    if api == "messages":
+        return await _chat_ids(state, anthropic_messages(body), True)
+    return await _prompt_ids(state, body, api == "chat")
+
+
+def reasoning_length(state: State, body: Mapping[str, Any], api: str, output_tokens: int) -> int:
+    """How many of the output's first tokens are reasoning: the model's
+    distribution, leaving at least one answer token (the reasoning model's
+    budget is the output limit, as with vLLM's ``max_tokens``)."""
+    spread = state.config.profile.model.reasoning
+    if spread is None or output_tokens < 2 or not thinking_enabled(body, api):
+        return 0
+    drawn = EosDistribution(*spread).sample(state.rng)
+    return min(drawn, output_tokens - 1)
+
+
+def _check_model(state: State, body: Mapping[str, Any], embedding: bool) -> None:
+    """The request names this engine's model (or none), and the model does what
+    the route asks: generation, or embeddings."""
+    model = body.get("model")
+    if model is not None and model not in state.model_names:
+        raise ApiError(404, f"The model `{model}` does not exist.", "NotFoundError")
+    is_embedding = state.config.profile.model.embedding_dimensions is not None
+    if is_embedding != embedding:
+        task = "embeddings" if embedding else "generation"
+        raise ApiError(400, f"The model `{state.config.model_name}` does not support {task}.")
+
+
+async def embeddings(request: web.Request) -> web.Response:
     state = request.app[STATE]
     try:
         body = await _json_body(request)
-        model = body.get("model")
-        if model is not None and model not in state.model_names:
-            raise ApiError(404, f"The model `{model}` does not exist.", "NotFoundError")
+        _check_model(state, body, embedding=True)
+        inputs = input_texts(body)
+        chars = sum(len(item) for item in inputs)
+        ids = await state.encode(chars, tokenize_inputs, inputs)
+        max_len = state.engine.scheduler.max_model_len
+        too_long = next((i for i, t in enumerate(ids) if len(t) > max_len), None)
+        if too_long is not None:
+            raise ApiError(
+                400, f"input[{too_long}] has {len(ids[too_long])} tokens; the limit is {max_len}"
+            )
+    except EmbeddingError as exc:
+        return error_response(400, str(exc), "BadRequestError")
+    except ApiError as exc:
+        return error_response(exc.status, str(exc), exc.kind)
+    faults = state.faults.draw(1)
+    if faults.header_delay_s:
+        await asyncio.sleep(faults.header_delay_s)
+    if faults.http_status is not None:
+        return error_response(faults.http_status, "simulated failure (fault injection)", "Error")
+    await embed(state.engine, ids)
+    model = state.config.profile.model
+    reply = embedding_reply(
+        state.config.model_name,
+        model.embedding_dimensions or 0,
+        sum(map(len, ids)),
+        len(ids),
+        str(body.get("encoding_format") or "float"),
+    )
+    return web.Response(body=reply, content_type="application/json")
+
+
+async def _generate(request: web.Request, api: str) -> web.StreamResponse:
+    state = request.app[STATE]
+    try:
+        body = await _json_body(request)
+        _check_model(state, body, embedding=False)
+        if body.get("model") in state.config.profile.adapter_names:
+            await state.adapter(body["model"])
         if body.get("n") not in (None, 1):
             raise ApiError(400, "the simulated engine supports n=1 only")
-        if chat:
-            max_tokens = _int_field(body, "max_completion_tokens", None, 1)
-            if max_tokens is None:
-                max_tokens = _int_field(body, "max_tokens", None, 1)
-        else:
-            max_tokens = _int_field(body, "max_tokens", 16, 1)  # vLLM/OpenAI default
-        min_tokens = _int_field(body, "min_tokens", 0, 0) or 0
-        ids = await _prompt_ids(state, body, chat)
+        max_tokens = output_limit(body, api)
+        min_tokens = int_field(body, "min_tokens", 0, 0) or 0
+        ids = await _api_prompt_ids(state, body, api)
         if not ids:
             raise ApiError(400, "the prompt is empty")
+        try:
+            urls = image_urls(body.get("messages") or []) if api == "chat" else []
+            image_ids, encoder_s = vision_cost(state.config.profile, urls)
+        except ImageError as exc:
+            raise ApiError(400, str(exc)) from exc
+        ids = ids + image_ids
         max_len = state.engine.scheduler.max_model_len
         limit = max_len - len(ids) if max_tokens is None else max_tokens
         if limit < 1 or len(ids) + limit > max_len:
@@ -172,7 +269,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         if min_tokens > limit:
             raise ApiError(400, f"min_tokens ({min_tokens}) must be <= max_tokens ({limit})")
     except ApiError as exc:
-        return error_response(exc.status, str(exc), exc.kind)
+        return error_response(exc.status, str(exc), exc.kind, api)
 
     config = state.config
     plan = plan_output(
@@ -182,51 +279,78 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         min_tokens=min_tokens,
         ignore_eos=bool(body.get("ignore_eos")),
     )
+    thinking = reasoning_length(state, body, api, plan.tokens)
     faults = state.faults.draw(plan.tokens)
     if faults.header_delay_s:
         await asyncio.sleep(faults.header_delay_s)
     if faults.http_status is not None:
         kinds = {429: "RateLimitError", 500: "InternalServerError", 503: "ServiceUnavailableError"}
         return error_response(
-            faults.http_status, "simulated failure (fault injection)", kinds[faults.http_status]
+            faults.http_status,
+            "simulated failure (fault injection)",
+            kinds[faults.http_status],
+            api,
         )
 
+    if encoder_s:
+        await asyncio.sleep(encoder_s / config.speedup)  # the vision encoder, per image tile
     profile = config.profile
     hashes = block_hashes(ids, profile.block_size) if profile.enable_prefix_caching else ()
-    request_id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+    request_id = ID_PREFIXES[api] + uuid.uuid4().hex
     seq = Sequence(
         request_id, len(ids), plan.tokens, stops_at_eos=plan.stops_at_eos, prompt_hashes=hashes
     )
     text_start = state.rng.choice(state.prose.word_starts)
     try:
         if body.get("stream"):
-            options = body.get("stream_options") or {}
-            encoder = ChunkEncoder(
-                chat=chat,
-                request_id=request_id,
-                created=int(time.time()),
-                model=config.model_name,
-                prompt_tokens=seq.prompt_len,
-                continuous_usage=bool(options.get("continuous_usage_stats")),
-            )
             sink = SseStream(
                 seq,
-                encoder=encoder,
+                encoder=_encoder(api, body, state, seq, thinking),
                 prose=state.prose,
                 text_start=text_start,
                 interval=config.stream_interval,
-                include_usage=bool(options.get("include_usage")),
                 faults=faults,
+                reasoning_tokens=thinking,
             )
             state.engine.submit(seq)
             return await _stream(request, sink)
         tokens = TokenStream(seq)
         state.engine.submit(seq)
-        return await _whole(request, state, tokens, faults, chat, request_id, text_start)
+        reply = Reply(api, request_id, text_start, thinking)
+        return await _whole(request, state, tokens, faults, reply)
     except ConnectionResetError:  # the client went away
         return web.Response(status=499)  # never sent: the connection is gone
     finally:
         state.engine.abort(seq)  # no-op when finished; frees blocks if the client left
+
+
+def _encoder(
+    api: str, body: Mapping[str, Any], state: State, seq: Sequence, thinking: int
+) -> Encoder:
+    """The event shapes of ``api`` for one streamed request."""
+    model = state.config.model_name
+    if api == "responses":
+        return ResponsesEncoder(
+            request_id=seq.request_id,
+            created=int(time.time()),
+            model=model,
+            prompt_tokens=seq.prompt_len,
+            reasoning_tokens=thinking,
+        )
+    if api == "messages":
+        return MessagesEncoder(request_id=seq.request_id, model=model, prompt_tokens=seq.prompt_len)
+    options = body.get("stream_options") or {}
+    return ChunkEncoder(
+        tool=planned_tool_call(body, api),
+        chat=api == "chat",
+        request_id=seq.request_id,
+        created=int(time.time()),
+        model=model,
+        prompt_tokens=seq.prompt_len,
+        continuous_usage=bool(options.get("continuous_usage_stats")),
+        include_usage=bool(options.get("include_usage")),
+        reasoning_tokens=thinking,
+    )
 
 
 async def _stream(request: web.Request, sink: SseStream) -> web.StreamResponse:
@@ -245,13 +369,7 @@ async def _stream(request: web.Request, sink: SseStream) -> web.StreamResponse:
 
 
 async def _whole(
-    request: web.Request,
-    state: State,
-    tokens: TokenStream,
-    faults: FaultPlan,
-    chat: bool,
-    request_id: str,
-    text_start: int,
+    request: web.Request, state: State, tokens: TokenStream, faults: FaultPlan, reply: Reply
 ) -> web.StreamResponse:
     """A non-streamed reply, sent when the sequence is done (or its fault strikes)."""
     seq = tokens.seq
@@ -261,7 +379,7 @@ async def _whole(
         await asyncio.sleep(faults.stall_s)
     if stop_at == faults.error_at:
         return error_response(
-            500, "simulated engine error (fault injection)", "InternalServerError"
+            500, "simulated engine error (fault injection)", "InternalServerError", reply.api
         )
     if stop_at == faults.cut_at:
         response = web.StreamResponse()
@@ -270,29 +388,16 @@ async def _whole(
             request.transport.close()  # headers sent, body never ends
         return response
     # The EOS token, when the sequence stops on it, has no text.
-    content = state.prose.text_slice(text_start, seq.max_output - (1 if seq.stops_at_eos else 0))
-    if chat:
-        choice: dict[str, Any] = {
-            "index": 0,
-            "message": {"role": "assistant", "content": content, "tool_calls": []},
-        }
-    else:
-        choice = {"index": 0, "text": content}
-    choice.update(logprobs=None, finish_reason=seq.finish_reason, stop_reason=None)
-    body = orjson.dumps(
-        {
-            "id": request_id,
-            "object": "chat.completion" if chat else "text_completion",
-            "created": int(time.time()),
-            "model": state.config.model_name,
-            "choices": [choice],
-            "usage": {
-                "prompt_tokens": seq.prompt_len,
-                "total_tokens": seq.prompt_len + seq.output_len,
-                "completion_tokens": seq.output_len,
-            },
-        }
+    text_tokens = seq.max_output - (1 if seq.stops_at_eos else 0)
+    thinking = min(reply.reasoning_tokens, text_tokens)
+    prose = state.prose
+    reasoning = prose.text_slice(reply.text_start, thinking) if thinking else ""
+    answer = prose.text_slice(reply.text_start + thinking, text_tokens - thinking)
+    model = state.config.model_name
+    reply_body = whole_body(
+        reply, model, seq.prompt_len, seq.output_len, seq.finish_reason, reasoning, answer
     )
+    body = orjson.dumps(reply_body)
     if faults.malformed_at is not None:
         body = body[: len(body) // 2]
     return web.Response(body=body, content_type="application/json")
@@ -312,7 +417,11 @@ async def models(request: web.Request) -> web.Response:
         "max_model_len": state.engine.scheduler.max_model_len,
         "permission": [],
     }
-    return web.json_response({"object": "list", "data": [card]}, dumps=_dumps)
+    adapters = [
+        {**card, "id": adapter, "root": f"/adapters/{adapter}", "parent": name}
+        for adapter in state.config.profile.adapter_names
+    ]
+    return web.json_response({"object": "list", "data": [card, *adapters]}, dumps=_dumps)
 
 
 async def tokenize(request: web.Request) -> web.Response:
@@ -405,6 +514,9 @@ def create_app(config: EngineConfig | None = None, *, manage_gc: bool = False) -
         [
             web.post("/v1/chat/completions", chat_completions),
             web.post("/v1/completions", completions),
+            web.post("/v1/responses", responses),
+            web.post("/v1/messages", messages),
+            web.post("/v1/embeddings", embeddings),
             web.get("/v1/models", models),
             web.post("/tokenize", tokenize),
             web.get("/health", health),

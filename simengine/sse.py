@@ -12,12 +12,19 @@ Chat (``/v1/chat/completions``): a role-only first chunk (``{"role":
 content chunk, then with ``stream_options.include_usage`` a ``"choices": []``
 chunk carrying usage, then ``data: [DONE]``. Completions: the same without the
 role chunk, with ``text`` instead of ``delta``. ``continuous_usage_stats`` adds
-cumulative usage to every chunk, as vLLM does.
+cumulative usage to every chunk, as vLLM does. A reasoning model's first
+tokens go out as ``reasoning_content`` deltas (vLLM with a reasoning parser),
+and usage then counts them in ``completion_tokens_details.reasoning_tokens``.
+The Responses and Messages APIs have encoders of their own
+(:mod:`slogate.simengine.responses_sse`, :mod:`slogate.simengine.messages_sse`)
+with the same methods, so :class:`SseStream` serves every API.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
+from typing import Protocol
 
 import orjson
 
@@ -27,15 +34,19 @@ from slogate.simengine.scheduler import Sequence
 from slogate.simengine.text import Prose
 
 DONE = b"data: [DONE]\n\n"
+_CONTROL_ESCAPE = re.compile(rb"\\(?:[nrtbf]|u[0-9a-fA-F]{4})")
 WRITE_BUFFER_LIMIT = 1 << 16  # above this the client lags: tokens merge into later chunks
 
 
-def _usage(prompt: int, completion: int) -> bytes:
-    return b'"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}' % (
+def _usage(prompt: int, completion: int, reasoning: int = 0) -> bytes:
+    usage = b'"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d' % (
         prompt,
         prompt + completion,
         completion,
     )
+    if reasoning:
+        usage += b',"completion_tokens_details":{"reasoning_tokens":%d}' % reasoning
+    return usage + b"}"
 
 
 def error_event(message: str, kind: str, code: int) -> bytes:
@@ -44,10 +55,50 @@ def error_event(message: str, kind: str, code: int) -> bytes:
     return b"data: " + orjson.dumps(body) + b"\n\n"
 
 
-class ChunkEncoder:
-    """Encodes one request's chunks; ``chat`` selects the chat shape."""
+def _argument_text(escaped: bytes) -> bytes:
+    """JSON-escaped prose made safe to sit inside a JSON string that is itself
+    inside a JSON string (tool-call arguments): no quotes, backslashes or
+    control characters left to escape twice."""
+    text = escaped.replace(b"\\\\", b"/").replace(b'\\"', b"'")
+    return _CONTROL_ESCAPE.sub(b" ", text)
 
-    __slots__ = ("_continuous", "_head", "_mid", "_prompt_tokens", "_role", "chat")
+
+class Encoder(Protocol):
+    """What :class:`SseStream` needs of an API's event shapes."""
+
+    def opening(self) -> bytes: ...
+
+    def content(
+        self,
+        escaped_text: bytes,
+        completion_tokens: int,
+        finish_reason: str | None,
+        reasoning: bool = False,
+    ) -> bytes: ...
+
+    def closing(self, completion_tokens: int, finish_reason: str) -> bytes: ...
+
+    def error(self, message: str) -> bytes: ...
+
+    def malformed(self) -> bytes: ...
+
+
+class ChunkEncoder:
+    """Encodes one request's chunks; ``chat`` selects the chat shape.
+    ``reasoning_tokens`` is how many of the first output tokens are reasoning."""
+
+    __slots__ = (
+        "_continuous",
+        "_head",
+        "_include_usage",
+        "_mid",
+        "_prompt_tokens",
+        "_reasoning_tokens",
+        "_role",
+        "_tool",
+        "_tool_started",
+        "chat",
+    )
 
     def __init__(
         self,
@@ -58,10 +109,17 @@ class ChunkEncoder:
         model: str,
         prompt_tokens: int,
         continuous_usage: bool,
+        include_usage: bool = True,
+        reasoning_tokens: int = 0,
+        tool: tuple[str, str] | None = None,
     ) -> None:
         self.chat = chat
+        self._tool = tool  # (call id, function name): the answer is this tool call
+        self._tool_started = False
         self._prompt_tokens = prompt_tokens
         self._continuous = continuous_usage
+        self._include_usage = include_usage
+        self._reasoning_tokens = reasoning_tokens
         obj = b"chat.completion.chunk" if chat else b"text_completion"
         self._head = b'data: {"id":%s,"object":"%s","created":%d,"model":%s,"choices":' % (
             orjson.dumps(request_id),
@@ -82,28 +140,76 @@ class ChunkEncoder:
 
     def _tail(self, completion_tokens: int) -> bytes:
         if self._continuous:
-            return b"," + _usage(self._prompt_tokens, completion_tokens) + b"}\n\n"
+            return b"," + self._usage(completion_tokens) + b"}\n\n"
         return b"}\n\n"
 
-    def role(self) -> bytes:
-        """Chat's first chunk, sent when the first token is ready."""
-        return self._role + self._tail(0)
+    def _usage(self, completion_tokens: int) -> bytes:
+        reasoning = min(completion_tokens, self._reasoning_tokens)
+        return _usage(self._prompt_tokens, completion_tokens, reasoning)
+
+    def opening(self) -> bytes:
+        """What precedes the first token: chat's role-only chunk."""
+        return self._role + self._tail(0) if self.chat else b""
 
     def content(
-        self, escaped_text: bytes, completion_tokens: int, finish_reason: str | None
+        self,
+        escaped_text: bytes,
+        completion_tokens: int,
+        finish_reason: str | None,
+        reasoning: bool = False,
     ) -> bytes:
-        """A chunk with JSON-escaped ``escaped_text``; ``completion_tokens`` is the
-        cumulative count (used only with continuous usage stats)."""
-        opening = b'[{"index":0,"delta":{"content":"' if self.chat else b'[{"index":0,"text":"'
+        """A chunk with JSON-escaped ``escaped_text`` (reasoning, or answer);
+        ``completion_tokens`` is the cumulative count (used only with
+        continuous usage stats)."""
+        if reasoning:
+            opening = b'[{"index":0,"delta":{"reasoning_content":"'
+        elif self._tool is not None:
+            return self._tool_chunk(escaped_text, completion_tokens, finish_reason)
+        elif self.chat:
+            opening = b'[{"index":0,"delta":{"content":"'
+        else:
+            opening = b'[{"index":0,"text":"'
         if finish_reason is None:
             end = b'null,"stop_reason":null}]'
         else:
             end = b'"%s","stop_reason":null}]' % finish_reason.encode()
         return self._head + opening + escaped_text + self._mid + end + self._tail(completion_tokens)
 
-    def usage(self, completion_tokens: int) -> bytes:
-        """The final ``"choices": []`` chunk with the request's usage."""
-        return self._head + b"[]," + _usage(self._prompt_tokens, completion_tokens) + b"}\n\n"
+    def _tool_chunk(
+        self, escaped_text: bytes, completion_tokens: int, finish_reason: str | None
+    ) -> bytes:
+        """The answer as one tool call whose arguments, ``{"query": "<text>"}``,
+        stream a piece per chunk (vLLM's tool parser shape: the id and name
+        first, then argument deltas), ending with finish reason ``tool_calls``."""
+        assert self._tool is not None
+        arguments = _argument_text(escaped_text)
+        if not self._tool_started:
+            self._tool_started = True
+            call_id, name = self._tool
+            arguments = b'{\\"query\\": \\"' + arguments
+            head = b'[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"%s","type":"function",' % (
+                call_id.encode()
+            )
+            head += b'"function":{"name":"%s","arguments":"' % name.encode()
+        else:
+            head = b'[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"'
+        if finish_reason is None:
+            end = b'"}}]},"logprobs":null,"finish_reason":null}]'
+        else:
+            arguments += b'\\"}'
+            end = b'"}}]},"logprobs":null,"finish_reason":"tool_calls"}]'
+        return self._head + head + arguments + end + self._tail(completion_tokens)
+
+    def closing(self, completion_tokens: int, finish_reason: str) -> bytes:
+        """After the last content chunk (which carried the finish reason): the
+        ``"choices": []`` usage chunk when asked for, then ``[DONE]``."""
+        if not self._include_usage:
+            return DONE
+        return self._head + b"[]," + self._usage(completion_tokens) + b"}\n\n" + DONE
+
+    def error(self, message: str) -> bytes:
+        """An error inside the stream, as vLLM sends it, then ``[DONE]``."""
+        return error_event(message, "InternalServerError", 500) + DONE
 
     def malformed(self) -> bytes:
         """A chunk cut off in the middle of its JSON (fault injection)."""
@@ -123,11 +229,11 @@ class SseStream(TokenStream):
         "_chunked",
         "_encoder",
         "_faults",
-        "_include_usage",
         "_interval",
         "_malformed_at",
         "_paused",
         "_prose",
+        "_reasoning_tokens",
         "_stall_at",
         "_stop_at",
         "_text_start",
@@ -141,21 +247,21 @@ class SseStream(TokenStream):
         self,
         seq: Sequence,
         *,
-        encoder: ChunkEncoder,
+        encoder: Encoder,
         prose: Prose,
         text_start: int,
         interval: int,
-        include_usage: bool,
         faults: FaultPlan,
+        reasoning_tokens: int = 0,
     ) -> None:
         super().__init__(seq)
         self._encoder = encoder
+        self._reasoning_tokens = reasoning_tokens
         self._prose = prose
         self._text_start = text_start
         # The EOS token, when the sequence stops on it, has no text.
         self._text_tokens = seq.max_output - (1 if seq.stops_at_eos else 0)
         self._interval = interval
-        self._include_usage = include_usage
         self._faults = faults
         self._stop_at = min(
             p for p in (faults.error_at, faults.cut_at, seq.max_output) if p is not None
@@ -200,26 +306,28 @@ class SseStream(TokenStream):
         encoder = self._encoder
         upto = min(seq.output_len, self._stop_at)
         parts = []
-        if self.sent == 0 and encoder.chat:
-            parts.append(encoder.role())
+        if self.sent == 0:
+            parts.append(encoder.opening())
         if self._malformed_at is not None and upto >= self._malformed_at:
             self._malformed_at = None
             parts.append(encoder.malformed())
         start, end = min(self.sent, self._text_tokens), min(upto, self._text_tokens)
-        text = self._prose.escaped_slice(self._text_start + start, end - start)
         done = upto == seq.max_output
-        parts.append(encoder.content(text, upto, seq.finish_reason if done else None))
+        thinking = self._reasoning_tokens
+        if start < thinking:  # the reasoning part of these tokens
+            cut = min(end, thinking)
+            text = self._prose.escaped_slice(self._text_start + start, cut - start)
+            parts.append(encoder.content(text, min(upto, thinking), None, reasoning=True))
+            start = cut
+        if start < end or done:
+            text = self._prose.escaped_slice(self._text_start + start, end - start)
+            parts.append(encoder.content(text, upto, seq.finish_reason if done else None))
         outcome = None
         if done:
-            if self._include_usage:
-                parts.append(encoder.usage(upto))
-            parts.append(DONE)
+            parts.append(encoder.closing(upto, seq.finish_reason))
             outcome = "done"
         elif upto == faults.error_at:
-            parts.append(
-                error_event("simulated engine error (fault injection)", "InternalServerError", 500)
-            )
-            parts.append(DONE)
+            parts.append(encoder.error("simulated engine error (fault injection)"))
             outcome = "error"
         elif upto == faults.cut_at:
             outcome = "cut"

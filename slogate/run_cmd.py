@@ -120,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else Path("results") / f"{stamp}-{loaded[0].name}"
     try:
-        with target_engine(args.host, args.profile, loaded[0].request.api_key_env) as host:
+        profile = args.profile or (None if args.host else loaded[0].engine_profile)
+        with target_engine(args.host, profile, loaded[0].request.api_key_env) as host:
             if not args.host:
                 print(f"slogate: no --host: started the simulated engine at {host}", flush=True)
             code = run_locust(locust_command(args, scenario, host, out, processes))

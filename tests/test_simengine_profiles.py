@@ -22,7 +22,14 @@ def test_builtin_catalogue_has_the_documented_models_and_gpus() -> None:
         "qwen2.5-7b",
         "llama-2-7b",
         "smollm2-135m",
+        "qwen3-8b",
+        "qwen3-embedding-0.6b",
+        "qwen2.5-vl-7b",
     }
+    assert models()["qwen2.5-vl-7b"].vision == (6.7e8, 14, 2)
+    assert models()["qwen3-embedding-0.6b"].embedding_dimensions == 1024
+    assert models()["qwen3-8b"].reasoning == (600.0, 1800.0)
+    assert models()["llama-3.1-8b"].reasoning is None
     assert set(gpus()) == {"h100", "h200", "a100", "l40s", "l4"}
 
 

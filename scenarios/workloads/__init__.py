@@ -11,11 +11,12 @@ from typing import Any
 
 from slogate.scenarios.datasets import DatasetReport
 from slogate.scenarios.schema import Reader, join
-from slogate.scenarios.workloads import chat, code, conversations, rag, trace
+from slogate.scenarios.workloads import chat, code, conversations, embed, rag, trace
 from slogate.scenarios.workloads.chat import ChatWorkload
 from slogate.scenarios.workloads.code import CodeWorkload
 from slogate.scenarios.workloads.common import Context, SystemPrompt
 from slogate.scenarios.workloads.conversations import ConversationsWorkload
+from slogate.scenarios.workloads.embed import EmbedWorkload
 from slogate.scenarios.workloads.rag import Documents, RagWorkload
 from slogate.scenarios.workloads.trace import TraceWorkload
 
@@ -25,9 +26,17 @@ KINDS = {
     "code": code,
     "trace": trace,
     "conversations": conversations,
+    "embed": embed,
 }
 
-Workload = ChatWorkload | RagWorkload | CodeWorkload | TraceWorkload | ConversationsWorkload
+Workload = (
+    ChatWorkload
+    | RagWorkload
+    | CodeWorkload
+    | TraceWorkload
+    | ConversationsWorkload
+    | EmbedWorkload
+)
 
 __all__ = [
     "KINDS",
@@ -36,6 +45,7 @@ __all__ = [
     "Context",
     "ConversationsWorkload",
     "Documents",
+    "EmbedWorkload",
     "RagWorkload",
     "SystemPrompt",
     "TraceWorkload",

@@ -1,0 +1,108 @@
+"""Whole `slogate run`s on the built-in reasoning scenario and on the chat
+scenario spoken over the Responses and Messages APIs, against the simulated
+engine: the verdict, the exit code and the metrics each must produce."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from loadruns import ROOT, slogate, summary
+
+from slogate import scenarios
+
+pytestmark = pytest.mark.slow
+PERCENTILES = ("p50", "p90", "p95", "p99", "max")
+EXIT = {"pass": 0, "fail": 1, "invalid": 3, "inconclusive": 4}
+
+
+def test_reasoning_scenario_reports_ttfa_above_ttft(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = slogate("run", "reasoning", "--duration", "20s", "--out", str(out))
+    s = summary(out)
+    assert done.returncode == EXIT[s["verdict"]], done.stderr[-3000:]
+    r = s["scenarios"]["reasoning"]
+    assert r["requests"]["ok"] > 5 and r["requests"]["failed"] == 0
+    m = r["metrics"]
+    for p in PERCENTILES:
+        assert m["ttfa_ms"][p] > m["ttft_ms"][p], p
+    assert m["reasoning_ms"]["count"] == m["ttfa_ms"]["count"]
+    assert r["tokens"]["reasoning"] > 0 and r["tokens"]["answer"] > 0
+    assert r["tokens"]["reasoning"] + r["tokens"]["answer"] == r["tokens"]["output"]
+    assert {e["metric"] for e in r["slo"]} >= {"ttfa_ms", "answer_itl_ms", "answer_tpot_ms"}
+    assert "Reasoning and answer" in (out / "report.html").read_text()
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_chat_scenario_over_another_api(tmp_path: Path, api: str) -> None:
+    data = yaml.safe_load((ROOT / "scenarios" / "chat.yaml").read_text())
+    data.update(api=api, name=f"chat-{api}")
+    data["load"].update(users=8, warmup="2s")
+    path = tmp_path / f"chat-{api}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    done = slogate("run", str(path), "--duration", "15s", "--out", str(out))
+    s = summary(out)
+    assert done.returncode == EXIT[s["verdict"]], done.stderr[-3000:]
+    assert s["verdict"] in ("pass", "inconclusive")  # a 15 s run may not bound p99
+    c = s["scenarios"][f"chat-{api}"]
+    assert c["api"] == api
+    assert c["requests"]["failed"] == 0 and c["requests"]["ok"] > 5
+    assert c["tokens"]["count_method"] == "usage"
+    assert c["tokens"]["input"] > 0
+    for metric in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
+        assert c["metrics"][metric]["count"] > 0
+    assert "ttfa_ms" not in c["metrics"]  # no reasoning: no repeated rows
+    declared = scenarios.load("chat")[0].slo.thresholds
+    assert [(e["metric"], e["stat"]) for e in c["slo"]] == [(t.metric, t.stat) for t in declared]
+
+
+def test_embeddings_scenario_gates_request_latency(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = slogate("run", "embeddings", "--duration", "15s", "--out", str(out))
+    s = summary(out)
+    assert done.returncode == EXIT[s["verdict"]], done.stderr[-3000:]
+    e = s["scenarios"]["embeddings"]
+    assert e["api"] == "embeddings"
+    assert e["requests"]["ok"] > 20 and e["requests"]["failed"] == 0
+    assert e["metrics"]["e2e_ms"]["count"] == e["requests"]["ok"]
+    assert e["metrics"]["ttft_ms"]["count"] == 0  # nothing streamed
+    inputs = e["tokens"]["per_request"]["inputs"]
+    assert inputs["min"] >= 1 and inputs["max"] <= 16
+    assert e["throughput"]["input_tokens_per_s"] > 0
+    assert {x["metric"] for x in e["slo"]} == {"e2e_ms", "error_rate", "input_tokens_per_s"}
+
+
+def test_agent_scenario_records_sessions(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = slogate("run", "agent", "--duration", "20s", "--out", str(out))
+    s = summary(out)
+    assert done.returncode == EXIT[s["verdict"]], done.stderr[-3000:]
+    a = s["scenarios"]["agent"]
+    assert a["requests"]["failed"] == 0
+    sessions = a["sessions"]
+    assert sessions["count"] > 5 and sessions["answered"] == sessions["count"]
+    # the engine calls 1 to 3 tools per session: 2 to 4 requests each
+    assert sessions["steps"]["min"] >= 2 and sessions["steps"]["max"] <= 4
+    assert sessions["tool_calls"] > sessions["count"] // 2  # at least one per session
+    m = a["metrics"]
+    assert m["session_ms"]["count"] == sessions["answered"]
+    assert m["session_ms"]["p50"] > m["e2e_ms"]["p50"]  # several requests and tool waits
+    assert m["ttftc_ms"]["count"] == a["tokens"]["tool_call_requests"] > 0
+    assert {e["metric"] for e in a["slo"]} >= {"session_ms", "session_steps", "ttftc_ms"}
+
+
+def test_vision_scenario_counts_image_tokens(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = slogate("run", "vision", "--duration", "15s", "--out", str(out))
+    s = summary(out)
+    assert done.returncode == EXIT[s["verdict"]], done.stderr[-3000:]
+    v = s["scenarios"]["vision"]
+    assert v["requests"]["ok"] > 5 and v["requests"]["failed"] == 0
+    # two 1024x768 images are 2 x 37 x 28 prompt tokens the text plan does not hold
+    assert (
+        v["tokens"]["input"]
+        > v["tokens"]["intended_input"] + 2 * 37 * 28 * v["requests"]["ok"] // 2
+    )
+    assert v["metrics"]["ttft_ms"]["count"] == v["requests"]["ok"]
