@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from slogate.scenarios.distributions import read_dist
-from slogate.scenarios.limits import MAX_IN_FLIGHT, MAX_RPS, MAX_SPAWN_RATE, MAX_USERS
+from slogate.scenarios.limits import MAX_IN_FLIGHT, MAX_RPS, MAX_SECONDS, MAX_SPAWN_RATE, MAX_USERS
 from slogate.scenarios.model import (
     AgentSpec,
     GoodputSpec,
@@ -342,7 +342,8 @@ def read_timeouts(reader: Reader, value: Any, path: str) -> Timeouts | None:
 AGENT_FIELDS = {
     "max_steps": optional(integer(ge=1, le=100), 8),
     "tool_latency_s": nested(
-        functools.partial(read_dist, least=0), {"dist": "lognormal", "median": 0.3, "p90": 1.2}
+        functools.partial(read_dist, least=0, most=MAX_SECONDS),
+        {"dist": "lognormal", "median": 0.3, "p90": 1.2},
     ),
 }
 
