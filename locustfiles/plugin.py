@@ -38,6 +38,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from slogate import scenarios
 from slogate.analysis.capacity import Pricing
+from slogate.analysis.history import auto_baseline
 from slogate.analysis.rundata import RunData
 from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
 from slogate.locustfiles import state
@@ -103,7 +104,15 @@ def add_options(parser: Any) -> None:
         help="open loop: requests per second (replaces the scenario's load)",
     )
     parser.add_argument("--seed", type=int, default=None, help="workload seed")
-    parser.add_argument("--baseline", default="", help="results folder to compare this run with")
+    parser.add_argument(
+        "--baseline",
+        default="",
+        help="results folder to compare this run with, or 'auto' (the newest earlier run of "
+        "the same scenarios and target in the results root)",
+    )
+    parser.add_argument(
+        "--push-metrics", default="", help="Prometheus Pushgateway URL to push the run's metrics to"
+    )
     parser.add_argument("--window", type=float, default=5.0, help="time-series window, seconds")
     parser.add_argument(
         "--max-lag-ms",
@@ -216,7 +225,6 @@ def start_session(options: Any, runner: Any) -> RunSession:
         loaded = scenarios.load(scenario_path(options), overrides(options))
         pricing = Pricing.from_options(options.gpu_price_per_hour, options.gpus)
         check_options(options)
-        baseline = RunData.load(options.baseline) if options.baseline else None
         engine = discover(options.host, timeout=10.0)
     except (scenarios.ScenarioError, ValueError, OSError) as error:
         fail(EXIT_CONFIG, error)
@@ -232,6 +240,9 @@ def start_session(options: Any, runner: Any) -> RunSession:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         fail(EXIT_CONFIG, f"--out {out_dir}: cannot make the results folder: {error}")
+    baseline = load_baseline(
+        options.baseline, out_dir, [s.name for s in loaded], options.host, engine.model
+    )
     ctx = build_context(options, loaded, options.host, engine.model, shards, origin=None)
     state.install(ctx)
     session = RunSession(
@@ -241,12 +252,28 @@ def start_session(options: Any, runner: Any) -> RunSession:
         host=options.host,
         command=shlex.join(sys.argv),
         max_lag_ms=options.max_lag_ms or loaded[0].load.max_lag_ms,
-        baseline=(options.baseline, baseline) if baseline else None,
+        baseline=baseline,
         pricing=pricing,
+        push_url=options.push_metrics or None,
     )
     if options.selftest > 0:
         session.selftest = measure_generator(options.selftest)
     return session
+
+
+def load_baseline(
+    given: str, out_dir: Path, names: list[str], host: str, model: str
+) -> tuple[str, RunData] | None:
+    """The baseline's folder and data: the one given, or with ``auto`` the newest
+    earlier run of the same scenarios and target beside ``out_dir`` (none on a first run)."""
+    if given == "auto":
+        found = auto_baseline(out_dir.parent, names, host, model, exclude=out_dir)
+        log.info("slogate: --baseline auto: %s", found or "no earlier run of this scenario")
+        given = str(found) if found else ""
+    try:
+        return (given, RunData.load(given)) if given else None
+    except (ValueError, OSError) as error:
+        fail(EXIT_CONFIG, f"--baseline {given}: {error}")
 
 
 def check_options(options: Any) -> None:

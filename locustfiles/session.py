@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slogate.analysis.capacity import Pricing
 from slogate.analysis.diagnosis import blurred_share
@@ -26,6 +26,9 @@ from slogate.locustfiles.context import LoadContext, goodput_limits
 from slogate.locustfiles.engine_info import EngineInfo
 from slogate.locustfiles.provenance import git_revision, tool_version
 from slogate.scenarios.model import Scenario
+
+if TYPE_CHECKING:
+    from slogate.reports import Outcome
 
 log = logging.getLogger("slogate")
 
@@ -59,9 +62,11 @@ class RunSession:
         max_lag_ms: float,
         baseline: tuple[str, RunData] | None = None,
         pricing: Pricing | None = None,
+        push_url: str | None = None,
     ) -> None:
         """``baseline``: the folder of a run to compare with, and its data (read
-        before the run, so a bad folder stops it before any load)."""
+        before the run, so a bad folder stops it before any load); ``push_url``:
+        a Prometheus Pushgateway that receives the run's metrics at the end."""
         self.ctx = ctx
         self.engine = engine
         self.out_dir = out_dir
@@ -70,6 +75,7 @@ class RunSession:
         self.max_lag_ms = max_lag_ms
         self.baseline = baseline
         self.pricing = pricing
+        self.push_url = push_url
         self.collector = Recorder(goodput_limits(ctx.scenarios), ctx.window_s)
         self.rows: list[dict[str, Any]] = []
         self.worker_gauges: dict[str, dict[str, float]] = {}
@@ -210,6 +216,29 @@ class RunSession:
             "pid": os.getpid(),
         }
 
+    def publish(self, outcome: Outcome) -> None:
+        """Tell CI and the team's dashboards: the regression verdict against the
+        baseline, the job summary, the Pushgateway. A push that fails is logged and
+        does not change the verdict (the results folder holds the same numbers)."""
+        from slogate.reports import comparison_text
+        from slogate.reports.markdown import append_step_summary
+        from slogate.reports.openmetrics import push_metrics
+
+        if outcome.comparison is not None and self.baseline is not None:
+            text = comparison_text(outcome.comparison)
+            log.info(
+                "slogate: against baseline %s (exit 1 on a regression)\n%s", self.baseline[0], text
+            )
+        step = append_step_summary(outcome.files["markdown"].read_text(encoding="utf-8"))
+        if step is not None:
+            log.info("slogate: job summary appended to %s", step)
+        if self.push_url:
+            try:
+                push_metrics(outcome.summary, self.push_url)
+                log.info("slogate: metrics pushed to %s", self.push_url)
+            except OSError as error:
+                log.error("slogate: %s", error)
+
     def finish(self, complete: bool, reason: str | None = None) -> int:
         """Write the results folder and return the gate's exit code (once)."""
         if self.finished_code is not None:
@@ -229,6 +258,7 @@ class RunSession:
         baseline = self.baseline[1] if self.baseline else None
         outcome = write_results(self.out_dir, run, baseline)
         write_index(self.out_dir.parent)
+        self.publish(outcome)
         log.info("slogate: verdict %s -> %s", outcome.verdict, self.out_dir / "report.html")
         self.finished_code = outcome.exit_code
         return outcome.exit_code

@@ -48,6 +48,7 @@ def locust_command(args: argparse.Namespace, scenario: Path, host: str, out: Pat
         "--rate": args.rate,
         "--seed": args.seed,
         "--baseline": args.baseline,
+        "--push-metrics": args.push_metrics,
         "--max-lag-ms": args.max_lag_ms,
         "--metrics-url": args.metrics_url,
         "--dcgm-url": args.dcgm_url,

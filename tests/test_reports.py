@@ -19,7 +19,15 @@ from slogate.analysis.rundata import RunData
 from slogate.analysis.timeseries import window_row
 from slogate.reports import comparison_text, rerender, write_comparison, write_index, write_results
 
-EXPECTED_FILES = {"summary.json", "junit.xml", "percentiles.csv", "timeseries.csv", "report.html"}
+EXPECTED_FILES = {
+    "summary.json",
+    "junit.xml",
+    "percentiles.csv",
+    "timeseries.csv",
+    "report.html",
+    "summary.md",
+    "metrics.prom",
+}
 HOSTILE_MODEL = '"><script>alert(1)</script><img src=x onerror=alert(2)>'
 
 
