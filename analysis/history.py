@@ -3,7 +3,8 @@ of a new run (``--baseline auto``), and which to drop (``slogate prune``).
 
 A run is identified by its folder; runs are ordered by their start time (then
 folder name). The baseline of a run is the newest earlier run of the same
-scenarios against the same target (host and model) that finished and was not
+scenarios against the same target (the engine's kind and model, as ``/v1/models``
+names them; not the URL, whose port changes from run to run) that finished and was not
 invalid, and that still has its ``data/`` to compare exactly.
 """
 
@@ -35,8 +36,8 @@ class PastRun:
 
     @property
     def target(self) -> tuple[str, str]:
-        run = self.summary.get("run") or {}
-        return str(run.get("host") or ""), str((run.get("engine") or {}).get("model") or "")
+        engine = (self.summary.get("run") or {}).get("engine") or {}
+        return str(engine.get("owned_by") or ""), str(engine.get("model") or "")
 
     @property
     def usable_as_baseline(self) -> bool:
@@ -62,11 +63,12 @@ def read_runs(root: Path) -> list[PastRun]:
 
 
 def auto_baseline(
-    root: Path, scenarios: Sequence[str], host: str, model: str, exclude: Path | None = None
+    root: Path, scenarios: Sequence[str], engine: str, model: str, exclude: Path | None = None
 ) -> Path | None:
-    """The folder of the newest run under ``root`` of the same scenarios and target,
-    or None when there is none yet (a first nightly run has nothing to compare with)."""
-    wanted = (tuple(sorted(scenarios)), (host, model))
+    """The folder of the newest run under ``root`` of the same scenarios and target
+    (``engine`` is the ``owned_by`` the engine reports), or None when there is none
+    yet (a first nightly run has nothing to compare with)."""
+    wanted = (tuple(sorted(scenarios)), (engine, model))
     skip = exclude.resolve() if exclude is not None else None
     for run in reversed(read_runs(root)):
         if skip is not None and run.folder.resolve() == skip:

@@ -240,9 +240,8 @@ def start_session(options: Any, runner: Any) -> RunSession:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         fail(EXIT_CONFIG, f"--out {out_dir}: cannot make the results folder: {error}")
-    baseline = load_baseline(
-        options.baseline, out_dir, [s.name for s in loaded], options.host, engine.model
-    )
+    names = [s.name for s in loaded]
+    baseline = load_baseline(options.baseline, out_dir, names, engine.owned_by, engine.model)
     ctx = build_context(options, loaded, options.host, engine.model, shards, origin=None)
     state.install(ctx)
     session = RunSession(
@@ -262,12 +261,12 @@ def start_session(options: Any, runner: Any) -> RunSession:
 
 
 def load_baseline(
-    given: str, out_dir: Path, names: list[str], host: str, model: str
+    given: str, out_dir: Path, names: list[str], owned_by: str, model: str
 ) -> tuple[str, RunData] | None:
     """The baseline's folder and data: the one given, or with ``auto`` the newest
     earlier run of the same scenarios and target beside ``out_dir`` (none on a first run)."""
     if given == "auto":
-        found = auto_baseline(out_dir.parent, names, host, model, exclude=out_dir)
+        found = auto_baseline(out_dir.parent, names, owned_by, model, exclude=out_dir)
         log.info("slogate: --baseline auto: %s", found or "no earlier run of this scenario")
         given = str(found) if found else ""
     try:

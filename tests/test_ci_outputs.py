@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
+from gateway import Pushes, gateway
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from prometheus_client.parser import text_string_to_metric_families as text_families
 from reportdata import HOSTILE, realistic_run
@@ -113,45 +111,23 @@ def test_metrics_parse_as_openmetrics_with_the_run_labels(regressed: Path) -> No
     assert families["slogate_regressions"][0].value >= 1
 
 
-class Gateway(BaseHTTPRequestHandler):
-    """Stand-in Pushgateway: records each request; answers like the real one."""
-
-    received: ClassVar[list[tuple[str, str, bytes]]] = []
-    status = 200
-
-    def do_PUT(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        Gateway.received.append((self.command, self.path, body))
-        self.send_response(Gateway.status)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
-def gateway() -> Iterator[str]:
-    Gateway.received, Gateway.status = [], 200
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+def pushes() -> Iterator[Pushes]:
+    with gateway() as stand_in:
+        yield stand_in
 
 
-def test_push_puts_the_run_to_the_gateway(regressed: Path, gateway: str) -> None:
+def test_push_puts_the_run_to_the_gateway(regressed: Path, pushes: Pushes) -> None:
     summary = json.loads((regressed / "summary.json").read_text())
-    push_metrics(summary, gateway)
-    [(method, path, body)] = Gateway.received
+    push_metrics(summary, pushes.url)
+    [(method, path, body)] = pushes.received
     assert method == "PUT" and path == "/metrics/job/slogate/instance/chat"
     pushed = {f.name: f.samples for f in text_families(body.decode())}
     values = {s.labels["slo"]: s.value for s in pushed["slogate_slo_value"]}
     assert values["ttft_ms:p99"] == pytest.approx(summary["scenarios"]["chat"]["slo"][0]["value"])
 
 
-def test_a_refused_push_names_the_gateway(regressed: Path, gateway: str) -> None:
-    Gateway.status = 400
+def test_a_refused_push_names_the_gateway(regressed: Path, pushes: Pushes) -> None:
+    pushes.status = 400
     with pytest.raises(OSError, match=r"--push-metrics http://127\.0\.0\.1:\d+: .*400"):
-        push_metrics(json.loads((regressed / "summary.json").read_text()), gateway)
+        push_metrics(json.loads((regressed / "summary.json").read_text()), pushes.url)
