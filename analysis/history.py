@@ -16,12 +16,13 @@ needs no histograms.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from slogate.analysis.compare import (
     DEFAULT_TOLERANCE,
@@ -70,8 +71,8 @@ def read_runs(root: Path, unreadable: list[str] | None = None) -> list[PastRun]:
     for path in root.iterdir():
         file = path / SUMMARY_FILE
         try:
-            summary = json.loads(file.read_text(encoding="utf-8")) if file.is_file() else None
-        except (OSError, ValueError):
+            summary = orjson.loads(file.read_bytes()) if file.is_file() else None
+        except (OSError, orjson.JSONDecodeError):
             summary = {}
         if isinstance(summary, dict) and isinstance(summary.get("scenarios"), dict):
             runs.append(PastRun(path, summary))
