@@ -4,44 +4,48 @@ server with ``--baseline auto``, the job summary, the Pushgateway, ``slogate pru
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from gateway import gateway
-from loadruns import ROOT, summary
+from loadruns import ROOT, scenario_file, summary
 
 from slogate.exactengine.launcher import ExactEngine
 
 pytestmark = pytest.mark.slow
-SCENARIO = "tests/data/exact-chat.yaml"
 
 
 def nightly(
-    engine_ttft_ms: float, out: Path, *extra: str, env: dict[str, str]
+    engine_ttft_ms: float, scenario: Path, out: Path, *extra: str, env: dict[str, str]
 ) -> subprocess.CompletedProcess:
     """One run of a fresh engine (a new port each night, as in CI) with --baseline auto."""
-    with ExactEngine({"ttft_ms": engine_ttft_ms, "itl_ms": 1}) as engine:
+    # 40 ms between tokens and 100 ms to the first: a busy machine's few ms of
+    # scheduling noise stay well inside the 10% tolerance; four tokens a request
+    # give a few hundred requests, enough to close the p99 intervals.
+    with ExactEngine({"ttft_ms": engine_ttft_ms, "itl_ms": 40}) as engine:
         return subprocess.run(
-            [sys.executable, "-m", "slogate.cli", "run", SCENARIO, "--host", engine.url,
-             "--users", "8", "--duration", "6s", "--out", str(out), "--baseline", "auto", *extra],
+            [sys.executable, "-m", "slogate.cli", "run", str(scenario), "--host", engine.url,
+             "--users", "16", "--duration", "8s", "--out", str(out), "--baseline", "auto", *extra],
             capture_output=True, text=True, timeout=180, cwd=ROOT, env={**os.environ, **env},
         )  # fmt: skip
 
 
 def test_a_planted_regression_fails_the_nightly_gate_against_the_run_before(tmp_path: Path) -> None:
     root, step = tmp_path / "results", tmp_path / "step-summary.md"
+    scenario = scenario_file(tmp_path, "exact-chat", workload={"output_tokens": 4})
     env = {"GITHUB_STEP_SUMMARY": str(step)}
-    first = nightly(50, root / "night-1", env=env)
+    first = nightly(100, scenario, root / "night-1", env=env)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "no earlier run of this scenario" in first.stderr
     assert "baseline" not in summary(root / "night-1")
-    second = nightly(50, root / "night-2", env=env)
+    second = nightly(100, scenario, root / "night-2", env=env)
     assert second.returncode == 0, second.stderr[-3000:]
     assert summary(root / "night-2")["baseline"]["base_run"] == "night-1"
     with gateway() as pushes:
-        third = nightly(60, root / "night-3", "--push-metrics", pushes.url, env=env)
+        third = nightly(120, scenario, root / "night-3", "--push-metrics", pushes.url, env=env)
     assert third.returncode == 1, third.stderr[-3000:]
     assert f"against baseline {root / 'night-2'}" in third.stderr
     s = summary(root / "night-3")
@@ -56,6 +60,9 @@ def test_a_planted_regression_fails_the_nightly_gate_against_the_run_before(tmp_
     [(method, path, body)] = pushes.received
     assert method == "PUT" and path == "/metrics/job/slogate/instance/exact-chat"
     assert b"slogate_regressions{" in body
+    page = (root / "index.html").read_text()  # rewritten by each run
+    flagged = re.findall(r'<tr class="regression"[^>]*>\s*<td class="nw"><a href="([^"/]+)/', page)
+    assert flagged == ["night-3"]
 
 
 def test_prune_keeps_the_newest_runs_and_rewrites_the_index(tmp_path: Path) -> None:
