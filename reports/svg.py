@@ -1,4 +1,5 @@
-"""Small inline SVG charts: lines on linear, log or time axes, threshold rules, sparklines.
+"""Small inline SVG charts: lines on linear, log or time axes, threshold rules,
+confidence bands and point markers.
 
 The report must open offline and without JavaScript, so charts are plain
 ``<svg>`` elements written here; hovering a line shows its name through SVG's
@@ -341,26 +342,3 @@ def legend(series: Sequence[Series], left: int, width: int) -> str:
         )
         x += room
     return "".join(out)
-
-
-def sparkline(values: Sequence[float | None], width: int = 120, height: int = 26) -> Markup:
-    """A tiny trend line, the last value dotted; hover lists the values."""
-    known = [(i, v) for i, v in enumerate(values) if v is not None]
-    if not known:
-        return Markup(f'<svg class="spark" width="{width}" height="{height}"></svg>')
-    lo, hi = min(v for _, v in known), max(v for _, v in known)
-    span = (hi - lo) or 1.0
-    step = (width - 6) / max(len(values) - 1, 1)
-    coords = [
-        (round(3 + i * step, 1), round(height - 3 - (v - lo) / span * (height - 6), 1))
-        for i, v in known
-    ]
-    d = "M" + "L".join(f"{a},{b}" for a, b in coords)
-    tip = ", ".join(compact(v) for _, v in known)
-    last_x, last_y = coords[-1]
-    return Markup(
-        f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
-        f"<title>{esc(tip)}</title>"
-        f'<path d="{d}" fill="none" stroke="{PALETTE[0]}" stroke-width="1.4"/>'
-        f'<circle cx="{last_x}" cy="{last_y}" r="2.2" fill="{PALETTE[1]}"/></svg>'
-    )
