@@ -41,6 +41,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from slogate import scenarios
 from slogate.analysis.capacity import Pricing
+from slogate.analysis.history import auto_baseline
 from slogate.analysis.rundata import RunData
 from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
 from slogate.locustfiles import state
@@ -119,7 +120,15 @@ def add_options(parser: Any) -> None:
         default=None,
         help="seconds of warm-up left out of the measurement (replaces the scenario's)",
     )
-    parser.add_argument("--baseline", default="", help="results folder to compare this run with")
+    parser.add_argument(
+        "--baseline",
+        default="",
+        help="results folder to compare this run with, or 'auto' (the newest earlier run of "
+        "the same scenarios and target in the results root)",
+    )
+    parser.add_argument(
+        "--push-metrics", default="", help="Prometheus Pushgateway URL to push the run's metrics to"
+    )
     parser.add_argument("--window", type=float, default=5.0, help="time-series window, seconds")
     parser.add_argument(
         "--max-lag-ms",
@@ -261,7 +270,6 @@ def start_session(options: Any, runner: Any) -> RunSession:
         loaded = scenarios.load(scenario_path(options), overrides(options))
         pricing = Pricing.from_options(options.gpu_price_per_hour, options.gpus)
         check_options(options)
-        baseline = RunData.load(options.baseline) if options.baseline else None
         engine = discover(options.host, loaded[0].request.api_key_env, timeout=10.0)
     except (scenarios.ScenarioError, ValueError, OSError) as error:
         fail(EXIT_CONFIG, error)
@@ -280,6 +288,8 @@ def start_session(options: Any, runner: Any) -> RunSession:
     options.out = str(out_dir)  # workers receive it, and log requests there
     if options.save_requests:
         (out_dir / REQUESTS_FILE).write_bytes(b"")  # this run's requests only, even if none
+    names = [s.name for s in loaded]
+    baseline = load_baseline(options.baseline, out_dir, names, engine.owned_by, engine.model)
     ctx = build_context(options, loaded, options.host, engine.model, shards, origin=None)
     state.install(ctx)
     session = RunSession(
@@ -290,8 +300,9 @@ def start_session(options: Any, runner: Any) -> RunSession:
         command=shlex.join(sys.argv),
         max_lag_ms=options.max_lag_ms or loaded[0].load.max_lag_ms,
         processes_reason=options.slogate_processes_reason or processes_reason(options),
-        baseline=(options.baseline, baseline) if baseline else None,
+        baseline=baseline,
         pricing=pricing,
+        push_url=options.push_metrics or None,
     )
     if options.selftest > 0:
         session.selftest = measure_generator(options.selftest)
@@ -305,6 +316,21 @@ def processes_reason(options: Any) -> str:
     if options.master:
         return f"--master, {options.expect_workers} workers expected"
     return "one process (no --processes)"
+
+
+def load_baseline(
+    given: str, out_dir: Path, names: list[str], owned_by: str, model: str
+) -> tuple[str, RunData] | None:
+    """The baseline's folder and data: the one given, or with ``auto`` the newest
+    earlier run of the same scenarios and target beside ``out_dir`` (none on a first run)."""
+    if given == "auto":
+        found = auto_baseline(out_dir.parent, names, owned_by, model, exclude=out_dir)
+        log.info("slogate: --baseline auto: %s", found or "no earlier run of this scenario")
+        given = str(found) if found else ""
+    try:
+        return (given, RunData.load(given)) if given else None
+    except (ValueError, OSError) as error:
+        fail(EXIT_CONFIG, f"--baseline {given}: {error}")
 
 
 def check_options(options: Any) -> None:

@@ -15,7 +15,7 @@ import time
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slogate.analysis.capacity import Pricing
 from slogate.analysis.diagnosis import blurred_share
@@ -28,6 +28,12 @@ from slogate.locustfiles.context import LoadContext
 from slogate.locustfiles.engine_info import EngineInfo
 from slogate.locustfiles.provenance import git_revision, tool_version
 from slogate.scenarios.model import Scenario
+
+if TYPE_CHECKING:
+    from slogate.reports import Outcome
+
+if TYPE_CHECKING:
+    pass
 
 log = logging.getLogger("slogate")
 
@@ -67,9 +73,11 @@ class RunSession:
         processes_reason: str = "",
         baseline: tuple[str, RunData] | None = None,
         pricing: Pricing | None = None,
+        push_url: str | None = None,
     ) -> None:
         """``baseline``: the folder of a run to compare with, and its data (read
-        before the run, so a bad folder stops it before any load)."""
+        before the run, so a bad folder stops it before any load); ``push_url``:
+        a Prometheus Pushgateway that receives the run's metrics at the end."""
         self.ctx = ctx
         self.engine = engine
         self.out_dir = out_dir
@@ -79,6 +87,7 @@ class RunSession:
         self.processes_reason = processes_reason
         self.baseline = baseline
         self.pricing = pricing
+        self.push_url = push_url
         self.collector: Recorder = ctx.recorder
         self.rows: list[dict[str, Any]] = []
         self.worker_gauges: dict[str, dict[str, float]] = {}
@@ -231,6 +240,29 @@ class RunSession:
         except OSError as error:
             log.warning("slogate: checkpoint not written: %s", error)
 
+    def publish(self, outcome: Outcome) -> None:
+        """Tell CI and the team's dashboards: the regression verdict against the
+        baseline, the job summary, the Pushgateway. A push that fails is logged and
+        does not change the verdict (the results folder holds the same numbers)."""
+        from slogate.reports import comparison_text
+        from slogate.reports.markdown import append_step_summary
+        from slogate.reports.openmetrics import push_metrics
+
+        if outcome.comparison is not None and self.baseline is not None:
+            text = comparison_text(outcome.comparison)
+            log.info(
+                "slogate: against baseline %s (exit 1 on a regression)\n%s", self.baseline[0], text
+            )
+        step = append_step_summary(outcome.files["markdown"].read_text(encoding="utf-8"))
+        if step is not None:
+            log.info("slogate: job summary appended to %s", step)
+        if self.push_url:
+            try:
+                push_metrics(outcome.summary, self.push_url)
+                log.info("slogate: metrics pushed to %s", self.push_url)
+            except OSError as error:
+                log.error("slogate: %s", error)
+
     def finish(self, complete: bool, reason: str | None = None) -> int:
         """Write the results folder and return the gate's exit code (once); the
         verdict table is kept for the very end of the output."""
@@ -259,6 +291,7 @@ class RunSession:
                 )
         except OSError as error:  # the run's own results are written: only the list failed
             log.warning("slogate: cannot write the runs index: %s", error)
+        self.publish(outcome)
         self.verdict_table = verdict_table(outcome.summary, outcome.files["report"])
         self.finished_code = outcome.exit_code
         return outcome.exit_code

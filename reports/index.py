@@ -1,153 +1,201 @@
-"""``results/index.html``: every run in a results folder, newest first, with trends.
+"""``results/index.html``: the history dashboard of a results root.
 
-Built from each run's ``summary.json`` alone (no histograms), so it stays fast
-with hundreds of runs. A folder whose summary cannot be read is listed as such
-rather than breaking the page.
+Per scenario and target (engine, model): one trend chart per SLO over the runs,
+its threshold drawn, each point's 95% confidence interval as a band, each run's
+verdict as a marker linking to its report, and the runs that regressed against
+the run before them (the rule of ``slogate compare``, decided in
+:mod:`slogate.analysis.history`) flagged. Then every run in a table with filters
+by scenario, engine, model, revision and date. Built from each run's
+``summary.json`` alone (no histograms), so it stays fast with a thousand runs.
+
+It never overwrites a file it did not write: an ``index.html`` that is not a
+slogate dashboard is left alone and the dashboard goes to ``slogate-index.html``.
 """
 
 from __future__ import annotations
 
-import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from slogate.reports.html import render
-from slogate.reports.results import REPORT_FILE, SUMMARY_FILE, write_atomic
-from slogate.reports.svg import sparkline
+from markupsafe import Markup
+
+from slogate.analysis.history import (
+    PastRun,
+    Regression,
+    read_runs,
+    trend_regressions,
+    trend_series,
+)
+from slogate.reports.html import metric_value, render
+from slogate.reports.results import REPORT_FILE, write_atomic
+from slogate.reports.svg import Axis, Band, Marker, Rule, Series, line_chart
 
 INDEX_FILE = "index.html"
-MARKER = b'<meta name="generator" content="slogate-index">'
-TREND_RUNS = 50
-TRENDS = (
-    ("ttft_ms", "p99"),
-    ("itl_ms", "p99"),
-    ("tpot_ms", "p99"),
-    ("e2e_ms", "p99"),
-)
+FALLBACK_FILE = "slogate-index.html"
+GENERATOR = '<meta name="generator" content="slogate history">'
+COLUMNS = (("ttft_ms", "p99"), ("itl_ms", "p99"), ("tpot_ms", "p99"), ("e2e_ms", "p99"))
+HEADLINE_SLOS = ({"metric": "ttft_ms", "stat": "p99"}, {"metric": "itl_ms", "stat": "p99"})
+
+
+def revision(run: PastRun) -> str:
+    return str((run.summary.get("run") or {}).get("git_revision") or "")
+
+
+def link(run: PastRun) -> str:
+    return f"{quote(run.folder.name)}/{REPORT_FILE}"
+
+
+def slo_of(run: PastRun, scenario: str, metric: str, stat: str) -> dict[str, Any] | None:
+    for slo in run.summary["scenarios"][scenario].get("slo") or []:
+        if (slo["metric"], slo["stat"]) == (metric, stat):
+            return slo
+    return None
+
+
+def point_of(run: PastRun, scenario: str, metric: str, stat: str) -> dict[str, Any] | None:
+    """An SLO's value, interval, threshold and verdict; a metric without an SLO
+    gives its percentile and interval and the scenario's verdict."""
+    slo = slo_of(run, scenario, metric, stat)
+    if slo is not None:
+        return slo
+    block = run.summary["scenarios"][scenario]
+    stats = (block.get("metrics") or {}).get(metric) or {}
+    if stats.get(stat) is None:
+        return None
+    ci = (stats.get("ci") or {}).get(stat) or [None, None]
+    return {"value": stats[stat], "ci": ci, "threshold": None, "verdict": block.get("verdict")}
+
+
+def trend_chart(
+    runs: Sequence[PastRun],
+    scenario: str,
+    metric: str,
+    stat: str,
+    flagged: dict[tuple[str, str], list[Regression]],
+) -> Markup:
+    """One SLO over the runs (x: the run's position, oldest left)."""
+    points, lows_highs, markers, threshold = [], [], [], None
+    for x, run in enumerate(runs, start=1):
+        p = point_of(run, scenario, metric, stat)
+        if p is None or p["value"] is None:
+            points.append((float(x), None))
+            continue
+        lower, upper = p.get("ci") or (None, None)
+        points.append((float(x), p["value"]))
+        lows_highs.append((float(x), lower, upper))
+        threshold = p["threshold"] if p["threshold"] is not None else threshold
+        label = f"{run.folder.name} {run.started}: {metric_value(p['value'], metric)}"
+        markers.append(Marker(x, p["value"], p["verdict"] or "invalid", label, link(run)))
+        for r in flagged.get((run.folder.name, scenario), ()):
+            if (r.metric, r.stat) == (metric, stat):
+                change = f"{r.change_pct:+.1f}%" if r.change_pct is not None else ""
+                text = f"regression {change} against {r.base_folder}"
+                markers.append(Marker(x, p["value"], "regression", text, link(run)))
+    unit = "ms" if metric.endswith("_ms") else ""
+    rules = [] if threshold is None else [Rule(threshold, f"threshold {threshold:g} {unit}")]
+    return line_chart(
+        [Series(f"{metric} {stat}", points)],
+        title=f"{metric} {stat}",
+        x=Axis("run"),
+        y=Axis(unit),
+        rules=rules,
+        bands=[Band("95% confidence interval", lows_highs)],
+        markers=markers,
+        width=560,
+    )
 
 
 @dataclass(frozen=True)
-class RunEntry:
-    folder: str
-    summary: dict[str, Any]
+class Row:
+    run: PastRun
+    scenario: str
+    regressions: list[Regression]
 
     @property
-    def link(self) -> str:
-        return f"{quote(self.folder)}/{REPORT_FILE}"
+    def block(self) -> dict[str, Any]:
+        return self.run.summary["scenarios"][self.scenario]
 
     @property
-    def started(self) -> str:
-        return self.summary.get("run", {}).get("started_at") or ""
+    def date(self) -> str:
+        return self.run.started[:10]
+
+    def stat(self, metric: str, stat: str) -> float | None:
+        return ((self.block.get("metrics") or {}).get(metric) or {}).get(stat)
 
 
-def find_runs(root: Path) -> tuple[list[RunEntry], list[str]]:
-    """Runs with a readable summary, oldest first, and the folders without one
-    (not JSON, or not shaped as the page reads it)."""
-    runs, unreadable = [], []
-    for path in sorted(p for p in root.iterdir() if (p / SUMMARY_FILE).is_file()):
-        try:
-            summary = json.loads((path / SUMMARY_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):
-            unreadable.append(path.name)
-            continue
-        if readable(summary):
-            runs.append(RunEntry(path.name, summary))
-        else:
-            unreadable.append(path.name)
-    runs.sort(key=lambda r: (r.started, r.folder))
-    return runs, unreadable
+def sections(
+    series: dict[tuple[str, str, str], list[PastRun]],
+    flagged: dict[tuple[str, str], list[Regression]],
+) -> list[dict[str, Any]]:
+    out = []
+    for (scenario, engine, model), runs in sorted(series.items()):
+        declared = {
+            (s["metric"], s["stat"])
+            for r in runs
+            for s in r.summary["scenarios"][scenario].get("slo") or []
+        }
+        keys = sorted(declared) or [(s["metric"], s["stat"]) for s in HEADLINE_SLOS]
+        charts = [trend_chart(runs, scenario, m, s, flagged) for m, s in keys]
+        regressed = sum((r.folder.name, scenario) in flagged for r in runs)
+        out.append(
+            {"scenario": scenario, "engine": engine, "model": model, "runs": len(runs),
+             "charts": charts, "regressed": regressed}
+        )  # fmt: skip
+    return out
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+def dashboard_html(runs: list[PastRun], unreadable: list[str]) -> str:
+    series = trend_series(runs)
+    flagged = trend_regressions(series)
+    rows = [
+        Row(run, scenario, flagged.get((run.folder.name, scenario), []))
+        for run in reversed(runs)
+        for scenario in run.summary["scenarios"]
+    ]
 
+    def choices(values: Sequence[str]) -> list[str]:
+        return sorted({v for v in values if v})
 
-def readable(summary: Any) -> bool:
-    """Whether every field the page reads has the type it needs (a summary
-    edited by hand, or from another tool, must not break the whole page)."""
-    if not isinstance(summary, dict) or not isinstance(summary.get("scenarios"), dict):
-        return False
-    run = summary.get("run", {})
-    if not isinstance(run, dict) or not isinstance(run.get("started_at") or "", str):
-        return False
-    if not isinstance(summary.get("verdict", ""), str):
-        return False
-    worst = summary.get("worst_slo")
-    if worst is not None and not (
-        isinstance(worst, dict)
-        and all(isinstance(worst.get(k), str) for k in ("scenario", "metric", "stat"))
-        and all(_number(worst.get(k)) or worst.get(k) is None for k in ("value", "margin_pct"))
-    ):
-        return False
-    return all(isinstance(block, dict) for block in summary["scenarios"].values())
-
-
-def stat_of(entry: RunEntry, scenario: str, metric: str, stat: str) -> float | None:
-    """One number of a run's summary; None when absent or not a number."""
-    block = entry.summary["scenarios"].get(scenario)
-    if metric == "requests_per_s":
-        value = _get(_get(block, "throughput"), metric)
-    else:
-        value = _get(_get(_get(block, "metrics"), metric), stat)
-    return value if _number(value) else None
-
-
-def _get(mapping: Any, key: str) -> Any:
-    return mapping.get(key) if isinstance(mapping, dict) else None
-
-
-def trends(runs: list[RunEntry]) -> list[dict[str, Any]]:
-    """One sparkline per scenario and metric over the latest runs."""
-    recent = runs[-TREND_RUNS:]
-    scenarios = sorted({name for r in recent for name in r.summary["scenarios"]})
-    rows = []
-    for scenario in scenarios:
-        for metric, stat in (*TRENDS, ("requests_per_s", "")):
-            values = [stat_of(r, scenario, metric, stat) for r in recent]
-            known = [v for v in values if v is not None]
-            if known:
-                rows.append(
-                    {
-                        "scenario": scenario,
-                        "metric": f"{metric} {stat}".strip(),
-                        "spark": sparkline(values),
-                        "latest": values[-1],
-                        "low": min(known),
-                        "high": max(known),
-                    }
-                )
-    return rows
+    filters = {
+        "scenario": choices([r.scenario for r in rows]),
+        "engine": choices([r.run.target[0] for r in rows]),
+        "model": choices([r.run.target[1] for r in rows]),
+        "revision": choices([revision(r.run) for r in rows]),
+    }  # fmt: skip
+    return render(
+        "index.html.j2",
+        generator=Markup(GENERATOR),
+        runs=runs,
+        rows=rows,
+        sections=sections(series, flagged),
+        filters=filters,
+        columns=COLUMNS,
+        unreadable=unreadable,
+        link=link,
+    )
 
 
 def ours(path: Path) -> bool:
-    """Whether ``path`` is absent or an index this module wrote: any other
-    ``index.html`` (a site's, a user's) is never overwritten."""
+    """Whether ``path`` is free to write: absent, or a dashboard this module wrote."""
     try:
-        with path.open("rb") as file:
-            return MARKER in file.read(4096)
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            return GENERATOR in handle.read(4096)
     except FileNotFoundError:
         return True
-    except OSError:
-        return False
 
 
 def write_index(results_root: str | os.PathLike[str]) -> Path | None:
-    """Write ``index.html`` listing the runs under ``results_root``; None (and
-    nothing written) when an ``index.html`` that is not ours is there."""
+    """Write the dashboard of the runs under ``results_root``: ``index.html``, or
+    ``slogate-index.html`` when an ``index.html`` there is not ours; None when
+    neither file is ours to write."""
     root = Path(results_root)
-    if not ours(root / INDEX_FILE):
+    target = next((root / n for n in (INDEX_FILE, FALLBACK_FILE) if ours(root / n)), None)
+    if target is None:
         return None
-    runs, unreadable = find_runs(root)
-    page = render(
-        "index.html.j2",
-        runs=list(reversed(runs)),
-        trends=trends(runs),
-        unreadable=unreadable,
-        trend_runs=TREND_RUNS,
-        columns=[*TRENDS, ("requests_per_s", "")],
-        stat_of=stat_of,
-    )
-    return write_atomic(root / INDEX_FILE, page)
+    unreadable: list[str] = []
+    runs = read_runs(root, unreadable)
+    return write_atomic(target, dashboard_html(runs, sorted(unreadable)))

@@ -21,6 +21,8 @@ from slogate.analysis.summary import build_summary
 from slogate.reports.charts import LABELS, percentile_charts, server_charts, timeseries_charts
 from slogate.reports.html import render
 from slogate.reports.junit import junit_xml
+from slogate.reports.markdown import summary_markdown
+from slogate.reports.openmetrics import openmetrics_text
 from slogate.reports.tables import percentiles_csv, timeseries_csv
 
 SUMMARY_FILE = "summary.json"
@@ -28,6 +30,8 @@ REPORT_FILE = "report.html"
 JUNIT_FILE = "junit.xml"
 PERCENTILES_FILE = "percentiles.csv"
 TIMESERIES_FILE = "timeseries.csv"
+MARKDOWN_FILE = "summary.md"
+METRICS_FILE = "metrics.prom"
 METRIC_LABELS = {f"{name}_ms": label for name, label in LABELS.items()} | {
     "max_stall_ms": "max stall per request",
     "lag_ms": "generator lag",
@@ -125,6 +129,8 @@ def render_run(
     summary = build_summary(run, verdict, comparison)
     if baseline_error is not None:
         summary["baseline"] = {"error": baseline_error}
+    if comparison is not None and comparison.regressions and summary["exit_code"] == 0:
+        summary["exit_code"] = comparison.exit_code  # the gate: every SLO met, yet slower
     return write_files(out, summary, run, baseline if comparison else None, comparison)
 
 
@@ -143,6 +149,8 @@ def write_files(
         "percentiles": write_atomic(out / PERCENTILES_FILE, percentiles_csv(summary)),
         "timeseries": write_atomic(out / TIMESERIES_FILE, timeseries_csv(run.timeseries)),
         "report": write_atomic(out / REPORT_FILE, report_html(summary, run, baseline)),
+        "markdown": write_atomic(out / MARKDOWN_FILE, summary_markdown(summary, REPORT_FILE)),
+        "metrics": write_atomic(out / METRICS_FILE, openmetrics_text(summary)),
     }
     return Outcome(summary["verdict"], summary["exit_code"], out, files, summary, comparison)
 

@@ -1,4 +1,5 @@
-"""Small inline SVG charts: lines on linear, log or time axes, threshold rules, sparklines.
+"""Small inline SVG charts: lines on linear, log or time axes, threshold rules,
+confidence bands and point markers.
 
 The report must open offline and without JavaScript, so charts are plain
 ``<svg>`` elements written here; hovering a line shows its name through SVG's
@@ -55,6 +56,27 @@ class Rule:
     y: float
     label: str
     x: float | None = None
+
+
+@dataclass(frozen=True)
+class Band:
+    """A shaded interval around a series, e.g. each point's confidence interval;
+    ``points`` are (x, low, high), a missing bound breaks the band."""
+
+    name: str
+    points: Sequence[tuple[float, float | None, float | None]]
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A point drawn on top: ``kind`` is its CSS class (a verdict, ``regression``);
+    ``href`` makes it a link, ``label`` its hover text."""
+
+    x: float
+    y: float
+    kind: str
+    label: str
+    href: str | None = None
 
 
 @dataclass(frozen=True)
@@ -154,10 +176,13 @@ def line_chart(
     x: Axis | None = None,
     y: Axis | None = None,
     rules: Sequence[Rule] = (),
+    bands: Sequence[Band] = (),
+    markers: Sequence[Marker] = (),
     width: int = 520,
     height: int = 210,
 ) -> Markup:
-    """One chart; an empty one says "no data" rather than drawing nothing."""
+    """One chart; an empty one says "no data" rather than drawing nothing. Bands
+    are drawn under the lines, markers over them."""
     x, y = x or Axis(), y or Axis()
     left, right, top, bottom = 52, 24, 34, 30
     tx = (lambda v: math.log10(v) if v > 0 else None) if x.log else (lambda v: v)
@@ -169,6 +194,13 @@ def line_chart(
     xs = [px for _, pts in lines for px, _ in pts]
     ys = [py for _, pts in lines for _, py in pts if py is not None]
     ys += [v for v in (ty(r.y) for r in rules) if v is not None]
+    ys += [
+        t
+        for b in bands
+        for _, lo, hi in b.points
+        for v in (lo, hi)
+        if v is not None and (t := ty(v)) is not None
+    ]
     head = (
         f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
         f'role="img" aria-label="{esc(title)}"><title>{esc(title)}</title>'
@@ -202,9 +234,14 @@ def line_chart(
         f'<text x="{width - right}" y="{height - 4}" class="al">{esc(x.label)}</text>'
         f'<text x="4" y="{top - 6}" class="al0">{esc(y.label)}</text>'
     )
+    parts += [band(b, tx, ty, px, py) for b in bands]
     for index, (s, pts) in enumerate(lines):
         color = PALETTE[index % len(PALETTE)]
         parts.append(path(s, pts, color, px, py))
+    for m in markers:
+        mx, my = tx(m.x), ty(m.y)
+        if mx is not None and my is not None:
+            parts.append(marker(m, px(mx), py(my)))
     for r in rules:
         ry = ty(r.y)
         if ry is None:
@@ -253,6 +290,43 @@ def path(
     return f"<g><title>{esc(s.name)}</title>{''.join(body)}</g>"
 
 
+def band(
+    b: Band,
+    tx: Callable[[float], float | None],
+    ty: Callable[[float], float | None],
+    px: Callable[[float], float],
+    py: Callable[[float], float],
+) -> str:
+    """Shaded polygons between the lows and the highs, one per unbroken stretch."""
+    stretches: list[list[tuple[float, float, float]]] = [[]]
+    for x_value, lo, hi in b.points:
+        x, low, high = tx(x_value), None if lo is None else ty(lo), None if hi is None else ty(hi)
+        if x is None or low is None or high is None:
+            stretches.append([])
+        else:
+            stretches[-1].append((px(x), py(low), py(high)))
+    shapes = []
+    for seg in (s for s in stretches if s):
+        if len(seg) == 1:
+            x, low, high = seg[0]
+            shapes.append(f'<line x1="{x}" x2="{x}" y1="{low}" y2="{high}" class="bandline"/>')
+            continue
+        outline = [(x, high) for x, _, high in seg] + [(x, low) for x, low, _ in reversed(seg)]
+        d = "M" + "L".join(f"{x},{y}" for x, y in outline) + "Z"
+        shapes.append(f'<path d="{d}" class="band"/>')
+    return f"<g><title>{esc(b.name)}</title>{''.join(shapes)}</g>"
+
+
+def marker(m: Marker, x: float, y: float) -> str:
+    shape = (
+        f'<path d="M{x},{y - 7}L{x + 6},{y + 4}L{x - 6},{y + 4}Z" class="mk {esc(m.kind)}">'
+        if m.kind == "regression"
+        else f'<circle cx="{x}" cy="{y}" r="3" class="mk {esc(m.kind)}">'
+    )
+    shape += f"<title>{esc(m.label)}</title></{'path' if m.kind == 'regression' else 'circle'}>"
+    return f'<a href="{esc(m.href)}">{shape}</a>' if m.href else shape
+
+
 def legend(series: Sequence[Series], left: int, width: int) -> str:
     """Swatches and names on the row under the title, as many as fit."""
     out, x = [], float(left)
@@ -270,26 +344,3 @@ def legend(series: Sequence[Series], left: int, width: int) -> str:
         )
         x += room
     return "".join(out)
-
-
-def sparkline(values: Sequence[float | None], width: int = 120, height: int = 26) -> Markup:
-    """A tiny trend line, the last value dotted; hover lists the values."""
-    known = [(i, v) for i, v in enumerate(values) if v is not None]
-    if not known:
-        return Markup(f'<svg class="spark" width="{width}" height="{height}"></svg>')
-    lo, hi = min(v for _, v in known), max(v for _, v in known)
-    span = (hi - lo) or 1.0
-    step = (width - 6) / max(len(values) - 1, 1)
-    coords = [
-        (round(3 + i * step, 1), round(height - 3 - (v - lo) / span * (height - 6), 1))
-        for i, v in known
-    ]
-    d = "M" + "L".join(f"{a},{b}" for a, b in coords)
-    tip = ", ".join(compact(v) for _, v in known)
-    last_x, last_y = coords[-1]
-    return Markup(
-        f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
-        f"<title>{esc(tip)}</title>"
-        f'<path d="{d}" fill="none" stroke="{PALETTE[0]}" stroke-width="1.4"/>'
-        f'<circle cx="{last_x}" cy="{last_y}" r="2.2" fill="{PALETTE[1]}"/></svg>'
-    )

@@ -44,7 +44,12 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
         "enough that none needs more than half a core for the planned load",
     )
     p.add_argument("--out", help="results folder (default results/<time>-<scenario>)")
-    p.add_argument("--baseline", help="results folder of a run to compare with")
+    p.add_argument(
+        "--baseline",
+        help="results folder of a run to compare with, or 'auto': the newest earlier run "
+        "of the same scenario and target in the results root; a regression exits 1",
+    )
+    p.add_argument("--push-metrics", metavar="URL", help="Prometheus Pushgateway to push to")
     p.add_argument("--seed", type=non_negative_int, help="workload seed")
     p.add_argument("--max-lag-ms", type=positive_float, help="open loop: generator lag bound")
     p.add_argument("--metrics-url", help="engine Prometheus URL ('off' disables)")
@@ -113,6 +118,7 @@ def add_small_parsers(sub: argparse._SubParsersAction) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from slogate.experiment import add_experiment_parser
     from slogate.plan import add_plan_parser
+    from slogate.prune import add_prune_parser
     from slogate.sweep import add_sweep_parser
 
     parser = argparse.ArgumentParser(
@@ -126,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_experiment_parser(sub)
     add_sweep_parser(sub)
     add_plan_parser(sub)
+    add_prune_parser(sub)
     return parser
 
 
@@ -199,6 +206,7 @@ COMMANDS = {
     "experiment": delegated("experiment"),
     "sweep": delegated("sweep"),
     "plan": delegated("plan"),
+    "prune": delegated("prune"),
 }
 
 

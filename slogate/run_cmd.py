@@ -69,6 +69,7 @@ def locust_command(
         "--seed": args.seed,
         "--warmup": args.warmup,
         "--baseline": args.baseline,
+        "--push-metrics": args.push_metrics,
         "--max-lag-ms": args.max_lag_ms,
         "--metrics-url": args.metrics_url,
         "--dcgm-url": args.dcgm_url,

@@ -19,7 +19,15 @@ from slogate.analysis.rundata import RunData
 from slogate.analysis.timeseries import window_row
 from slogate.reports import comparison_text, rerender, write_comparison, write_index, write_results
 
-EXPECTED_FILES = {"summary.json", "junit.xml", "percentiles.csv", "timeseries.csv", "report.html"}
+EXPECTED_FILES = {
+    "summary.json",
+    "junit.xml",
+    "percentiles.csv",
+    "timeseries.csv",
+    "report.html",
+    "summary.md",
+    "metrics.prom",
+}
 HOSTILE_MODEL = '"><script>alert(1)</script><img src=x onerror=alert(2)>'
 
 
@@ -188,9 +196,12 @@ def test_index_lists_runs_newest_first_with_trends(tmp_path: Path) -> None:
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "summary.json").write_text("{not json")
     page = write_index(tmp_path).read_text()
-    assert page.index("run &lt;2&gt;") < page.index("run &lt;1&gt;") < page.index("run &lt;0&gt;")
-    assert 'href="run%20%3C2%3E/report.html"' in page
-    assert page.count('class="spark"') >= 5
+    table = page[page.index('<table id="runs">') :]
+    assert (
+        table.index("run &lt;2&gt;") < table.index("run &lt;1&gt;") < table.index("run &lt;0&gt;")
+    )
+    assert 'href="run%20%3C2%3E/report.html"' in table
+    assert page.count('<svg class="chart"') == 3  # one per SLO of the chat scenario
     assert "broken" in page
 
 

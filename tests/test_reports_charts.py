@@ -11,7 +11,7 @@ import pytest
 from slogate.analysis.histograms import HistogramSet
 from slogate.reports.charts import counter_rate, server_charts, threshold_rules
 from slogate.reports.curves import nines, percentile_curve
-from slogate.reports.svg import Axis, Rule, Series, line_chart, log_ticks, sparkline, thin
+from slogate.reports.svg import Axis, Band, Marker, Rule, Series, line_chart, log_ticks, thin
 
 
 def parse(svg: str) -> ET.Element:
@@ -76,10 +76,31 @@ def test_empty_chart_says_so() -> None:
     parse(svg)
 
 
-def test_sparkline_hover_lists_the_values() -> None:
-    root = parse(sparkline([1.0, None, 3.0, 2000.0]))
-    assert root.find("title").text == "1, 3, 2k"
-    assert parse(sparkline([None])).tag == "svg"
+def test_bands_and_markers_are_drawn_escaped_and_linked() -> None:
+    hostile = '<b>"x"</b>'
+    svg = line_chart(
+        [Series("p99", [(1.0, 10.0), (2.0, 12.0), (3.0, None), (4.0, 11.0)])],
+        title="t",
+        bands=[
+            Band(
+                hostile, [(1.0, 9.0, 11.0), (2.0, 11.0, 40.0), (3.0, None, None), (4.0, 10.0, 12.0)]
+            )
+        ],
+        markers=[
+            Marker(2.0, 12.0, "regression", hostile, href='run "2"/report.html'),
+            Marker(1.0, 10.0, "pass", "night 1"),
+        ],
+    )
+    root = parse(svg)
+    paths = [p for p in root.iter("path") if p.get("class") == "band"]
+    assert len(paths) == 1  # the stretch before the gap; the lone last point is a line
+    assert [line for line in root.iter("line") if line.get("class") == "bandline"]
+    links = list(root.iter("a"))
+    assert [a.get("href") for a in links] == ['run "2"/report.html']
+    assert links[0].find("path/title").text == hostile
+    assert "<b>" not in svg
+    ticks = [float(t.text) for t in root.iter("text") if t.get("class") == "yl"]
+    assert max(ticks) >= 40.0 and min(ticks) == 0.0  # the band fits; the axis starts at zero
 
 
 def test_threshold_rules_sit_at_their_percentile() -> None:

@@ -1,0 +1,205 @@
+"""The runs of a results root, read from their ``summary.json``: which is the baseline
+of a new run (``--baseline auto``), and which to drop (``slogate prune``).
+
+A run is identified by its folder; runs are ordered by their start time (then
+folder name). The baseline of a run is the newest earlier run of the same
+scenarios against the same target (the engine's kind and model, as ``/v1/models``
+names them; not the URL, whose port changes from run to run) that finished and was not
+invalid, and that still has its ``data/`` to compare exactly.
+
+The history's regressions between consecutive runs use the rule of
+``slogate compare`` (:func:`slogate.analysis.compare.classify`: beyond the
+tolerance and confidence intervals apart, at a gated percentile of a latency
+metric) on the percentiles and intervals each summary holds, so the dashboard
+needs no histograms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from slogate.analysis.compare import (
+    DEFAULT_TOLERANCE,
+    GATED,
+    LATENCY_METRICS,
+    WORSE,
+    classify,
+)
+from slogate.analysis.percentiles import Estimate
+
+SUMMARY_FILE = "summary.json"
+DATA_DIR = "data"
+
+
+@dataclass(frozen=True)
+class PastRun:
+    folder: Path
+    summary: dict[str, Any]
+
+    @property
+    def started(self) -> str:
+        return (self.summary.get("run") or {}).get("started_at") or ""
+
+    @property
+    def scenarios(self) -> tuple[str, ...]:
+        return tuple(sorted(self.summary.get("scenarios") or {}))
+
+    @property
+    def target(self) -> tuple[str, str]:
+        engine = (self.summary.get("run") or {}).get("engine") or {}
+        return str(engine.get("owned_by") or ""), str(engine.get("model") or "")
+
+    @property
+    def usable_as_baseline(self) -> bool:
+        run = self.summary.get("run") or {}
+        complete = run.get("complete", True)
+        return complete and self.summary.get("verdict") != "invalid"
+
+
+def read_runs(root: Path, unreadable: list[str] | None = None) -> list[PastRun]:
+    """Every folder directly under ``root`` with a readable summary, oldest first;
+    the names of folders whose summary.json cannot be read go into ``unreadable``."""
+    runs: list[PastRun] = []
+    if not root.is_dir():
+        return runs
+    for path in root.iterdir():
+        file = path / SUMMARY_FILE
+        try:
+            summary = orjson.loads(file.read_bytes()) if file.is_file() else None
+        except (OSError, orjson.JSONDecodeError):
+            summary = {}
+        if isinstance(summary, dict) and isinstance(summary.get("scenarios"), dict):
+            runs.append(PastRun(path, summary))
+        elif summary is not None and unreadable is not None:
+            unreadable.append(path.name)
+    runs.sort(key=lambda r: (r.started, r.folder.name))
+    return runs
+
+
+def auto_baseline(
+    root: Path, scenarios: Sequence[str], engine: str, model: str, exclude: Path | None = None
+) -> Path | None:
+    """The folder of the newest run under ``root`` of the same scenarios and target
+    (``engine`` is the ``owned_by`` the engine reports), or None when there is none
+    yet (a first nightly run has nothing to compare with)."""
+    wanted = (tuple(sorted(scenarios)), (engine, model))
+    skip = exclude.resolve() if exclude is not None else None
+    for run in reversed(read_runs(root)):
+        if skip is not None and run.folder.resolve() == skip:
+            continue
+        same = (run.scenarios, run.target) == wanted
+        if same and run.usable_as_baseline and (run.folder / DATA_DIR).is_dir():
+            return run.folder
+    return None
+
+
+def started_at(run: PastRun) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(run.started)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def runs_to_prune(
+    runs: Sequence[PastRun],
+    keep: int | None,
+    older_than: timedelta | None,
+    now: datetime,
+) -> list[PastRun]:
+    """The runs that ``slogate prune`` removes: all but the newest ``keep`` of each
+    scenario set and target, and those started more than ``older_than`` before ``now``.
+    A run whose start time cannot be read is never removed by age."""
+    doomed: dict[Path, PastRun] = {}
+    if keep is not None:
+        groups: dict[tuple, list[PastRun]] = {}
+        for run in runs:
+            groups.setdefault((run.scenarios, run.target), []).append(run)
+        for group in groups.values():
+            doomed |= {r.folder: r for r in group[: max(len(group) - keep, 0)]}
+    if older_than is not None:
+        for run in runs:
+            moment = started_at(run)
+            if moment is not None and now - moment > older_than:
+                doomed[run.folder] = run
+    return [r for r in runs if r.folder in doomed]
+
+
+def estimate_of(run: PastRun, scenario: str, metric: str, stat: str) -> Estimate | None:
+    """A percentile of a latency metric (ms) with its interval, from the summary."""
+    block = (run.summary["scenarios"].get(scenario) or {}).get("metrics") or {}
+    stats = block.get(metric) or {}
+    value, count = stats.get(stat), stats.get("count")
+    if value is None or not count:
+        return None
+    lower, upper = (stats.get("ci") or {}).get(stat) or (None, None)
+    return Estimate(value=value, lower=lower, upper=upper, count=count)
+
+
+@dataclass(frozen=True)
+class Regression:
+    scenario: str
+    metric: str
+    stat: str
+    base: Estimate
+    new: Estimate
+    base_folder: str
+
+    @property
+    def change_pct(self) -> float | None:
+        return None if not self.base.value else 100.0 * (self.new.value / self.base.value - 1)
+
+
+def regressions_between(
+    base: PastRun, new: PastRun, scenario: str, tolerance: float = DEFAULT_TOLERANCE
+) -> list[Regression]:
+    """The gated latency percentiles of ``scenario`` that got worse from ``base`` to ``new``."""
+    found = []
+    for name in LATENCY_METRICS:
+        metric = f"{name}_ms"
+        for stat in GATED:
+            b, n = (
+                estimate_of(base, scenario, metric, stat),
+                estimate_of(new, scenario, metric, stat),
+            )
+            if b is not None and n is not None and classify(b, n, tolerance) == WORSE:
+                found.append(Regression(scenario, metric, stat, b, n, base.folder.name))
+    return found
+
+
+def series_key(run: PastRun, scenario: str) -> tuple[str, str, str]:
+    """One trend line: a scenario against one engine and model."""
+    return (scenario, *run.target)
+
+
+def trend_series(runs: Sequence[PastRun]) -> dict[tuple[str, str, str], list[PastRun]]:
+    """The runs of each scenario and target, oldest first (``runs`` sorted so)."""
+    series: dict[tuple[str, str, str], list[PastRun]] = {}
+    for run in runs:
+        for scenario in run.summary["scenarios"]:
+            series.setdefault(series_key(run, scenario), []).append(run)
+    return series
+
+
+def trend_regressions(
+    series: dict[tuple[str, str, str], list[PastRun]], tolerance: float = DEFAULT_TOLERANCE
+) -> dict[tuple[str, str], list[Regression]]:
+    """Per (run folder, scenario): its regressions against the run before it in the
+    same series. Invalid or incomplete runs are skipped as bases, as by ``--baseline auto``."""
+    flagged: dict[tuple[str, str], list[Regression]] = {}
+    for (scenario, _, _), runs in series.items():
+        previous: PastRun | None = None
+        for run in runs:
+            if previous is not None:
+                found = regressions_between(previous, run, scenario, tolerance)
+                if found:
+                    flagged[(run.folder.name, scenario)] = found
+            if run.usable_as_baseline:
+                previous = run
+    return flagged

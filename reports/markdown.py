@@ -1,0 +1,117 @@
+"""``summary.md``: the run as a CI job summary (GitHub, GitLab, a pull request comment).
+
+Built from ``summary.json`` alone: the verdict and exit code, one row per SLO
+with its value, threshold, margin and 95% confidence interval, the baseline's
+regressions, and a link to the report. Text that came from a server or a
+scenario file is escaped, so a ``|`` or a newline cannot break the table and
+no HTML in it is rendered.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from slogate.reports.html import DASH, margin, metric_value, signed_pct
+
+STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+VERDICT_MARK = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️", "invalid": "⛔"}
+_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+
+
+def md(text: object) -> str:
+    """One line of Markdown-escaped text: special characters backslashed, newlines spaced."""
+    return _SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+
+
+def interval(slo: Mapping[str, Any]) -> str:
+    lower, upper = slo.get("ci") or (None, None)
+    if lower is None and upper is None:
+        return DASH
+    metric = slo["metric"]
+    return f"[{metric_value(lower, metric)}, {metric_value(upper, metric)}]"
+
+
+def slo_rows(summary: Mapping[str, Any]) -> list[str]:
+    rows = [
+        "| scenario | SLO | value | threshold | margin | 95% CI | n | verdict |",
+        "|---|---|--:|--:|--:|---|--:|---|",
+    ]
+    for name, block in summary["scenarios"].items():
+        for slo in block.get("slo") or []:
+            verdict = slo["verdict"]
+            rows.append(
+                f"| {md(name)} | {md(slo['metric'])} {md(slo['stat'])} "
+                f"| {metric_value(slo['value'], slo['metric'])} "
+                f"| {metric_value(slo['threshold'], slo['metric'])} | {margin(slo)} "
+                f"| {interval(slo)} | {slo.get('n') or DASH} "
+                f"| {VERDICT_MARK.get(verdict, '')} {md(verdict)} |"
+            )
+    return rows if len(rows) > 2 else ["No SLO declared."]
+
+
+def regression_lines(baseline: Mapping[str, Any]) -> list[str]:
+    if "error" in baseline:
+        return [f"Baseline not compared: {md(baseline['error'])}"]
+    regressions = [d for d in baseline.get("deltas") or [] if d.get("regression")]
+    head = (
+        f"Against baseline **{md(baseline.get('base_run') or '?')}**: "
+        f"{md(baseline.get('verdict'))}, {len(regressions)} regression(s) "
+        f"(tolerance {100 * baseline.get('tolerance', 0):g}%, gated "
+        f"{md(', '.join(baseline.get('gated') or []))}, confidence intervals must not overlap)."
+    )
+    lines = [head]
+    if regressions:
+        lines += ["", "| scenario | metric | baseline | now | change |", "|---|---|--:|--:|--:|"]
+        for d in regressions:
+            base, new = (d.get(k) or {} for k in ("base", "new"))
+            lines.append(
+                f"| {md(d['scenario'])} | {md(d['metric'])} {md(d['stat'])} "
+                f"| {metric_value(base.get('value'), d['metric'])} "
+                f"| {metric_value(new.get('value'), d['metric'])} "
+                f"| {signed_pct(d.get('change_pct'))} |"
+            )
+    return lines
+
+
+def summary_markdown(summary: Mapping[str, Any], report_link: str) -> str:
+    """The Markdown job summary of a run; ``report_link`` is where its report.html is."""
+    verdict = summary["verdict"]
+    run = summary.get("run") or {}
+    engine = run.get("engine") or {}
+    regressed = (summary.get("baseline") or {}).get("regressions")
+    mark = VERDICT_MARK["fail"] if regressed and verdict == "pass" else VERDICT_MARK.get(verdict)
+    headline = md(verdict.upper()) + (", REGRESSION against the baseline" if regressed else "")
+    title = (
+        f"## {mark or ''} slogate {md(run.get('run_id') or '')}: "
+        f"{headline} (exit {summary['exit_code']})"
+    )
+    target = ", ".join(
+        md(part) for part in (engine.get("model"), engine.get("owned_by"), run.get("host")) if part
+    )
+    lines = [
+        title,
+        "",
+        f"Target: {target or DASH}; revision {md(run.get('git_revision') or DASH)}.",
+    ]
+    lines += [f"- {md(reason)}" for reason in summary.get("invalid_reasons") or []]
+    lines += ["", *slo_rows(summary)]
+    if summary.get("baseline"):
+        lines += ["", *regression_lines(summary["baseline"])]
+    lines += ["", f"[Full report]({report_link.replace(' ', '%20').replace(')', '%29')})", ""]
+    return "\n".join(lines)
+
+
+def append_step_summary(markdown: str, environ: Mapping[str, str] = os.environ) -> Path | None:
+    """Append ``markdown`` to the file GitHub Actions names in ``$GITHUB_STEP_SUMMARY``
+    (that file collects every step's summary, so it is appended to, never replaced)."""
+    target = environ.get(STEP_SUMMARY_ENV)
+    if not target:
+        return None
+    path = Path(target)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(markdown + "\n")
+    return path

@@ -1,0 +1,147 @@
+"""``metrics.prom``: a run's summary as OpenMetrics text, and its push to a Pushgateway.
+
+Nightly results then land in the Prometheus and Grafana a team already runs.
+Every sample carries the labels ``scenario``, ``engine``, ``model`` and
+``revision``; SLO samples add ``slo`` (metric and statistic). Latencies are in
+seconds, as Prometheus names units; SLO values and thresholds keep the SLO's own
+unit (ms for latencies, a fraction for rates), named by the ``unit`` label.
+The text is written by ``prometheus-client`` itself, so it parses as its
+exposition format requires.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, push_to_gateway
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric, StateSetMetricFamily
+from prometheus_client.openmetrics.exposition import generate_latest
+
+from slogate.analysis.compare import LATENCY_METRICS
+
+VERDICTS = ("pass", "fail", "inconclusive", "invalid")
+QUANTILES = {"p50": "0.5", "p90": "0.9", "p95": "0.95", "p99": "0.99", "p999": "0.999"}
+TARGET_LABELS = ("scenario", "engine", "model", "revision")
+PUSH_JOB = "slogate"
+
+
+def target_values(summary: Mapping[str, Any], scenario: str) -> list[str]:
+    run = summary.get("run") or {}
+    engine = run.get("engine") or {}
+    return [
+        scenario,
+        str(engine.get("owned_by") or ""),
+        str(engine.get("model") or ""),
+        str(run.get("git_revision") or ""),
+    ]
+
+
+def unit_of(metric: str) -> str:
+    return (
+        "ms" if metric.endswith("_ms") else "ratio" if metric in ("error_rate", "goodput") else ""
+    )
+
+
+class SummaryCollector:
+    """A ``prometheus-client`` collector that yields one run's summary as metric families."""
+
+    def __init__(self, summary: Mapping[str, Any]) -> None:
+        self.summary = summary
+
+    def gauge(self, name: str, doc: str, extra: tuple[str, ...] = ()) -> GaugeMetricFamily:
+        return GaugeMetricFamily(f"slogate_{name}", doc, labels=[*TARGET_LABELS, *extra])
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.summary
+        names = list(s["scenarios"])
+        slo_labels = ("slo", "unit")
+        value = self.gauge("slo_value", "Measured value of an SLO statistic", slo_labels)
+        threshold = self.gauge("slo_threshold", "The SLO's limit", slo_labels)
+        margin = self.gauge("slo_margin_ratio", "Margin to the limit, relative", slo_labels)
+        slo_verdict = StateSetMetricFamily(
+            "slogate_slo_verdict", "Verdict of one SLO", labels=[*TARGET_LABELS, "slo"]
+        )
+        verdict = StateSetMetricFamily(
+            "slogate_verdict", "Verdict of the run's scenario", labels=list(TARGET_LABELS)
+        )
+        exit_code = self.gauge("exit_code", "Exit code of the run (the CI gate)")
+        started = self.gauge("run_start_timestamp_seconds", "When the run started (Unix time)")
+        latency = self.gauge("latency_seconds", "Latency percentiles", ("metric", "quantile"))
+        throughput = self.gauge("throughput_per_second", "Successful work per second", ("what",))
+        goodput = self.gauge("goodput_ratio", "Share of requests within every per-request limit")
+        regressions = self.gauge("regressions", "Gated percentiles worse than the baseline")
+        stamp = start_timestamp(s)
+        regressed = regressions_by_scenario(s.get("baseline") or {})
+        for name in names:
+            target = target_values(s, name)
+            block = s["scenarios"][name]
+            for slo in block.get("slo") or []:
+                key = [*target, f"{slo['metric']}:{slo['stat']}"]
+                for family, amount in ((value, slo["value"]), (threshold, slo["threshold"])):
+                    if amount is not None:
+                        family.add_metric([*key, unit_of(slo["metric"])], amount)
+                if slo.get("margin_pct") is not None:
+                    margin.add_metric([*key, unit_of(slo["metric"])], slo["margin_pct"] / 100)
+                slo_verdict.add_metric(key, {v: v == slo["verdict"] for v in VERDICTS})
+            verdict.add_metric(target, {v: v == block["verdict"] for v in VERDICTS})
+            exit_code.add_metric(target, s["exit_code"])
+            if stamp is not None:
+                started.add_metric(target, stamp)
+            for metric in LATENCY_METRICS:
+                stats = (block.get("metrics") or {}).get(f"{metric}_ms") or {}
+                for stat, quantile in QUANTILES.items():
+                    if stats.get(stat) is not None:
+                        latency.add_metric([*target, metric, quantile], stats[stat] / 1000)
+            rates = block.get("throughput") or {}
+            for what in ("requests", "output_tokens", "input_tokens", "goodput_requests"):
+                if rates.get(f"{what}_per_s") is not None:
+                    throughput.add_metric([*target, what], rates[f"{what}_per_s"])
+            fraction = (block.get("goodput") or {}).get("fraction")
+            if fraction is not None:
+                goodput.add_metric(target, fraction)
+            if s.get("baseline") and "error" not in s["baseline"]:
+                regressions.add_metric(target, regressed.get(name, 0))
+        families = (value, threshold, margin, slo_verdict, verdict, exit_code, started)
+        yield from (*families, latency, throughput, goodput, regressions)
+
+
+def start_timestamp(summary: Mapping[str, Any]) -> float | None:
+    text = (summary.get("run") or {}).get("started_at")
+    try:
+        return datetime.fromisoformat(text).timestamp() if text else None
+    except ValueError:
+        return None
+
+
+def regressions_by_scenario(baseline: Mapping[str, Any]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for d in baseline.get("deltas") or []:
+        if d.get("regression"):
+            counts[d["scenario"]] = counts.get(d["scenario"], 0) + 1
+    return counts
+
+
+def registry_of(summary: Mapping[str, Any]) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SummaryCollector(summary))
+    return registry
+
+
+def openmetrics_text(summary: Mapping[str, Any]) -> str:
+    """The summary as OpenMetrics text (ends with ``# EOF``)."""
+    return generate_latest(registry_of(summary)).decode("utf-8")
+
+
+def push_metrics(summary: Mapping[str, Any], url: str, timeout_s: float = 10.0) -> None:
+    """PUT the run's metrics to the Pushgateway at ``url`` (job ``slogate``, grouped by
+    the run's scenarios, so each nightly target replaces its own previous push).
+    Raises OSError (with the URL) when the gateway cannot be reached or refuses."""
+    group = {"instance": "+".join(summary["scenarios"]) or "none"}
+    try:
+        push_to_gateway(
+            url, job=PUSH_JOB, registry=registry_of(summary), grouping_key=group, timeout=timeout_s
+        )
+    except OSError as error:
+        raise OSError(f"--push-metrics {url}: {error}") from error

@@ -1,0 +1,56 @@
+"""`slogate prune [ROOT] --keep N | --older-than AGE`: retention for a results root.
+
+Keeps the newest N runs of each scenario set and target and/or drops runs older
+than AGE, then rewrites the root's index.html so it lists only what is left.
+Only folders holding a slogate ``summary.json`` are ever removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from slogate.analysis.history import read_runs, runs_to_prune
+from slogate.analysis.slo import EXIT_CONFIG
+from slogate.args import duration, non_negative_int
+from slogate.reports import write_index
+
+DAY_S = 86_400.0
+
+
+def age(text: str) -> timedelta:
+    """``30d``, ``12h``, ``90m``: how old a run may be."""
+    if text.endswith("d"):
+        days = duration(text[:-1])
+        return timedelta(seconds=days * DAY_S)
+    return timedelta(seconds=duration(text))
+
+
+def add_prune_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("prune", help="remove old runs from a results root and rewrite its index")
+    p.add_argument("root", nargs="?", default="results", help="results root (default results)")
+    p.add_argument("--keep", type=non_negative_int, help="newest runs kept per scenario and target")
+    p.add_argument("--older-than", type=age, help="also remove runs older than this: 30d, 12h")
+    p.add_argument("--dry-run", action="store_true", help="list what would go, remove nothing")
+
+
+def prune_command(args: argparse.Namespace) -> int:
+    if args.keep is None and args.older_than is None:
+        print("slogate prune: give --keep N, --older-than AGE or both", file=sys.stderr)
+        return EXIT_CONFIG
+    root = Path(args.root)
+    if not root.is_dir():
+        print(f"slogate prune: {root}: not a folder", file=sys.stderr)
+        return EXIT_CONFIG
+    doomed = runs_to_prune(read_runs(root), args.keep, args.older_than, datetime.now(timezone.utc))
+    for run in doomed:
+        print(f"slogate prune: {'would remove' if args.dry_run else 'removing'} {run.folder}")
+        if not args.dry_run:
+            shutil.rmtree(run.folder)
+    if not args.dry_run:
+        write_index(root)
+    print(f"slogate prune: {len(doomed)} run(s) {'to remove' if args.dry_run else 'removed'}")
+    return 0

@@ -1,0 +1,102 @@
+"""The history of a results root: the dashboard's trends and regression flags,
+``--baseline auto``'s choice, retention, and never overwriting a foreign index."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from reportdata import realistic_run
+
+from slogate.analysis.history import auto_baseline, read_runs, runs_to_prune
+from slogate.analysis.rundata import RunData
+from slogate.analysis.summary import build_summary
+from slogate.reports import write_index, write_results
+from slogate.reports.index import FALLBACK_FILE
+
+PLANTED = 17  # the night whose latencies are 20% higher
+
+
+def night(root: Path, i: int, scale: float = 1.0, model: str = "test-model") -> Path:
+    """A saved run (data and summary.json): night ``i`` of a nightly series."""
+    run = realistic_run(n=4000, seed=100 + i, scale=scale)
+    run.meta["run_id"] = f"night-{i:02d}"
+    run.meta["started_at"] = (
+        datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(days=i)
+    ).isoformat()
+    run.meta["engine"] = {"owned_by": "vllm", "model": model}
+    run.meta["git_revision"] = f"rev{i % 3}"
+    folder = root / f"night-{i:02d}"
+    run.save(folder)
+    (folder / "summary.json").write_text(json.dumps(build_summary(run)))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def nights(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("results")
+    for i in range(30):
+        night(root, i, scale=1.2 if i == PLANTED else 1.0)
+    for i in range(3):  # another target: never compared with the first
+        night(root, 40 + i, scale=3.0 if i == 1 else 1.0, model="other-model")
+    return root
+
+
+def test_the_dashboard_flags_exactly_the_planted_regression(nights: Path) -> None:
+    page = write_index(nights).read_text()
+    table = page[page.index('<table id="runs">') :]
+    flagged = re.findall(r'<tr class="regression"[^>]*>\s*<td class="nw"><a href="([^"/]+)/', table)
+    assert flagged == ["night-41", f"night-{PLANTED:02d}"]  # newest first
+    row = table[table.index(f">night-{PLANTED:02d}<") :].split("</tr>")[0]
+    assert "ttft_ms p99 +" in row and f"vs night-{PLANTED - 1:02d}" in row
+    assert page.count('class="mk regression"') >= 2  # on the charts too
+    assert "1 regression against the run before" in page
+    assert page.count('<section class="series"') == 2
+    assert page.count('class="band"') == 2 * 3  # a CI band on each SLO chart
+    assert "threshold 2000 ms" in page
+
+
+def test_baseline_auto_finds_the_night_before_and_the_gate_fails(
+    nights: Path, tmp_path: Path
+) -> None:
+    planted = nights / f"night-{PLANTED:02d}"
+    base = auto_baseline(nights, ["chat"], "vllm", "test-model", exclude=planted)
+    assert base == nights / "night-29"  # the newest other one
+    runs = [r for r in read_runs(nights) if r.folder.name < planted.name]
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    for r in runs[-2:]:
+        (earlier / r.folder.name).symlink_to(r.folder)
+    found = auto_baseline(earlier, ["chat"], "vllm", "test-model")
+    assert found == earlier / f"night-{PLANTED - 1:02d}"
+    assert auto_baseline(earlier, ["chat"], "vllm", "unknown-model") is None
+    outcome = write_results(tmp_path / "new", RunData.load(planted), RunData.load(found))
+    assert outcome.verdict == "pass" and outcome.exit_code == 1
+    markdown = (tmp_path / "new" / "summary.md").read_text()
+    assert f"Against baseline **night-{PLANTED - 1:02d}**: regression" in markdown
+
+
+def test_runs_to_prune_keeps_the_newest_of_each_target_and_drops_old_ones(nights: Path) -> None:
+    runs = read_runs(nights)
+    now = datetime(2026, 2, 1, tzinfo=timezone.utc)
+    kept_two = {r.folder.name for r in runs} - {
+        r.folder.name for r in runs_to_prune(runs, 2, None, now)
+    }
+    assert kept_two == {"night-28", "night-29", "night-41", "night-42"}
+    old = {r.folder.name for r in runs_to_prune(runs, None, timedelta(days=5), now)}
+    assert old == {f"night-{i:02d}" for i in range(26)}
+
+
+def test_a_foreign_index_is_never_overwritten(tmp_path: Path) -> None:
+    write_results(tmp_path / "run", realistic_run(n=500))
+    (tmp_path / "index.html").write_text("<h1>my own page</h1>")
+    written = write_index(tmp_path)
+    assert written == tmp_path / FALLBACK_FILE
+    assert (tmp_path / "index.html").read_text() == "<h1>my own page</h1>"
+    assert write_index(tmp_path) == written  # its own file it rewrites
+    (tmp_path / FALLBACK_FILE).write_text("also mine")
+    assert write_index(tmp_path) is None
+    assert (tmp_path / FALLBACK_FILE).read_text() == "also mine"
