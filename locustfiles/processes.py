@@ -22,8 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from slogate.scenarios.limits import MAX_TOKENS
 from slogate.scenarios.model import Scenario
-from slogate.scenarios.workloads import TraceWorkload
+from slogate.scenarios.workloads import ConversationsWorkload, EmbedWorkload, TraceWorkload
+from slogate.scenarios.workloads.conversations import RECORDED
 
 __all__ = ["ProcessPlan", "measure_cost_per_event_us", "plan_processes", "planned_event_rate"]
 
@@ -56,9 +58,17 @@ def _mean(dist: object, integer: bool) -> float:
 
 
 def mean_output_tokens(scenario: Scenario) -> float:
+    """Output tokens per request as planned: a trace's or a recording's own
+    lengths, else the workload's distribution; embeddings stream none."""
     workload = scenario.workload
+    if isinstance(workload, EmbedWorkload):
+        return 0.0
     if isinstance(workload, TraceWorkload):
         return float(np.mean(workload.trace.output_tokens))
+    if isinstance(workload, ConversationsWorkload) and workload.output_tokens == RECORDED:
+        replies = [t.reply_tokens for c in workload.data.conversations for t in c.turns]
+        cap = workload.max_output_tokens or MAX_TOKENS
+        return float(np.mean(np.minimum(replies, cap)))
     return _mean(workload.output_tokens, integer=True)
 
 
