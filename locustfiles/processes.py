@@ -58,11 +58,11 @@ def _mean(dist: object, integer: bool) -> float:
 
 
 def mean_output_tokens(scenario: Scenario) -> float:
-    """Output tokens per request as planned: a trace's or a recording's own
-    lengths, else the workload's distribution; embeddings stream none."""
+    """Output events per request as planned: a trace's or a recording's own
+    lengths, else the workload's distribution; an embedding reply is one read."""
     workload = scenario.workload
     if isinstance(workload, EmbedWorkload):
-        return 0.0
+        return 1.0
     if isinstance(workload, TraceWorkload):
         return float(np.mean(workload.trace.output_tokens))
     if isinstance(workload, ConversationsWorkload) and workload.output_tokens == RECORDED:
