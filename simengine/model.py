@@ -70,6 +70,7 @@ class StepModel:
         bf16_peak = gpu.flops_per_s["bf16"] * tp
         linear_peak = gpu.flops_per_s[profile.compute_type] * tp
         bandwidth = gpu.hbm_bytes_per_s * tp * eff.bandwidth
+        kv_bandwidth = gpu.hbm_bytes_per_s * tp * eff.kv_bandwidth
 
         self.linear_flops_per_token = 2.0 * model.linear_params
         self.head_flops_per_sample = 2.0 * model.head_params
@@ -82,7 +83,7 @@ class StepModel:
         self._head_s = self.head_flops_per_sample / (bf16_peak * eff.matmul)
         self._attention_s = self.attention_flops_per_pair / (bf16_peak * eff.attention)
         self._weights_s = self.weight_bytes / bandwidth
-        self._kv_s = self.kv_bytes_per_token / bandwidth
+        self._kv_s = self.kv_bytes_per_token / kv_bandwidth
         self._step_overhead_s = eff.step_overhead_s
         self._per_seq_s = eff.per_seq_overhead_s
         # Two all-reduces of the hidden state per layer (after attention and MLP);

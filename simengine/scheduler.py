@@ -1,12 +1,24 @@
-"""Continuous batching as vLLM (v1) does it, in discrete steps, without a clock.
+"""Continuous batching as vLLM (v1) and TensorRT-LLM do it, in discrete steps,
+without a clock.
 
 Every step the scheduler fills a token budget (``max_num_batched_tokens``):
 first the running sequences, one token each when decoding or a chunk of the
 rest of their prompt (chunked prefill), then waiting sequences in arrival order
-while the budget, ``max_num_seqs`` and free KV blocks allow. A running sequence
-that needs a block when none is free preempts the most recently admitted one,
-which loses its KV cache and goes back to the head of the queue to recompute
-its prompt and output so far. Tokens computed in a step appear when it ends.
+while the budget, ``max_num_seqs`` and free KV blocks allow. Tokens computed in
+a step appear when it ends.
+
+The profile's engine family decides admission (``profiles.ENGINE_FAMILIES``):
+
+- vLLM admits a sequence when its first chunk's blocks are free. A running
+  sequence that needs a block when none is free preempts the most recently
+  admitted one, which loses its KV cache and goes back to the head of the queue
+  to recompute its prompt and output so far.
+- TensorRT-LLM (``GUARANTEED_NO_EVICT``) admits a sequence only when the blocks
+  of its whole prompt plus ``max_output`` are free and reserves them at once, so
+  a running sequence never runs out and nothing is preempted; the price is
+  fewer sequences in flight while their outputs are still short. Its prefill
+  is not chunked: a prompt joins a step only if all of it fits in the budget
+  left (one longer than the whole budget runs in a step with no other prompt).
 
 The caller owns time: :meth:`Scheduler.schedule` returns a :class:`Step` with
 its modelled duration, and :meth:`Scheduler.complete` applies it at a given
@@ -121,6 +133,8 @@ class Scheduler:
         self.max_num_seqs = profile.scheduler_max_num_seqs
         self.max_num_batched_tokens = profile.scheduler_max_num_batched_tokens
         self.max_model_len = profile.effective_max_model_len
+        self.reserve_full_sequence = profile.family.reserve_full_sequence
+        self.chunked_prefill = profile.family.chunked_prefill
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         # Counters (vLLM's names in metrics.py).
@@ -196,14 +210,23 @@ class Scheduler:
             i += 1
 
         waiting = self.waiting
+        reserve = self.reserve_full_sequence
+        chunked = self.chunked_prefill
+        prompts = 0  # waiting sequences admitted in this step
         while waiting and budget > 0 and not preempted and len(running) < self.max_num_seqs:
             seq = waiting[0]
             hits = kv.cached_prefix(seq, (seq.num_tokens - 1) // block_size)
             computed = hits * block_size
             n = seq.num_tokens - computed
             if n > budget:
-                n = budget
-            need = (computed + n + block_size - 1) // block_size - hits
+                if chunked:
+                    n = budget
+                elif n <= self.max_num_batched_tokens or prompts:
+                    break  # the whole prompt waits for a step with room for it
+            prompts += 1
+            # The KV of the last output token is never computed: prompt + output - 1.
+            held = seq.prompt_len + seq.max_output - 1 if reserve else computed + n
+            need = (held + block_size - 1) // block_size - hits
             if not kv.admit(seq, hits, need):
                 break
             waiting.popleft()

@@ -9,6 +9,7 @@ previous finishes (a closed loop, as benchmark tools run "concurrency N").
 from __future__ import annotations
 
 import statistics
+from collections import deque
 from dataclasses import dataclass
 
 from slogate.simengine.profiles import Profile
@@ -52,12 +53,14 @@ def simulate_closed_loop(
     measured = requests if requests is not None else max(64, 3 * concurrency)
     total = concurrency + measured
     scheduler = Scheduler(profile)
+    front_end_s = profile.efficiency.request_overhead_s
+    in_front_end: deque[Sequence] = deque()  # sent, not yet handed to the scheduler
     now = 0.0
     issued = 0
 
     def issue() -> None:
         nonlocal issued
-        scheduler.add(Sequence(f"sim-{issued}", input_tokens, output_tokens, arrival=now))
+        in_front_end.append(Sequence(f"sim-{issued}", input_tokens, output_tokens, arrival=now))
         issued += 1
 
     for _ in range(min(concurrency, total)):
@@ -67,7 +70,12 @@ def simulate_closed_loop(
     window_start = window_end = 0.0
     tokens_at_start = tokens_at_end = 0
     max_running = 0
-    while scheduler.has_work():
+    while scheduler.has_work() or in_front_end:
+        # Requests reach the scheduler after the front end's cost (HTTP, tokenizing).
+        if not scheduler.has_work():
+            now = max(now, in_front_end[0].arrival + front_end_s)
+        while in_front_end and in_front_end[0].arrival + front_end_s <= now:
+            scheduler.add(in_front_end.popleft())
         step = scheduler.schedule()
         if not step.seqs:
             raise RuntimeError(
