@@ -82,7 +82,7 @@ class Engine:
         self.config = config
         self.manage_gc = manage_gc
         self._last_full_gc = time.monotonic()
-        self.scheduler = Scheduler(config.profile)
+        self.scheduler = Scheduler(config.profile, seed=config.seed)
         self.metrics = EngineMetrics(self.scheduler, config.model_name)
         self._speedup = config.speedup
         self._anchor_real = time.monotonic()

@@ -86,13 +86,16 @@ class StepModel:
         self._kv_s = self.kv_bytes_per_token / kv_bandwidth
         self._step_overhead_s = eff.step_overhead_s
         self._per_seq_s = eff.per_seq_overhead_s
-        # Two all-reduces of the hidden state per layer (after attention and MLP);
-        # a ring all-reduce moves 2 (tp - 1) / tp of the data over each link.
+        # Two all-reduces of the hidden state per layer (after attention and MLP).
+        # A ring all-reduce takes 2 (tp - 1) neighbour steps: its fixed cost grows
+        # with tp - 1 (``allreduce_us`` per neighbour, 2 GPUs: one), and it moves
+        # 2 (tp - 1) / tp of the data over each link at NCCL's achieved share of
+        # the line rate (``efficiency.link``; docs/simengine.md has the sources).
         if tp > 1:
-            self._allreduce_fixed_s = 2 * model.layers * gpu.allreduce_s
+            self._allreduce_fixed_s = 2 * model.layers * gpu.allreduce_s * (tp - 1)
             ring = 2 * (tp - 1) / tp
             self._allreduce_per_token_s = (
-                2 * model.layers * ring * model.hidden * 2 / (gpu.link_bytes_per_s)
+                2 * model.layers * ring * model.hidden * 2 / (gpu.link_bytes_per_s * eff.link)
             )
         else:
             self._allreduce_fixed_s = 0.0

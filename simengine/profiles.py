@@ -62,6 +62,8 @@ ENGINE_SETTINGS = (
     "max_model_len",
     "enable_prefix_caching",
     "num_gpu_blocks",
+    "speculative_tokens",
+    "acceptance_rate",
 )
 
 
@@ -208,7 +210,8 @@ class Efficiency:
     is the fraction of HBM bandwidth achieved streaming the weights (large
     contiguous GEMV reads, launched layer by layer) and ``kv_bandwidth`` the
     fraction achieved reading the KV cache (paged attention kernels saturate
-    HBM better on long contexts). Published numbers imply decode at 50-80% of
+    HBM better on long contexts); ``link`` is the share of the GPU link's
+    line rate a ring all-reduce achieves. Published numbers imply decode at 50-80% of
     HBM bandwidth and prefill at 45-70% of peak (docs/simengine.md). The
     overheads stand for the engine's CPU work per step (scheduling, sampling,
     detokenizing), per sequence in the batch, and once per request in the
@@ -218,6 +221,7 @@ class Efficiency:
     attention: float
     bandwidth: float
     kv_bandwidth: float
+    link: float
     step_overhead_s: float
     per_seq_overhead_s: float
     request_overhead_s: float
@@ -231,7 +235,7 @@ class Efficiency:
                 f"{sorted(known - set(data))} keys; expected {sorted(known)}"
             )
         eff = cls(**{k: float(v) for k, v in data.items()})
-        for name in ("matmul", "attention", "bandwidth", "kv_bandwidth"):
+        for name in ("matmul", "attention", "bandwidth", "kv_bandwidth", "link"):
             if not 0 < getattr(eff, name) <= 1:
                 raise ProfileError(f"efficiency.{name} must be in (0, 1]")
         return eff
@@ -269,6 +273,8 @@ class Profile:
     max_model_len: int | None = None
     enable_prefix_caching: bool = True
     num_gpu_blocks: int | None = None  # overrides the computed capacity (tests, what-ifs)
+    speculative_tokens: int = 0  # draft tokens verified per decode step (0: off)
+    acceptance_rate: float = 0.7  # chance that each draft token is accepted
     efficiency: Efficiency = field(default_factory=default_efficiency)
 
     def __post_init__(self) -> None:
@@ -293,6 +299,10 @@ class Profile:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ProfileError(f"{name} must be at least 1")
+        if self.speculative_tokens < 0:
+            raise ProfileError("speculative_tokens must be 0 (off) or more")
+        if not 0 <= self.acceptance_rate <= 1:
+            raise ProfileError("acceptance_rate must be in [0, 1]")
         if self.num_gpu_blocks is not None and self.num_gpu_blocks < 1:
             raise ProfileError("num_gpu_blocks must be at least 1")
         if self.num_gpu_blocks is None and self.kv_budget_bytes_per_gpu <= 0:
@@ -445,6 +455,8 @@ class Profile:
             "max_num_seqs": self.scheduler_max_num_seqs,
             "max_num_batched_tokens": self.scheduler_max_num_batched_tokens,
             "enable_prefix_caching": self.enable_prefix_caching,
+            "speculative_tokens": self.speculative_tokens,
+            "acceptance_rate": self.acceptance_rate,
         }
 
 
@@ -501,7 +513,7 @@ def _coerce_setting(key: str, value: Any) -> Any:
                 raise ProfileError(f"enable_prefix_caching: expected true/false, got {value!r}")
             return value.lower() in ("true", "1", "yes", "on")
         return bool(value)
-    if key in ("gpu_memory_utilization", "kv_cache_free_gpu_mem_fraction"):
+    if key in ("gpu_memory_utilization", "kv_cache_free_gpu_mem_fraction", "acceptance_rate"):
         try:
             return float(value)
         except (TypeError, ValueError) as exc:
