@@ -33,6 +33,7 @@ from typing import Any
 
 from slogate.simengine.config import EngineConfig
 from slogate.simengine.metrics import EngineMetrics
+from slogate.simengine.profiles import ProfileError
 from slogate.simengine.scheduler import Scheduler, Sequence, Status
 
 FULL_GC_INTERVAL_S = 60.0
@@ -79,6 +80,11 @@ class Engine:
     """A scheduler driven by the wall clock, with its metrics and timing stats."""
 
     def __init__(self, config: EngineConfig, *, manage_gc: bool = False) -> None:
+        if config.profile.disaggregated:
+            raise ProfileError(
+                f"{config.profile.name}: disaggregated prefill/decode runs in the offline "
+                "simulator (slogate.simengine.simulate); the live engine serves one instance"
+            )
         self.config = config
         self.manage_gc = manage_gc
         self._last_full_gc = time.monotonic()

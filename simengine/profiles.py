@@ -64,6 +64,8 @@ ENGINE_SETTINGS = (
     "num_gpu_blocks",
     "speculative_tokens",
     "acceptance_rate",
+    "disaggregated",
+    "kv_transfer_gbps",
 )
 
 
@@ -275,6 +277,8 @@ class Profile:
     num_gpu_blocks: int | None = None  # overrides the computed capacity (tests, what-ifs)
     speculative_tokens: int = 0  # draft tokens verified per decode step (0: off)
     acceptance_rate: float = 0.7  # chance that each draft token is accepted
+    disaggregated: bool = False  # one prefill + one decode instance of this deployment
+    kv_transfer_gbps: float = 50.0  # per GPU, prefill -> decode (one 400 Gb/s NIC)
     efficiency: Efficiency = field(default_factory=default_efficiency)
 
     def __post_init__(self) -> None:
@@ -301,6 +305,8 @@ class Profile:
                 raise ProfileError(f"{name} must be at least 1")
         if self.speculative_tokens < 0:
             raise ProfileError("speculative_tokens must be 0 (off) or more")
+        if self.kv_transfer_gbps <= 0:
+            raise ProfileError("kv_transfer_gbps must be positive")
         if not 0 <= self.acceptance_rate <= 1:
             raise ProfileError("acceptance_rate must be in [0, 1]")
         if self.num_gpu_blocks is not None and self.num_gpu_blocks < 1:
@@ -457,6 +463,7 @@ class Profile:
             "enable_prefix_caching": self.enable_prefix_caching,
             "speculative_tokens": self.speculative_tokens,
             "acceptance_rate": self.acceptance_rate,
+            "disaggregated": self.disaggregated,
         }
 
 
@@ -507,13 +514,18 @@ def _coerce_setting(key: str, value: Any) -> Any:
     """Convert a setting given as text (profile name, CLI) to its field's type."""
     if key == "kv":
         return str(value).lower()
-    if key == "enable_prefix_caching":
+    if key in ("enable_prefix_caching", "disaggregated"):
         if isinstance(value, str):
             if value.lower() not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
-                raise ProfileError(f"enable_prefix_caching: expected true/false, got {value!r}")
+                raise ProfileError(f"{key}: expected true/false, got {value!r}")
             return value.lower() in ("true", "1", "yes", "on")
         return bool(value)
-    if key in ("gpu_memory_utilization", "kv_cache_free_gpu_mem_fraction", "acceptance_rate"):
+    if key in (
+        "gpu_memory_utilization",
+        "kv_cache_free_gpu_mem_fraction",
+        "acceptance_rate",
+        "kv_transfer_gbps",
+    ):
         try:
             return float(value)
         except (TypeError, ValueError) as exc:

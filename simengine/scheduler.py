@@ -239,14 +239,16 @@ class Scheduler:
         while waiting and budget > 0 and not preempted and len(running) < self.max_num_seqs:
             seq = waiting[0]
             hits = kv.cached_prefix(seq, (seq.num_tokens - 1) // block_size)
-            computed = hits * block_size
+            # A sequence may arrive with its KV computed elsewhere (disaggregated
+            # prefill); a preempted one has lost its KV (num_computed 0).
+            computed = max(hits * block_size, seq.num_computed)
             n = seq.num_tokens - computed
             if n > budget:
                 if chunked:
                     n = budget
                 elif n <= self.max_num_batched_tokens or prompts:
                     break  # the whole prompt waits for a step with room for it
-            prompts += 1
+            prompts += n > 1
             # The KV of the last output token is never computed: prompt + output - 1.
             held = seq.prompt_len + seq.max_output - 1 if reserve else computed + n
             need = (held + block_size - 1) // block_size - hits
@@ -257,7 +259,7 @@ class Scheduler:
             seq.num_computed = computed
             running.append(seq)
             self.prefix_queries += seq.num_tokens
-            self.prefix_hits += computed
+            self.prefix_hits += hits * block_size
             seqs.append(seq)
             counts.append(n)
             drafts.append(0)
