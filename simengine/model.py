@@ -2,11 +2,17 @@
 
 A step of continuous batching runs one forward pass over every token scheduled
 in it (prefill chunks and one token per decoding sequence). Its time is the
-larger of two floors plus fixed costs::
+sum of two kernel groups that run one after the other, each bounded by its
+own roofline, plus fixed costs::
 
-    compute = FLOPs / (peak x efficiency)        # prefill is compute bound
-    memory  = bytes / (bandwidth x efficiency)   # decode is bandwidth bound
-    time    = max(compute, memory) + overheads + tensor-parallel all-reduces
+    linear    = max(linear FLOPs / (peak x matmul), weight bytes / (HBM x bandwidth))
+    attention = max(attention FLOPs / (bf16 peak x attention),
+                    KV bytes / (HBM x kv_bandwidth))
+    time      = linear + attention + overheads + tensor-parallel all-reduces
+
+(prefill is compute bound, decode bandwidth bound; a big decode batch over
+long contexts is bound by its GEMMs and its KV reads one after the other,
+not by whichever is larger).
 
 FLOPs are 2 per linear parameter per token, 2 per LM-head parameter per sampled
 token, and 4 x heads x head_dim per layer for every (query, key) pair of
@@ -46,14 +52,16 @@ class StepCost:
 
     flops: float
     bytes: float
-    compute_s: float
-    memory_s: float
+    compute_s: float  # all FLOPs at their peaks (linear, LM head, attention)
+    memory_s: float  # all bytes (weights, KV) at their bandwidths
+    linear_s: float  # the linear layers and LM head: max(their FLOPs, weight reads)
+    attention_s: float  # attention: max(its FLOPs, KV reads)
     comm_s: float
     overhead_s: float
 
     @property
     def seconds(self) -> float:
-        return max(self.compute_s, self.memory_s) + self.comm_s + self.overhead_s
+        return self.linear_s + self.attention_s + self.comm_s + self.overhead_s
 
     @property
     def bound(self) -> str:
@@ -103,15 +111,16 @@ class StepModel:
 
     def seconds(self, work: StepWork) -> float:
         """The step's duration (the scheduler's hot path)."""
-        compute = (
-            work.new_tokens * self._linear_s
-            + work.sampled * self._head_s
-            + work.attention_pairs * self._attention_s
-        )
-        memory = self._weights_s + (work.context_tokens + work.new_tokens) * self._kv_s
+        linear = work.new_tokens * self._linear_s + work.sampled * self._head_s
+        if linear < self._weights_s:
+            linear = self._weights_s
+        attention = work.attention_pairs * self._attention_s
+        kv = (work.context_tokens + work.new_tokens) * self._kv_s
+        if attention < kv:
+            attention = kv
         comm = self._allreduce_fixed_s + work.new_tokens * self._allreduce_per_token_s
         overhead = self._step_overhead_s + work.num_seqs * self._per_seq_s
-        return (compute if compute > memory else memory) + comm + overhead
+        return linear + attention + comm + overhead
 
     def cost(self, work: StepWork) -> StepCost:
         """The same number as :meth:`seconds`, with its parts."""
@@ -120,14 +129,17 @@ class StepModel:
             + work.sampled * self.head_flops_per_sample
             + work.attention_pairs * self.attention_flops_per_pair
         )
+        linear = work.new_tokens * self._linear_s + work.sampled * self._head_s
+        attention = work.attention_pairs * self._attention_s
+        kv = (work.context_tokens + work.new_tokens) * self._kv_s
         return StepCost(
             flops=flops,
             bytes=self.weight_bytes
             + (work.context_tokens + work.new_tokens) * self.kv_bytes_per_token,
-            compute_s=work.new_tokens * self._linear_s
-            + work.sampled * self._head_s
-            + work.attention_pairs * self._attention_s,
-            memory_s=self._weights_s + (work.context_tokens + work.new_tokens) * self._kv_s,
+            compute_s=linear + attention,
+            memory_s=self._weights_s + kv,
+            linear_s=max(linear, self._weights_s),
+            attention_s=max(attention, kv),
             comm_s=self._allreduce_fixed_s + work.new_tokens * self._allreduce_per_token_s,
             overhead_s=self._step_overhead_s + work.num_seqs * self._per_seq_s,
         )
