@@ -4,7 +4,7 @@ Each :class:`Reference` is a published number with its source and the
 closed-loop experiment that corresponds to it; :func:`calibrate` runs the
 experiments offline and :func:`markdown` renders both halves (fitted, held
 back) as in ``docs/simengine.md``. ``python -m slogate.simengine.calibration``
-prints them; the test suite asserts every row is within its tolerance and that
+prints them; the test suite asserts every fitted row is within its tolerance and that
 the document shows what the code computes.
 
 The published runs used TensorRT-LLM (NIM is TensorRT-LLM inside), so the
