@@ -33,6 +33,7 @@ from typing import Any
 
 from slogate.simengine.config import EngineConfig
 from slogate.simengine.metrics import EngineMetrics
+from slogate.simengine.profiles import ProfileError
 from slogate.simengine.scheduler import Scheduler, Sequence, Status
 
 FULL_GC_INTERVAL_S = 60.0
@@ -79,16 +80,22 @@ class Engine:
     """A scheduler driven by the wall clock, with its metrics and timing stats."""
 
     def __init__(self, config: EngineConfig, *, manage_gc: bool = False) -> None:
+        if config.profile.disaggregated:
+            raise ProfileError(
+                f"{config.profile.name}: disaggregated prefill/decode runs in the offline "
+                "simulator (slogate.simengine.simulate); the live engine serves one instance"
+            )
         self.config = config
         self.manage_gc = manage_gc
         self._last_full_gc = time.monotonic()
-        self.scheduler = Scheduler(config.profile)
+        self.scheduler = Scheduler(config.profile, seed=config.seed)
         self.metrics = EngineMetrics(self.scheduler, config.model_name)
         self._speedup = config.speedup
         self._anchor_real = time.monotonic()
         self._anchor_model = 0.0
         self._model_now = 0.0  # model time at the end of the last scheduled step
         self._work = asyncio.Event()
+        self._in_front_end: set[Sequence] = set()
         self._task: asyncio.Task[None] | None = None
         self._lateness: deque[float] = deque(maxlen=1 << 16)
         self._stats_since = (time.monotonic(), time.process_time(), 0, 0)
@@ -120,12 +127,29 @@ class Engine:
 
     # -- requests ---------------------------------------------------------------------
     def submit(self, seq: Sequence) -> None:
+        """Accept a request now; it reaches the scheduler after the profile's
+        front-end cost (HTTP parsing, tokenizing), in model time."""
         seq.arrival = self.model_time()
+        delay = self.config.profile.efficiency.request_overhead_s / self._speedup
+        if delay > 0:
+            self._in_front_end.add(seq)
+            asyncio.get_running_loop().call_later(delay, self._schedule, seq)
+        else:
+            self._schedule(seq)
+
+    def _schedule(self, seq: Sequence) -> None:
+        if seq.status == Status.ABORTED:  # the client left while in the front end
+            return
+        self._in_front_end.discard(seq)
         self.scheduler.add(seq)
         self._work.set()
 
     def abort(self, seq: Sequence) -> None:
-        if not seq.finished:
+        if seq in self._in_front_end:
+            self._in_front_end.discard(seq)
+            seq.status = Status.ABORTED
+            self.metrics.finished["abort"] += 1
+        elif not seq.finished:
             self.scheduler.abort(seq)
             self.metrics.finished["abort"] += 1
 

@@ -2,11 +2,17 @@
 
 A step of continuous batching runs one forward pass over every token scheduled
 in it (prefill chunks and one token per decoding sequence). Its time is the
-larger of two floors plus fixed costs::
+sum of two kernel groups that run one after the other, each bounded by its
+own roofline, plus fixed costs::
 
-    compute = FLOPs / (peak x efficiency)        # prefill is compute bound
-    memory  = bytes / (bandwidth x efficiency)   # decode is bandwidth bound
-    time    = max(compute, memory) + overheads + tensor-parallel all-reduces
+    linear    = max(linear FLOPs / (peak x matmul), weight bytes / (HBM x bandwidth))
+    attention = max(attention FLOPs / (bf16 peak x attention),
+                    KV bytes / (HBM x kv_bandwidth))
+    time      = linear + attention + overheads + tensor-parallel all-reduces
+
+(prefill is compute bound, decode bandwidth bound; a big decode batch over
+long contexts is bound by its GEMMs and its KV reads one after the other,
+not by whichever is larger).
 
 FLOPs are 2 per linear parameter per token, 2 per LM-head parameter per sampled
 token, and 4 x heads x head_dim per layer for every (query, key) pair of
@@ -46,14 +52,16 @@ class StepCost:
 
     flops: float
     bytes: float
-    compute_s: float
-    memory_s: float
+    compute_s: float  # all FLOPs at their peaks (linear, LM head, attention)
+    memory_s: float  # all bytes (weights, KV) at their bandwidths
+    linear_s: float  # the linear layers and LM head: max(their FLOPs, weight reads)
+    attention_s: float  # attention: max(its FLOPs, KV reads)
     comm_s: float
     overhead_s: float
 
     @property
     def seconds(self) -> float:
-        return max(self.compute_s, self.memory_s) + self.comm_s + self.overhead_s
+        return self.linear_s + self.attention_s + self.comm_s + self.overhead_s
 
     @property
     def bound(self) -> str:
@@ -70,6 +78,7 @@ class StepModel:
         bf16_peak = gpu.flops_per_s["bf16"] * tp
         linear_peak = gpu.flops_per_s[profile.compute_type] * tp
         bandwidth = gpu.hbm_bytes_per_s * tp * eff.bandwidth
+        kv_bandwidth = gpu.hbm_bytes_per_s * tp * eff.kv_bandwidth
 
         self.linear_flops_per_token = 2.0 * model.linear_params
         self.head_flops_per_sample = 2.0 * model.head_params
@@ -82,16 +91,19 @@ class StepModel:
         self._head_s = self.head_flops_per_sample / (bf16_peak * eff.matmul)
         self._attention_s = self.attention_flops_per_pair / (bf16_peak * eff.attention)
         self._weights_s = self.weight_bytes / bandwidth
-        self._kv_s = self.kv_bytes_per_token / bandwidth
+        self._kv_s = self.kv_bytes_per_token / kv_bandwidth
         self._step_overhead_s = eff.step_overhead_s
         self._per_seq_s = eff.per_seq_overhead_s
-        # Two all-reduces of the hidden state per layer (after attention and MLP);
-        # a ring all-reduce moves 2 (tp - 1) / tp of the data over each link.
+        # Two all-reduces of the hidden state per layer (after attention and MLP).
+        # A ring all-reduce takes 2 (tp - 1) neighbour steps: its fixed cost grows
+        # with tp - 1 (``allreduce_us`` per neighbour, 2 GPUs: one), and it moves
+        # 2 (tp - 1) / tp of the data over each link at NCCL's achieved share of
+        # the line rate (``efficiency.link``; docs/simengine.md has the sources).
         if tp > 1:
-            self._allreduce_fixed_s = 2 * model.layers * gpu.allreduce_s
+            self._allreduce_fixed_s = 2 * model.layers * gpu.allreduce_s * (tp - 1)
             ring = 2 * (tp - 1) / tp
             self._allreduce_per_token_s = (
-                2 * model.layers * ring * model.hidden * 2 / (gpu.link_bytes_per_s)
+                2 * model.layers * ring * model.hidden * 2 / (gpu.link_bytes_per_s * eff.link)
             )
         else:
             self._allreduce_fixed_s = 0.0
@@ -99,15 +111,16 @@ class StepModel:
 
     def seconds(self, work: StepWork) -> float:
         """The step's duration (the scheduler's hot path)."""
-        compute = (
-            work.new_tokens * self._linear_s
-            + work.sampled * self._head_s
-            + work.attention_pairs * self._attention_s
-        )
-        memory = self._weights_s + (work.context_tokens + work.new_tokens) * self._kv_s
+        linear = work.new_tokens * self._linear_s + work.sampled * self._head_s
+        if linear < self._weights_s:
+            linear = self._weights_s
+        attention = work.attention_pairs * self._attention_s
+        kv = (work.context_tokens + work.new_tokens) * self._kv_s
+        if attention < kv:
+            attention = kv
         comm = self._allreduce_fixed_s + work.new_tokens * self._allreduce_per_token_s
         overhead = self._step_overhead_s + work.num_seqs * self._per_seq_s
-        return (compute if compute > memory else memory) + comm + overhead
+        return linear + attention + comm + overhead
 
     def cost(self, work: StepWork) -> StepCost:
         """The same number as :meth:`seconds`, with its parts."""
@@ -116,14 +129,17 @@ class StepModel:
             + work.sampled * self.head_flops_per_sample
             + work.attention_pairs * self.attention_flops_per_pair
         )
+        linear = work.new_tokens * self._linear_s + work.sampled * self._head_s
+        attention = work.attention_pairs * self._attention_s
+        kv = (work.context_tokens + work.new_tokens) * self._kv_s
         return StepCost(
             flops=flops,
             bytes=self.weight_bytes
             + (work.context_tokens + work.new_tokens) * self.kv_bytes_per_token,
-            compute_s=work.new_tokens * self._linear_s
-            + work.sampled * self._head_s
-            + work.attention_pairs * self._attention_s,
-            memory_s=self._weights_s + (work.context_tokens + work.new_tokens) * self._kv_s,
+            compute_s=linear + attention,
+            memory_s=self._weights_s + kv,
+            linear_s=max(linear, self._weights_s),
+            attention_s=max(attention, kv),
             comm_s=self._allreduce_fixed_s + work.new_tokens * self._allreduce_per_token_s,
             overhead_s=self._step_overhead_s + work.num_seqs * self._per_seq_s,
         )

@@ -55,7 +55,9 @@ HOST_LINK_BYTES_PER_S = 25e9
 
 # Fields a profile name or file may set besides model, GPU, dtypes and tp.
 ENGINE_SETTINGS = (
+    "engine",
     "gpu_memory_utilization",
+    "kv_cache_free_gpu_mem_fraction",
     "block_size",
     "max_num_seqs",
     "max_num_batched_tokens",
@@ -64,11 +66,51 @@ ENGINE_SETTINGS = (
     "num_gpu_blocks",
     "lora_adapters",
     "lora_rank",
+    "speculative_tokens",
+    "acceptance_rate",
+    "disaggregated",
+    "kv_transfer_gbps",
 )
 
 
 class ProfileError(ValueError):
     """A profile name, file or setting that cannot describe a deployment."""
+
+
+@dataclass(frozen=True)
+class EngineFamily:
+    """How one serving engine schedules and sizes its KV cache by default.
+
+    ``reserve_full_sequence`` is TensorRT-LLM's ``GUARANTEED_NO_EVICT``
+    capacity scheduler: a request is admitted only when the KV blocks for its
+    whole prompt and ``max_tokens`` output are free, and they stay reserved, so
+    nothing is ever preempted; vLLM admits on the first chunk's blocks and
+    preempts (recompute) when a running sequence needs a block that is not
+    there. Without ``chunked_prefill`` (TensorRT-LLM's default) a prompt is
+    computed in one step: it joins a step only if all of it fits in the step's
+    remaining token budget (a prompt longer than the budget runs in a step of
+    its own). ``kv_from_free_memory`` is TensorRT-LLM's sizing: the KV cache takes
+    ``kv_cache_free_gpu_mem_fraction`` of the memory left after weights and
+    activations; otherwise vLLM's rule (``gpu_memory_utilization`` x memory -
+    weights - activations)."""
+
+    key: str
+    reserve_full_sequence: bool
+    chunked_prefill: bool
+    kv_from_free_memory: bool
+    max_num_seqs: tuple[int, int]  # (GPUs of 70 GiB or more, smaller GPUs)
+    max_num_batched_tokens: tuple[int, int]
+
+
+# vLLM: vllm/engine/arg_utils.py (1024/8192 on large GPUs, 256/2048 otherwise).
+# TensorRT-LLM: LLM API defaults (llmapi/llm_args.py: max_batch_size 2048,
+# max_num_tokens 8192, KvCacheConfig.free_gpu_memory_fraction 0.9, capacity
+# scheduler GUARANTEED_NO_EVICT, enable_chunked_prefill False), the settings of
+# its perf-overview runs.
+ENGINE_FAMILIES: Mapping[str, EngineFamily] = {
+    "vllm": EngineFamily("vllm", False, True, False, (1024, 256), (8192, 2048)),
+    "trtllm": EngineFamily("trtllm", True, False, True, (2048, 2048), (8192, 8192)),
+}
 
 
 @dataclass(frozen=True)
@@ -183,17 +225,25 @@ class ModelSpec:
 class Efficiency:
     """Achieved fractions of peak and fixed costs: the calibrated constants.
 
-    ``matmul``/``attention`` are fractions of the tensor peak, ``bandwidth`` of
-    HBM bandwidth (docs/design.md: published numbers imply decode at 50-80% of HBM
-    bandwidth and prefill at 45-70% of peak). The overheads stand for the
-    engine's CPU work per step (scheduling, sampling, detokenizing) and per
-    sequence in the batch."""
+    ``matmul``/``attention`` are fractions of the tensor peak; ``bandwidth``
+    is the fraction of HBM bandwidth achieved streaming the weights (large
+    contiguous GEMV reads, launched layer by layer) and ``kv_bandwidth`` the
+    fraction achieved reading the KV cache (paged attention kernels saturate
+    HBM better on long contexts); ``link`` is the share of the GPU link's
+    line rate a ring all-reduce achieves. Published numbers imply decode at 50-80% of
+    HBM bandwidth and prefill at 45-70% of peak (docs/simengine.md, docs/design.md). The
+    overheads stand for the engine's CPU work per step (scheduling, sampling,
+    detokenizing), per sequence in the batch, and once per request in the
+    front end (HTTP parsing, tokenizing, the first chunk's detokenizing)."""
 
     matmul: float
     attention: float
     bandwidth: float
+    kv_bandwidth: float
+    link: float
     step_overhead_s: float
     per_seq_overhead_s: float
+    request_overhead_s: float
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Efficiency:
@@ -204,7 +254,7 @@ class Efficiency:
                 f"{sorted(known - set(data))} keys; expected {sorted(known)}"
             )
         eff = cls(**{k: float(v) for k, v in data.items()})
-        for name in ("matmul", "attention", "bandwidth"):
+        for name in ("matmul", "attention", "bandwidth", "kv_bandwidth", "link"):
             if not 0 < getattr(eff, name) <= 1:
                 raise ProfileError(f"efficiency.{name} must be in (0, 1]")
         return eff
@@ -256,7 +306,9 @@ class Profile:
     tp: int = 1
     weight_dtype: str = "bf16"
     kv_dtype: str = "auto"
+    engine: str = "vllm"
     gpu_memory_utilization: float = 0.9
+    kv_cache_free_gpu_mem_fraction: float = 0.9
     block_size: int = 16
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
@@ -266,6 +318,10 @@ class Profile:
     # LoRA adapters served beside the base model (vLLM --lora-modules): lora-0..N-1
     lora_adapters: int = 0
     lora_rank: int = 16
+    speculative_tokens: int = 0  # draft tokens verified per decode step (0: off)
+    acceptance_rate: float = 0.7  # chance that each draft token is accepted
+    disaggregated: bool = False  # one prefill + one decode instance of this deployment
+    kv_transfer_gbps: float = 50.0  # per GPU, prefill -> decode (one 400 Gb/s NIC)
     efficiency: Efficiency = field(default_factory=default_efficiency)
 
     def __post_init__(self) -> None:
@@ -277,14 +333,25 @@ class Profile:
             raise ProfileError(
                 f"kv dtype {self.kv_dtype!r}: expected auto or one of {sorted(KV_BYTES)}"
             )
+        if self.engine not in ENGINE_FAMILIES:
+            raise ProfileError(
+                f"engine {self.engine!r}: expected one of {', '.join(ENGINE_FAMILIES)}"
+            )
         if self.tp < 1:
             raise ProfileError("tp must be at least 1")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ProfileError("gpu_memory_utilization must be in (0, 1]")
+        for name in ("gpu_memory_utilization", "kv_cache_free_gpu_mem_fraction"):
+            if not 0 < getattr(self, name) <= 1:
+                raise ProfileError(f"{name} must be in (0, 1]")
         for name in ("block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ProfileError(f"{name} must be at least 1")
+        if self.speculative_tokens < 0:
+            raise ProfileError("speculative_tokens must be 0 (off) or more")
+        if self.kv_transfer_gbps <= 0:
+            raise ProfileError("kv_transfer_gbps must be positive")
+        if not 0 <= self.acceptance_rate <= 1:
+            raise ProfileError("acceptance_rate must be in [0, 1]")
         if self.num_gpu_blocks is not None and self.num_gpu_blocks < 1:
             raise ProfileError("num_gpu_blocks must be at least 1")
         if self.num_gpu_blocks is None and self.kv_budget_bytes_per_gpu <= 0:
@@ -304,7 +371,14 @@ class Profile:
         text = f"{self.model.key}@{gpu}:{self.weight_dtype}"
         if self.kv_dtype != "auto":
             text += f":kv={self.kv_dtype}"
+        if self.engine != "vllm":
+            text += f":engine={self.engine}"
         return text
+
+    @property
+    def family(self) -> EngineFamily:
+        """The serving engine whose scheduler and defaults this profile models."""
+        return ENGINE_FAMILIES[self.engine]
 
     @property
     def compute_type(self) -> str:
@@ -336,18 +410,20 @@ class Profile:
         assumptions: vLLM reads the safetensors from local disk)."""
         return ADAPTER_FIXED_LOAD_S + self.adapter_bytes / HOST_LINK_BYTES_PER_S
 
-    # -- scheduler settings with vLLM's per-GPU defaults ---------------------------
+    # -- scheduler settings with the engine's per-GPU defaults ---------------------
     @property
     def scheduler_max_num_seqs(self) -> int:
         if self.max_num_seqs is not None:
             return self.max_num_seqs
-        return 1024 if self.gpu.large else 256
+        large, small = self.family.max_num_seqs
+        return large if self.gpu.large else small
 
     @property
     def scheduler_max_num_batched_tokens(self) -> int:
         if self.max_num_batched_tokens is not None:
             return self.max_num_batched_tokens
-        return 8192 if self.gpu.large else 2048
+        large, small = self.family.max_num_batched_tokens
+        return large if self.gpu.large else small
 
     # -- weights -------------------------------------------------------------------
     @property
@@ -396,9 +472,15 @@ class Profile:
 
     @property
     def kv_budget_bytes_per_gpu(self) -> int:
-        """GPU memory x utilization - weights - runtime reserve (vLLM's formula)."""
-        budget = self.gpu.memory_bytes * self.gpu_memory_utilization
-        return int(budget - self.weight_bytes_per_gpu - self.runtime_reserve_bytes_per_gpu)
+        """vLLM: memory x ``gpu_memory_utilization`` - weights - runtime reserve;
+        TensorRT-LLM: ``kv_cache_free_gpu_mem_fraction`` of what is left after
+        weights and runtime reserve."""
+        left = (
+            self.gpu.memory_bytes - self.weight_bytes_per_gpu - self.runtime_reserve_bytes_per_gpu
+        )
+        if self.family.kv_from_free_memory:
+            return int(left * self.kv_cache_free_gpu_mem_fraction)
+        return int(left - self.gpu.memory_bytes * (1 - self.gpu_memory_utilization))
 
     @property
     def kv_blocks(self) -> int:
@@ -429,6 +511,7 @@ class Profile:
             "model": self.model.hf_id,
             "gpu": self.gpu.name,
             "tp": self.tp,
+            "engine": self.engine,
             "weight_dtype": self.weight_dtype,
             "kv_dtype": self.model.dtype if self.kv_dtype == "auto" else self.kv_dtype,
             "compute_type": self.compute_type,
@@ -442,6 +525,9 @@ class Profile:
             "max_num_seqs": self.scheduler_max_num_seqs,
             "max_num_batched_tokens": self.scheduler_max_num_batched_tokens,
             "enable_prefix_caching": self.enable_prefix_caching,
+            "speculative_tokens": self.speculative_tokens,
+            "acceptance_rate": self.acceptance_rate,
+            "disaggregated": self.disaggregated,
         }
 
 
@@ -492,14 +578,24 @@ def _coerce_setting(key: str, value: Any) -> Any:
     """Convert a setting given as text (profile name, CLI) to its field's type."""
     if key == "kv":
         return str(value).lower()
-    if key == "enable_prefix_caching":
+    if key in ("enable_prefix_caching", "disaggregated"):
         if isinstance(value, str):
             if value.lower() not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
-                raise ProfileError(f"enable_prefix_caching: expected true/false, got {value!r}")
+                raise ProfileError(f"{key}: expected true/false, got {value!r}")
             return value.lower() in ("true", "1", "yes", "on")
         return bool(value)
-    if key == "gpu_memory_utilization":
-        return float(value)
+    if key in (
+        "gpu_memory_utilization",
+        "kv_cache_free_gpu_mem_fraction",
+        "acceptance_rate",
+        "kv_transfer_gbps",
+    ):
+        try:
+            return float(value)
+        except (TypeError, ValueError) as exc:
+            raise ProfileError(f"{key}: expected a number, got {value!r}") from exc
+    if key == "engine":
+        return str(value).lower()
     try:
         return int(value)
     except (TypeError, ValueError) as exc:

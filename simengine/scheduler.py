@@ -1,12 +1,33 @@
-"""Continuous batching as vLLM (v1) does it, in discrete steps, without a clock.
+"""Continuous batching as vLLM (v1) and TensorRT-LLM do it, in discrete steps,
+without a clock.
 
 Every step the scheduler fills a token budget (``max_num_batched_tokens``):
 first the running sequences, one token each when decoding or a chunk of the
 rest of their prompt (chunked prefill), then waiting sequences in arrival order
-while the budget, ``max_num_seqs`` and free KV blocks allow. A running sequence
-that needs a block when none is free preempts the most recently admitted one,
-which loses its KV cache and goes back to the head of the queue to recompute
-its prompt and output so far. Tokens computed in a step appear when it ends.
+while the budget, ``max_num_seqs`` and free KV blocks allow. Tokens computed in
+a step appear when it ends.
+
+The profile's engine family decides admission (``profiles.ENGINE_FAMILIES``):
+
+- vLLM admits a sequence when its first chunk's blocks are free. A running
+  sequence that needs a block when none is free preempts the most recently
+  admitted one, which loses its KV cache and goes back to the head of the queue
+  to recompute its prompt and output so far.
+- TensorRT-LLM (``GUARANTEED_NO_EVICT``) admits a sequence only when the blocks
+  of its whole prompt plus ``max_output`` are free and reserves them at once, so
+  a running sequence never runs out and nothing is preempted; the price is
+  fewer sequences in flight while their outputs are still short. Its prefill
+  is not chunked: a prompt joins a step only if all of it fits in the budget
+  left (one longer than the whole budget runs in a step with no other prompt).
+
+Speculative decoding (``speculative_tokens`` k > 0, as vLLM's n-gram / prompt
+lookup drafting, whose drafts cost no GPU time): a decoding sequence verifies
+its next token plus k draft tokens in one step (k + 1 query tokens: more
+compute and KV, the same single weight read), and emits the verified token
+plus the leading drafts accepted, each accepted with ``acceptance_rate``
+independently until the first rejection: 1 to k + 1 tokens per step, on
+average (1 - a^(k+1)) / (1 - a) (Leviathan et al., "Fast Inference from
+Transformers via Speculative Decoding", 2023). Rejected drafts' KV is dropped.
 
 The caller owns time: :meth:`Scheduler.schedule` returns a :class:`Step` with
 its modelled duration, and :meth:`Scheduler.complete` applies it at a given
@@ -16,6 +37,7 @@ simulator (``simulate.py``) just adds the durations up.
 
 from __future__ import annotations
 
+import random
 from collections import deque
 from collections.abc import Sequence as SequenceType
 from dataclasses import dataclass
@@ -106,7 +128,8 @@ class Step:
     """One scheduled forward pass: sequence ``seqs[i]`` computes ``counts[i]`` tokens."""
 
     seqs: list[Sequence]
-    counts: list[int]
+    counts: list[int]  # tokens computed, drafts included
+    drafts: list[int]  # of which speculative draft tokens to verify
     work: StepWork
     duration: float
 
@@ -114,13 +137,20 @@ class Step:
 class Scheduler:
     """The batching policy and the engine-wide counters vLLM exports."""
 
-    def __init__(self, profile: Profile, step_model: StepModel | None = None) -> None:
+    def __init__(
+        self, profile: Profile, step_model: StepModel | None = None, *, seed: int = 0
+    ) -> None:
         self.profile = profile
         self.model = step_model or StepModel(profile)
         self.kv = KVCache(profile.kv_blocks, profile.block_size, profile.enable_prefix_caching)
         self.max_num_seqs = profile.scheduler_max_num_seqs
         self.max_num_batched_tokens = profile.scheduler_max_num_batched_tokens
         self.max_model_len = profile.effective_max_model_len
+        self.reserve_full_sequence = profile.family.reserve_full_sequence
+        self.chunked_prefill = profile.family.chunked_prefill
+        self.speculative_tokens = profile.speculative_tokens
+        self.acceptance_rate = profile.acceptance_rate
+        self._rng = random.Random(seed)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         # Counters (vLLM's names in metrics.py).
@@ -164,6 +194,8 @@ class Scheduler:
         running = self.running
         seqs: list[Sequence] = []
         counts: list[int] = []
+        drafts: list[int] = []
+        spec = self.speculative_tokens
         new_tokens = sampled = context = pairs = 0
         preempted = False
 
@@ -172,6 +204,10 @@ class Scheduler:
             seq = running[i]
             computed = seq.num_computed
             n = seq.num_tokens - computed
+            draft = 0
+            if spec and n == 1 and seq.output_len:
+                draft = min(spec, seq.max_output - seq.output_len - 1, budget - 1)
+                n += draft
             if n > budget:
                 n = budget
             need = (computed + n + block_size - 1) // block_size - seq.num_blocks
@@ -187,23 +223,35 @@ class Scheduler:
                 kv.grow(seq, need)
             seqs.append(seq)
             counts.append(n)
+            drafts.append(draft)
             budget -= n
             new_tokens += n
             context += computed
             pairs += n * computed + n * (n + 1) // 2
-            if computed + n == seq.num_tokens:
-                sampled += 1
+            if computed + n - draft == seq.num_tokens:
+                sampled += 1 + draft  # the LM head runs on every verified position
             i += 1
 
         waiting = self.waiting
+        reserve = self.reserve_full_sequence
+        chunked = self.chunked_prefill
+        prompts = 0  # waiting sequences admitted in this step
         while waiting and budget > 0 and not preempted and len(running) < self.max_num_seqs:
             seq = waiting[0]
             hits = kv.cached_prefix(seq, (seq.num_tokens - 1) // block_size)
-            computed = hits * block_size
+            # A sequence may arrive with its KV computed elsewhere (disaggregated
+            # prefill); a preempted one has lost its KV (num_computed 0).
+            computed = max(hits * block_size, seq.num_computed)
             n = seq.num_tokens - computed
             if n > budget:
-                n = budget
-            need = (computed + n + block_size - 1) // block_size - hits
+                if chunked:
+                    n = budget
+                elif n <= self.max_num_batched_tokens or prompts:
+                    break  # the whole prompt waits for a step with room for it
+            prompts += n > 1
+            # The KV of the last output token is never computed: prompt + output - 1.
+            held = seq.prompt_len + seq.max_output - 1 if reserve else computed + n
+            need = (held + block_size - 1) // block_size - hits
             if not kv.admit(seq, hits, need):
                 break
             waiting.popleft()
@@ -211,9 +259,10 @@ class Scheduler:
             seq.num_computed = computed
             running.append(seq)
             self.prefix_queries += seq.num_tokens
-            self.prefix_hits += computed
+            self.prefix_hits += hits * block_size
             seqs.append(seq)
             counts.append(n)
+            drafts.append(0)
             budget -= n
             new_tokens += n
             context += computed
@@ -222,7 +271,7 @@ class Scheduler:
                 sampled += 1
 
         work = StepWork(len(seqs), new_tokens, sampled, context, pairs)
-        return Step(seqs, counts, work, self.model.seconds(work) if seqs else 0.0)
+        return Step(seqs, counts, drafts, work, self.model.seconds(work) if seqs else 0.0)
 
     def complete(self, step: Step, now: float) -> list[Sequence]:
         """Apply ``step`` as finished at ``now``: advance KV, emit tokens, retire
@@ -233,28 +282,41 @@ class Scheduler:
         publish = kv.prefix_caching
         emitted: list[Sequence] = []
         finished = False
-        for seq, n in zip(step.seqs, step.counts, strict=True):
+        tokens = 0
+        for seq, n, draft in zip(step.seqs, step.counts, step.drafts, strict=True):
             if seq.status != Status.RUNNING:  # aborted or preempted meanwhile
                 continue
-            seq.num_computed += n
+            seq.num_computed += n - draft
             if publish and seq.num_shared < len(seq.prompt_hashes):
                 kv.publish(seq)
             if seq.num_computed == seq.num_tokens:
                 if seq.output_len == 0:
                     seq.first_token_time = now
                     self.prompt_tokens += seq.prompt_len
-                seq.output_len += 1
-                seq.num_tokens += 1
+                accepted = self._accepted(draft) if draft else 0
+                seq.num_computed += accepted
+                seq.output_len += 1 + accepted
+                seq.num_tokens += 1 + accepted
                 seq.last_token_time = now
+                tokens += 1 + accepted
                 emitted.append(seq)
                 if seq.output_len >= seq.max_output:
                     seq.status = Status.FINISHED
                     kv.release(seq)
                     finished = True
-        self.generation_tokens += len(emitted)
+        self.generation_tokens += tokens
         if finished:
             self.running = [s for s in self.running if s.status == Status.RUNNING]
         return emitted
+
+    def _accepted(self, drafts: int) -> int:
+        """Leading draft tokens accepted: each with ``acceptance_rate``, until
+        the first rejection."""
+        rate, rng = self.acceptance_rate, self._rng
+        accepted = 0
+        while accepted < drafts and rng.random() < rate:
+            accepted += 1
+        return accepted
 
     def _preempt(self, seq: Sequence) -> None:
         """Recompute preemption: drop the KV cache, requeue at the head."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from slogate.simengine.model import StepModel, StepWork
@@ -16,14 +18,14 @@ TOY_GPU = GPUSpec(
     flops_per_s={"bf16": 1000.0}, link_bytes_per_s=100.0, allreduce_s=0.01,
 )  # fmt: skip
 TOY_EFF = Efficiency(
-    matmul=0.5, attention=0.25, bandwidth=0.5, step_overhead_s=0.001, per_seq_overhead_s=0.0001
-)
+    matmul=0.5, attention=0.25, bandwidth=0.5, kv_bandwidth=0.5, link=1.0, step_overhead_s=0.001,
+    per_seq_overhead_s=0.0001, request_overhead_s=0.0,
+)  # fmt: skip
 
 
 def toy(**settings) -> Profile:
-    return Profile(
-        model=TOY_MODEL, gpu=TOY_GPU, efficiency=TOY_EFF, max_num_batched_tokens=32, **settings
-    )
+    settings.setdefault("efficiency", TOY_EFF)
+    return Profile(model=TOY_MODEL, gpu=TOY_GPU, max_num_batched_tokens=32, **settings)
 
 
 def test_toy_model_sizes_by_hand() -> None:
@@ -61,6 +63,16 @@ def test_tensor_parallel_adds_two_allreduces_per_layer() -> None:
     # 2 layers x 2 all-reduces x (0.01 s + ring 2*(2-1)/2 * 2 tokens * 4 hidden * 2 bytes / 100)
     assert cost.comm_s == pytest.approx(4 * 0.01 + 4 * 1.0 * 16 / 100)
     assert cost.compute_s == pytest.approx((2.304 + 0.16 + 1.152) / 2)
+
+
+def test_allreduce_latency_grows_with_gpu_count_and_message_size() -> None:
+    work = StepWork(num_seqs=1, new_tokens=2, sampled=1, context_tokens=3, attention_pairs=9)
+    cost = StepModel(toy(tp=4)).cost(work)
+    # fixed: 3 neighbour steps of 0.01 s; data: ring 2*3/4 of 2 tokens * 4 hidden * 2 bytes
+    assert cost.comm_s == pytest.approx(4 * 3 * 0.01 + 4 * 1.5 * 16 / 100)
+    slow_link = replace(TOY_EFF, link=0.5)
+    halved = StepModel(toy(tp=4, efficiency=slow_link)).cost(work)
+    assert halved.comm_s == pytest.approx(4 * 3 * 0.01 + 2 * 4 * 1.5 * 16 / 100)
 
 
 def test_decode_is_bandwidth_bound_and_prefill_compute_bound() -> None:
@@ -112,4 +124,4 @@ def test_quantized_weights_decode_faster() -> None:
 def test_efficiencies_stay_physically_plausible() -> None:
     eff = load_profile("llama-3.1-8b@h100").efficiency
     assert 0.45 <= eff.matmul <= 0.70  # docs/design.md: prefill 45-70% of peak
-    assert 0.50 <= eff.bandwidth <= 0.80  # decode 50-80% of HBM bandwidth
+    assert 0.50 <= eff.bandwidth <= eff.kv_bandwidth <= 0.95  # decode 50-90% of HBM bandwidth
