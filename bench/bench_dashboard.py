@@ -1,4 +1,4 @@
-"""The history dashboard of 1,000 runs: the target is under 2 s (issue 17).
+"""The history dashboard of 1,000 runs: the target is under 2 s.
 
 Writes 1,000 run folders, each with a real run's summary.json (one chat
 scenario, three SLOs; latencies jittered run to run, one run in 50 slower),

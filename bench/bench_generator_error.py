@@ -1,4 +1,4 @@
-r"""The generator's own error at production concurrency (issue 11, "Done when").
+r"""The generator's own error at production concurrency (BENCHMARKS.md).
 
     .venv/bin/python bench/bench_generator_error.py selftest [--streams 256] [--repeats 5] \
         [--gc on off]

@@ -1,5 +1,5 @@
 """The client's hot path: output events per CPU-second with full measurement,
-and the memory of a whole 1,024-stream run (issue 11, item 6).
+and the memory of a whole 1,024-stream run (BENCHMARKS.md).
 
     .venv/bin/python bench/bench_hotpath.py cpu [--streams 64] [--repeats 3]
     .venv/bin/python bench/bench_hotpath.py memory [--users 1024] [--durations 20 60]

@@ -1,4 +1,4 @@
-"""Open-loop generator lag with long prompts (issue 11: lag p99 under 2 ms with
+"""Open-loop generator lag with long prompts (target: lag p99 under 2 ms with
 100k-token prompts at 4 requests/s against the embedded engine).
 
     .venv/bin/python bench/bench_lookahead.py [--duration 60] [--repeats 1] [--no-pin]

@@ -76,7 +76,7 @@ def cyclic_garbage(action) -> list:
 def test_histograms_dropped_after_shipping_leave_no_cyclic_garbage():
     """Workers drain (encode) and the master absorbs (decode, merge) every few
     seconds; hdrh's own histograms are cycles, 188 KB each, freed only by the
-    collector's pauses (issue 11)."""
+    collector's pauses (docs/load.md)."""
 
     def ship() -> None:
         for _ in range(5):

@@ -43,7 +43,7 @@ def test_every_fitted_point_is_within_tolerance(rows: list) -> None:
 def test_held_back_points_meet_the_mean_error_target(rows: list) -> None:
     held_back = [row for row in rows if row.reference.half == HELD_BACK]
     mean, _ = summary(held_back)
-    assert mean <= 0.08  # issue 18's target for points the constants were not fitted on
+    assert mean <= 0.08  # the target for points the constants were not fitted on
 
 
 @pytest.mark.parametrize("profile", [TRT_8B_H100, TRT_8B_H200])
