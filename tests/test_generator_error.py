@@ -83,9 +83,9 @@ def test_a_generator_that_kept_up_judges_as_before(engine, tmp_path):
     assert (code, s["verdict"]) == (EXIT_PASS, "pass"), s["invalid_reasons"]
     generator = s["generator"]
     assert generator["per_process"]["local"]["pid"] > 0
-    assert (
-        generator["loop_stall_ms"]["samples"] > 10_000
-    )  # one per ms of the measured window (always in flight)
+    # one sample per ms with a request in flight: most of the measured window
+    # (16 users, each request 2.6 s long; the first and last ones ramp)
+    assert generator["loop_stall_ms"]["samples"] > 0.7 * s["run"]["measured_s"] * 1000
     for slo in latency_slos(s):
         assert slo["verdict"] == "pass"
         assert 0 <= slo["generator_error_ms"] < slo["margin"]
