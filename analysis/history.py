@@ -62,6 +62,33 @@ class PastRun:
         return complete and self.summary.get("verdict") != "invalid"
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def readable(summary: Any) -> bool:
+    """Whether every field the history reads has the type it needs: a summary
+    edited by hand, or from another tool, is listed as unreadable instead of
+    breaking the whole dashboard."""
+    if not isinstance(summary, dict) or not isinstance(summary.get("scenarios"), dict):
+        return False
+    run = summary.get("run") or {}
+    if not isinstance(run, dict) or not isinstance(run.get("started_at") or "", str):
+        return False
+    if not isinstance(run.get("engine") or {}, dict):
+        return False
+    if not isinstance(summary.get("verdict", ""), str):
+        return False
+    worst = summary.get("worst_slo")
+    if worst is not None and not (
+        isinstance(worst, dict)
+        and all(isinstance(worst.get(k), str) for k in ("scenario", "metric", "stat"))
+        and all(_number(worst.get(k)) or worst.get(k) is None for k in ("value", "margin_pct"))
+    ):
+        return False
+    return all(isinstance(block, dict) for block in summary["scenarios"].values())
+
+
 def read_runs(root: Path, unreadable: list[str] | None = None) -> list[PastRun]:
     """Every folder directly under ``root`` with a readable summary, oldest first;
     the names of folders whose summary.json cannot be read go into ``unreadable``."""
@@ -74,7 +101,7 @@ def read_runs(root: Path, unreadable: list[str] | None = None) -> list[PastRun]:
             summary = orjson.loads(file.read_bytes()) if file.is_file() else None
         except (OSError, orjson.JSONDecodeError):
             summary = {}
-        if isinstance(summary, dict) and isinstance(summary.get("scenarios"), dict):
+        if readable(summary):
             runs.append(PastRun(path, summary))
         elif summary is not None and unreadable is not None:
             unreadable.append(path.name)

@@ -163,7 +163,7 @@ def test_the_index_lists_malformed_neighbours_and_keeps_a_foreign_index(tmp_path
     foreign = tmp_path / "site"
     (foreign / "run").mkdir(parents=True)
     (foreign / "index.html").write_text("<html>my site</html>")
-    assert write_index(foreign) is None
+    assert write_index(foreign) == foreign / "slogate-index.html"  # beside it, never over it
     assert (foreign / "index.html").read_text() == "<html>my site</html>"
 
 
