@@ -43,10 +43,14 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 
+# Tests run in parallel, one worker per core (pytest-xdist); a module's tests,
+# and tests marked with one xdist_group, share a worker (tests/conftest.py).
+PARALLEL := -n auto --dist loadgroup
+
 # Unit and fast wire tests, for every change (under a minute).
 check: setup lint
-	$(BIN)/pytest -q -ra -m "not slow and not llamacpp and not browser"
+	$(BIN)/pytest -q -ra $(PARALLEL) -m "not slow and not llamacpp and not browser"
 
 # The whole suite, as CI runs it.
 test: setup llama-cpp chromium lint
-	$(BIN)/pytest -q -ra
+	$(BIN)/pytest -q -ra $(PARALLEL)

@@ -45,6 +45,7 @@ def nights(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_the_dashboard_flags_exactly_the_planted_regression(nights: Path) -> None:
     page = write_index(nights).read_text()
     table = page[page.index('<table id="runs">') :]
@@ -59,6 +60,7 @@ def test_the_dashboard_flags_exactly_the_planted_regression(nights: Path) -> Non
     assert "threshold 2000 ms" in page
 
 
+@pytest.mark.slow
 def test_baseline_auto_finds_the_night_before_and_the_gate_fails(
     nights: Path, tmp_path: Path
 ) -> None:
@@ -79,6 +81,7 @@ def test_baseline_auto_finds_the_night_before_and_the_gate_fails(
     assert f"Against baseline **night-{PLANTED - 1:02d}**: regression" in markdown
 
 
+@pytest.mark.slow
 def test_runs_to_prune_keeps_the_newest_of_each_target_and_drops_old_ones(nights: Path) -> None:
     runs = read_runs(nights)
     now = datetime(2026, 2, 1, tzinfo=timezone.utc)

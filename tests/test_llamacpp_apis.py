@@ -21,7 +21,8 @@ from slogate.engines.llamacpp import MODEL_ALIAS, LlamaCppMissing, LlamaServer, 
 from slogate.locustfiles.client import StreamClient
 from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
 
-pytestmark = pytest.mark.llamacpp
+# One worker runs them all: a second llama.cpp server would halve both.
+pytestmark = [pytest.mark.llamacpp, pytest.mark.xdist_group("llamacpp")]
 
 SKIP_ENV = "SLOGATE_SKIP_LLAMACPP"
 TOKENS = 24

@@ -23,7 +23,8 @@ from slogate.analysis.server_metrics import snapshot
 from slogate.engines.llamacpp import MODEL_ALIAS, LlamaCppMissing, LlamaServer, LlamaServerConfig
 from slogate.locustfiles.scraper import MetricsScraper, metrics_url_for
 
-pytestmark = pytest.mark.llamacpp
+# One worker runs them all: a second llama.cpp server would halve both.
+pytestmark = [pytest.mark.llamacpp, pytest.mark.xdist_group("llamacpp")]
 
 SKIP_ENV = "SLOGATE_SKIP_LLAMACPP"
 REPO = Path(__file__).resolve().parents[1]

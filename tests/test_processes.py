@@ -67,6 +67,7 @@ def test_the_cost_per_event_is_measured_on_this_machine():
     assert 0.1 < cost < 1000
 
 
+@pytest.mark.slow
 def test_a_run_records_the_choice_and_its_cpu(tmp_path):
     with ExactEngine({"ttft_ms": 5, "itl_ms": 5}) as engine:
         out = str(tmp_path / "out")

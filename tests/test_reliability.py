@@ -128,6 +128,7 @@ def run_against(tmp_path: Path, kind: str, duration: str = "4s", **request: obje
     return done, took, out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["keepalive-flood", "data-flood", "done-only"])
 def test_a_run_against_a_flooding_or_empty_server_ends_on_time_and_does_not_pass(
     tmp_path: Path, kind: str
@@ -141,6 +142,7 @@ def test_a_run_against_a_flooding_or_empty_server_ends_on_time_and_does_not_pass
     assert scenario["requests"]["failed"] >= 1
 
 
+@pytest.mark.slow
 def test_error_samples_of_timeouts_are_not_masked_as_secrets(tmp_path: Path) -> None:
     done, _, out = run_against(tmp_path, "headers-only", duration="8s")
     assert done.returncode == 3, done.stderr[-2000:]
@@ -204,6 +206,7 @@ def settled(server: MisbehavingServer, quiet_s: float = 2.0) -> int:
         seen = server.served
 
 
+@pytest.mark.slow
 def test_sigkill_of_slogate_run_stops_the_load_and_leaves_a_judged_folder(
     tmp_path: Path,
 ) -> None:
@@ -223,6 +226,7 @@ def test_sigkill_of_slogate_run_stops_the_load_and_leaves_a_judged_folder(
     assert summary_doc["scenarios"]["exact-chat"]["requests"]["ok"] >= 1
 
 
+@pytest.mark.slow
 def test_sigkill_of_locust_leaves_its_last_checkpoint_judged_incomplete(tmp_path: Path) -> None:
     with MisbehavingServer("clock-jump") as server:
         process, out = start_run(tmp_path, server)
@@ -238,6 +242,7 @@ def test_sigkill_of_locust_leaves_its_last_checkpoint_judged_incomplete(tmp_path
     assert (out / "report.html").is_file()
 
 
+@pytest.mark.slow
 def test_a_run_against_an_endless_stream_ends_on_time_and_counts_it_cancelled(
     tmp_path: Path,
 ) -> None:

@@ -127,6 +127,7 @@ def test_report_and_compare_on_malformed_data_exit_2(tmp_path: Path, command: st
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_an_unexpected_failure_after_the_load_exits_3_with_a_log(tmp_path: Path) -> None:
     """report.html cannot be written (a folder is in its way): exit 3, one line
     naming the log with the traceback, and no report.html.tmp left behind."""
@@ -178,6 +179,7 @@ def test_bidi_controls_from_the_server_never_reach_the_report(tmp_path: Path) ->
     assert "\u202e" not in page and "\u2066" not in page
 
 
+@pytest.mark.slow
 def test_a_builtin_scenario_runs_shorter_than_its_warmup_with_warmup(tmp_path: Path) -> None:
     out = tmp_path / "out"
     with MisbehavingServer("clock-jump") as server:

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -91,6 +92,7 @@ def check_code(text: str) -> tuple[int, str]:
     return code, err.getvalue()
 
 
+@pytest.mark.slow
 @settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.sampled_from(PATHS), VALUES), min_size=1, max_size=4))
 def test_generated_scenarios_are_accepted_or_refused_never_crash(changes: list) -> None:
@@ -99,6 +101,7 @@ def test_generated_scenarios_are_accepted_or_refused_never_crash(changes: list) 
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=300))
 def test_any_text_as_a_scenario_file_is_accepted_or_refused(text: str) -> None:

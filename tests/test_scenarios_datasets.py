@@ -91,6 +91,7 @@ def common_start(a: str, b: str) -> str:
     return a[:n]
 
 
+@pytest.mark.slow
 def test_a_lengths_only_table_samples_its_rows_in_closed_loop(tmp_path):
     file = datasets.lengths_only(tmp_path)
     path = scenario(tmp_path, f"{{kind: trace, file: {file.name}}}", "{users: 2}")

@@ -53,7 +53,15 @@ def test_same_seed_same_arrivals():
     assert [t.arrival_s for t in a] != [t.arrival_s for t in b]
 
 
-@pytest.mark.parametrize("name", ["rag", "code", "azure-conv", "azure-code"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("rag", marks=pytest.mark.slow),
+        "code",
+        "azure-conv",
+        pytest.param("azure-code", marks=pytest.mark.slow),
+    ],
+)
 def test_single_turn_inputs_are_exact(name):
     [s] = scenarios.load(name)
     for turn in turns(Planner(s, 0), 150):
