@@ -20,9 +20,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
-
-import orjson
 
 from slogate.analysis.compare import (
     DEFAULT_TOLERANCE,
@@ -31,6 +28,7 @@ from slogate.analysis.compare import (
     WORSE,
     classify,
 )
+from slogate.analysis.contracts import ContractError, Summary, read_document
 from slogate.analysis.percentiles import Estimate
 
 SUMMARY_FILE = "summary.json"
@@ -40,53 +38,25 @@ DATA_DIR = "data"
 @dataclass(frozen=True)
 class PastRun:
     folder: Path
-    summary: dict[str, Any]
+    summary: Summary
 
     @property
     def started(self) -> str:
-        return (self.summary.get("run") or {}).get("started_at") or ""
+        return self.summary.run.started_at or ""
 
     @property
     def scenarios(self) -> tuple[str, ...]:
-        return tuple(sorted(self.summary.get("scenarios") or {}))
+        return tuple(sorted(self.summary.scenarios))
 
     @property
     def target(self) -> tuple[str, str]:
-        engine = (self.summary.get("run") or {}).get("engine") or {}
+        engine = self.summary.run.engine or {}
         return str(engine.get("owned_by") or ""), str(engine.get("model") or "")
 
     @property
     def usable_as_baseline(self) -> bool:
-        run = self.summary.get("run") or {}
-        complete = run.get("complete", True)
-        return complete and self.summary.get("verdict") != "invalid"
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def readable(summary: Any) -> bool:
-    """Whether every field the history reads has the type it needs: a summary
-    edited by hand, or from another tool, is listed as unreadable instead of
-    breaking the whole dashboard."""
-    if not isinstance(summary, dict) or not isinstance(summary.get("scenarios"), dict):
-        return False
-    run = summary.get("run") or {}
-    if not isinstance(run, dict) or not isinstance(run.get("started_at") or "", str):
-        return False
-    if not isinstance(run.get("engine") or {}, dict):
-        return False
-    if not isinstance(summary.get("verdict", ""), str):
-        return False
-    worst = summary.get("worst_slo")
-    if worst is not None and not (
-        isinstance(worst, dict)
-        and all(isinstance(worst.get(k), str) for k in ("scenario", "metric", "stat"))
-        and all(_number(worst.get(k)) or worst.get(k) is None for k in ("value", "margin_pct"))
-    ):
-        return False
-    return all(isinstance(block, dict) for block in summary["scenarios"].values())
+        complete = self.summary.run.complete is not False
+        return complete and self.summary.verdict != "invalid"
 
 
 def read_runs(root: Path, unreadable: list[str] | None = None) -> list[PastRun]:
@@ -97,14 +67,13 @@ def read_runs(root: Path, unreadable: list[str] | None = None) -> list[PastRun]:
         return runs
     for path in root.iterdir():
         file = path / SUMMARY_FILE
+        if not file.is_file():
+            continue
         try:
-            summary = orjson.loads(file.read_bytes()) if file.is_file() else None
-        except (OSError, orjson.JSONDecodeError):
-            summary = {}
-        if readable(summary):
-            runs.append(PastRun(path, summary))
-        elif summary is not None and unreadable is not None:
-            unreadable.append(path.name)
+            runs.append(PastRun(path, read_document(Summary, file)))
+        except (OSError, ContractError):
+            if unreadable is not None:
+                unreadable.append(path.name)
     runs.sort(key=lambda r: (r.started, r.folder.name))
     return runs
 
@@ -160,13 +129,13 @@ def runs_to_prune(
 
 def estimate_of(run: PastRun, scenario: str, metric: str, stat: str) -> Estimate | None:
     """A percentile of a latency metric (ms) with its interval, from the summary."""
-    block = (run.summary["scenarios"].get(scenario) or {}).get("metrics") or {}
-    stats = block.get(metric) or {}
-    value, count = stats.get(stat), stats.get("count")
-    if value is None or not count:
+    block = run.summary.scenarios.get(scenario)
+    stats = None if block is None else block.metrics.get(metric)
+    value = None if stats is None else getattr(stats, stat, None)
+    if stats is None or value is None or not stats.count:
         return None
-    lower, upper = (stats.get("ci") or {}).get(stat) or (None, None)
-    return Estimate(value=value, lower=lower, upper=upper, count=count)
+    lower, upper = stats.ci.get(stat) or (None, None)
+    return Estimate(value=value, lower=lower, upper=upper, count=stats.count)
 
 
 @dataclass(frozen=True)
@@ -209,7 +178,7 @@ def trend_series(runs: Sequence[PastRun]) -> dict[tuple[str, str, str], list[Pas
     """The runs of each scenario and target, oldest first (``runs`` sorted so)."""
     series: dict[tuple[str, str, str], list[PastRun]] = {}
     for run in runs:
-        for scenario in run.summary["scenarios"]:
+        for scenario in run.summary.scenarios:
             series.setdefault(series_key(run, scenario), []).append(run)
     return series
 

@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slogate.analysis.contracts import RUNDATA_SCHEMA, RunFile, parse
 from slogate.analysis.recorder import OVERALL, Bucket
 
 DATA_DIR = "data"
 RUN_FILE = "run.json"
 BUCKETS_FILE = "buckets.json"
-SCHEMA = "slogate.rundata/1"
+SCHEMA = RUNDATA_SCHEMA
 
 
 @dataclass
@@ -72,21 +73,12 @@ class RunData:
             raise FileNotFoundError(
                 f"{out_dir}: no {DATA_DIR}/{RUN_FILE}: not a slogate results folder"
             )
-        run = _read_json(run_path)
-        if not isinstance(run, dict) or run.get("schema") != SCHEMA:
-            schema = run.get("schema") if isinstance(run, dict) else type(run).__name__
-            raise ValueError(f"{run_path}: schema {schema!r}, expected {SCHEMA!r}")
-        meta, timeseries = run.get("meta"), run.get("timeseries", [])
-        server_metrics = run.get("server_metrics", [])
-        if not isinstance(meta, dict):
-            raise ValueError(f"{run_path}: 'meta' is not an object")
-        if not isinstance(timeseries, list) or not isinstance(server_metrics, list):
-            raise ValueError(f"{run_path}: 'timeseries' and 'server_metrics' must be lists")
+        run = parse(RunFile, _read_json(run_path), str(run_path))
         return cls(
-            meta=meta,
+            meta=run.meta.model_dump(exclude_unset=True),
             buckets=_read_buckets(data_dir / BUCKETS_FILE),
-            timeseries=timeseries,
-            server_metrics=server_metrics,
+            timeseries=run.timeseries,
+            server_metrics=run.server_metrics,
         )
 
 

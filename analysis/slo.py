@@ -423,6 +423,25 @@ class RunVerdict:
         return min(self.results, key=key, default=None)
 
 
+def judge_scenario(
+    name: str,
+    scenario_meta: Mapping[str, Any],
+    bucket: Bucket,
+    measured_s: float | None,
+    health: ProcessHealth | None,
+) -> tuple[list[SloResult], Verdict]:
+    """One scenario's thresholds on its bucket, the generator's doubts applied,
+    and the scenario's verdict. The run's verdict and the live view both judge
+    through here."""
+    results = [
+        evaluate(name, threshold, bucket, measured_s)
+        for threshold in thresholds_of(name, scenario_meta)
+    ]
+    results = distrust(results, health, bucket)
+    floor = Verdict.INCONCLUSIVE if bucket.counters.total == 0 else Verdict.PASS
+    return results, worst_of([floor, *(r.verdict for r in results)])
+
+
 def evaluate_run(run: RunData) -> RunVerdict:
     """Every scenario's thresholds on its measured bucket, and the overall verdict.
     A scenario without measured requests is inconclusive: zero requests never pass."""
@@ -433,15 +452,10 @@ def evaluate_run(run: RunData) -> RunVerdict:
     results: list[SloResult] = []
     scenarios: dict[str, Verdict] = {}
     for name in run.scenario_names():
-        bucket = run.overall(name)
-        mine = [
-            evaluate(name, threshold, bucket, measured_s)
-            for threshold in thresholds_of(name, declared.get(name) or {})
-        ]
-        mine = distrust(mine, health, bucket)
+        mine, scenarios[name] = judge_scenario(
+            name, declared.get(name) or {}, run.overall(name), measured_s, health
+        )
         results.extend(mine)
-        floor = Verdict.INCONCLUSIVE if bucket.counters.total == 0 else Verdict.PASS
-        scenarios[name] = worst_of([floor, *(r.verdict for r in mine)])
     distrusted = [
         f"{r.scenario}: {r.name}: {r.note}" for r in results if r.verdict is Verdict.INVALID
     ]

@@ -18,16 +18,15 @@ from typing import Any
 from hdrh.histogram import HdrHistogram
 
 from slogate.analysis.capacity import Pricing, throughput_cost
-from slogate.analysis.compare import Comparison
 from slogate.analysis.diagnosis import diagnose, findings_to_dicts
 from slogate.analysis.generator import generator_block
+from slogate.analysis.judge import Judgement, judge
 from slogate.analysis.percentiles import STANDARD_PERCENTILES, estimate, summarize
 from slogate.analysis.recorder import Bucket, Counters
 from slogate.analysis.rundata import RunData
 from slogate.analysis.slo import (
     RunVerdict,
     SloResult,
-    evaluate_run,
     lag_p99_ms,
     proportion_interval,
 )
@@ -413,18 +412,17 @@ def models_block(run: RunData) -> dict[str, Any]:
     return out
 
 
-def build_summary(
-    run: RunData, verdict: RunVerdict | None = None, comparison: Comparison | None = None
-) -> dict[str, Any]:
-    """The summary document of a run; pass ``verdict`` when already evaluated and
-    ``comparison`` to include the baseline comparison."""
-    verdict = verdict or evaluate_run(run)
+def build_summary(run: RunData, judgement: Judgement | None = None) -> dict[str, Any]:
+    """The summary document of a run as ``judgement`` decided it (judged here
+    without a baseline when not given)."""
+    judgement = judgement or judge(run)
+    verdict = judgement.verdict
     worst = verdict.worst
     meta = run.meta
     summary: dict[str, Any] = {
         "schema": SCHEMA,
         "verdict": verdict.verdict.value,
-        "exit_code": verdict.exit_code,
+        "exit_code": judgement.exit_code,
         "invalid_reasons": list(verdict.reasons),
         "worst_slo": None if worst is None else {"scenario": worst.scenario, **slo_entry(worst)},
         "slo_counts": {
@@ -437,8 +435,10 @@ def build_summary(
         "models": models_block(run),
     }
     summary["diagnosis"] = findings_to_dicts(diagnose(run, verdict))
-    if comparison is not None:
-        summary["baseline"] = comparison.to_dict()
+    if judgement.comparison is not None:
+        summary["baseline"] = judgement.comparison.to_dict()
+    elif judgement.baseline_error is not None:
+        summary["baseline"] = {"error": judgement.baseline_error}
     return summary
 
 

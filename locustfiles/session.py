@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Any
 from slogate.analysis.capacity import Pricing
 from slogate.analysis.diagnosis import blurred_share
 from slogate.analysis.generator import ProcessHealth, error_bound_ms, merged
+from slogate.analysis.judge import judge_live, live_status
 from slogate.analysis.recorder import OVERALL, Recorder
 from slogate.analysis.rundata import RunData
+from slogate.analysis.slo import SloResult, Verdict
 from slogate.analysis.summary import redact
 from slogate.analysis.timeseries import window_row
 from slogate.locustfiles.context import LoadContext
@@ -174,21 +176,24 @@ class RunSession:
                 text += f" chunks read together {100 * blurred:.1f}% (ITL blurred)"
             if "ttft" in bucket.histograms:
                 p99 = bucket.histograms.histogram("ttft").get_value_at_percentile(99) / 1000
-                limit = next(
-                    (
-                        t.limit
-                        for t in scenario.slo.thresholds
-                        if t.metric == "ttft_ms" and t.stat == "p99"
-                    ),
-                    None,
-                )
-                text += f" TTFT p99 {p99:.0f} ms" + (f" (SLO {limit:g})" if limit else "")
+                text += f" TTFT p99 {p99:.0f} ms"
+            results, _ = self.live_slo(scenario)
+            if results:
+                text += f" SLO {live_status(results)}"
             parts.append(text)
         health = self.generator_health()
         bound = None if health is None else error_bound_ms(health, 99.0, "p99")
         if bound is not None and bound >= STALL_WARNING_MS:
             parts.append(f"generator loop stalls p99 {bound:.1f} ms (its error bound)")
         return " | ".join(parts)
+
+    def live_slo(self, scenario: Scenario) -> tuple[list[SloResult], Verdict]:
+        """The scenario's SLOs judged on the numbers so far (the final judge's rules)."""
+        measured = max(self.ctx.elapsed_s() - self.ctx.timeline.warmup_s, 0.0)
+        bucket = self.collector.buckets.get((scenario.name, OVERALL))
+        return judge_live(
+            scenario.name, scenario_meta(scenario), bucket, measured, self.generator_health()
+        )
 
     def meta(self, complete: bool, reason: str | None) -> dict[str, Any]:
         ended = time.time()

@@ -10,20 +10,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from slogate.analysis.judge import live_status
 from slogate.analysis.recorder import OVERALL
 from slogate.locustfiles.session import RunSession
 
 TAB_KEY = "slogate"
-METRICS = ("ttft", "itl", "tpot")
+METRICS = ("ttft", "itl", "tpot", "e2e")
 STATS = {"p50": 50.0, "p95": 95.0, "p99": 99.0}
 
 
 def live_rows(session: RunSession) -> list[dict[str, Any]]:
+    """Per scenario the HDR percentiles so far and the judge's live SLO status."""
     rows = []
     for scenario in session.ctx.scenarios:
         bucket = session.collector.buckets.get((scenario.name, OVERALL))
         row: dict[str, Any] = {"scenario": scenario.name}
-        failing = []
         for metric in METRICS:
             histogram = (
                 bucket.histograms.histogram(metric)
@@ -33,15 +34,7 @@ def live_rows(session: RunSession) -> list[dict[str, Any]]:
             for stat, p in STATS.items():
                 value = histogram.get_value_at_percentile(p) / 1000 if histogram else None
                 row[f"{metric}_{stat}"] = None if value is None else round(value, 2)
-                for t in scenario.slo.thresholds:
-                    if (
-                        value is not None
-                        and t.metric == f"{metric}_ms"
-                        and t.stat == stat
-                        and value > t.limit
-                    ):
-                        failing.append(f"{metric} {stat}")
-        row["slo"] = "failing: " + ", ".join(failing) if failing else "ok so far"
+        row["slo"] = live_status(session.live_slo(scenario)[0])
         rows.append(row)
     return rows
 

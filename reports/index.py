@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from markupsafe import Markup
 
+from slogate.analysis.contracts import ScenarioSummary, SloEntry
 from slogate.analysis.history import (
     PastRun,
     Regression,
@@ -42,16 +43,16 @@ HEADLINE_SLOS = ({"metric": "ttft_ms", "stat": "p99"}, {"metric": "itl_ms", "sta
 
 
 def revision(run: PastRun) -> str:
-    return str((run.summary.get("run") or {}).get("git_revision") or "")
+    return run.summary.run.git_revision or ""
 
 
 def link(run: PastRun) -> str:
     return f"{quote(run.folder.name)}/{REPORT_FILE}"
 
 
-def slo_of(run: PastRun, scenario: str, metric: str, stat: str) -> dict[str, Any] | None:
-    for slo in run.summary["scenarios"][scenario].get("slo") or []:
-        if (slo["metric"], slo["stat"]) == (metric, stat):
+def slo_of(run: PastRun, scenario: str, metric: str, stat: str) -> SloEntry | None:
+    for slo in run.summary.scenarios[scenario].slo:
+        if (slo.metric, slo.stat) == (metric, stat):
             return slo
     return None
 
@@ -61,13 +62,15 @@ def point_of(run: PastRun, scenario: str, metric: str, stat: str) -> dict[str, A
     gives its percentile and interval and the scenario's verdict."""
     slo = slo_of(run, scenario, metric, stat)
     if slo is not None:
-        return slo
-    block = run.summary["scenarios"][scenario]
-    stats = (block.get("metrics") or {}).get(metric) or {}
-    if stats.get(stat) is None:
+        return {"value": slo.value, "ci": slo.ci, "threshold": slo.threshold,
+                "verdict": slo.verdict}  # fmt: skip
+    block = run.summary.scenarios[scenario]
+    stats = block.metrics.get(metric)
+    value = None if stats is None else getattr(stats, stat, None)
+    if stats is None or value is None:
         return None
-    ci = (stats.get("ci") or {}).get(stat) or [None, None]
-    return {"value": stats[stat], "ci": ci, "threshold": None, "verdict": block.get("verdict")}
+    ci = stats.ci.get(stat) or (None, None)
+    return {"value": value, "ci": ci, "threshold": None, "verdict": block.verdict}
 
 
 def trend_chart(
@@ -116,15 +119,16 @@ class Row:
     regressions: list[Regression]
 
     @property
-    def block(self) -> dict[str, Any]:
-        return self.run.summary["scenarios"][self.scenario]
+    def block(self) -> ScenarioSummary:
+        return self.run.summary.scenarios[self.scenario]
 
     @property
     def date(self) -> str:
         return self.run.started[:10]
 
     def stat(self, metric: str, stat: str) -> float | None:
-        return ((self.block.get("metrics") or {}).get(metric) or {}).get(stat)
+        stats = self.block.metrics.get(metric)
+        return None if stats is None else getattr(stats, stat, None)
 
 
 def sections(
@@ -133,11 +137,7 @@ def sections(
 ) -> list[dict[str, Any]]:
     out = []
     for (scenario, engine, model), runs in sorted(series.items()):
-        declared = {
-            (s["metric"], s["stat"])
-            for r in runs
-            for s in r.summary["scenarios"][scenario].get("slo") or []
-        }
+        declared = {(s.metric, s.stat) for r in runs for s in r.summary.scenarios[scenario].slo}
         keys = sorted(declared) or [(s["metric"], s["stat"]) for s in HEADLINE_SLOS]
         charts = [trend_chart(runs, scenario, m, s, flagged) for m, s in keys]
         regressed = sum((r.folder.name, scenario) in flagged for r in runs)
@@ -154,7 +154,7 @@ def dashboard_html(runs: list[PastRun], unreadable: list[str]) -> str:
     rows = [
         Row(run, scenario, flagged.get((run.folder.name, scenario), []))
         for run in reversed(runs)
-        for scenario in run.summary["scenarios"]
+        for scenario in run.summary.scenarios
     ]
 
     def choices(values: Sequence[str]) -> list[str]:

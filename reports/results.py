@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slogate.analysis.compare import DEFAULT_TOLERANCE, Comparison, compare
+from slogate.analysis.compare import DEFAULT_TOLERANCE, Comparison
+from slogate.analysis.contracts import Summary, parse
+from slogate.analysis.judge import judge
 from slogate.analysis.rundata import RunData
-from slogate.analysis.slo import evaluate_run
 from slogate.analysis.summary import build_summary
 from slogate.reports.charts import LABELS, percentile_charts, server_charts, timeseries_charts
 from slogate.reports.html import render
@@ -116,22 +117,12 @@ def render_run(
     tolerance: float,
     baseline_error: str | None,
 ) -> Outcome:
-    """Evaluate, compare and write; a baseline that shares no scenario with the run
-    is reported in the summary rather than failing the whole rendering."""
+    """Judge, then write what the judge decided."""
     out.mkdir(parents=True, exist_ok=True)
-    verdict = evaluate_run(run)
-    comparison = None
-    if baseline is not None:
-        try:
-            comparison = compare(baseline, run, tolerance)
-        except ValueError as exc:
-            baseline_error = str(exc)
-    summary = build_summary(run, verdict, comparison)
-    if baseline_error is not None:
-        summary["baseline"] = {"error": baseline_error}
-    if comparison is not None and comparison.regressions and summary["exit_code"] == 0:
-        summary["exit_code"] = comparison.exit_code  # the gate: every SLO met, yet slower
-    return write_files(out, summary, run, baseline if comparison else None, comparison)
+    judgement = judge(run, baseline, tolerance, baseline_error)
+    summary = build_summary(run, judgement)
+    compared = baseline if judgement.comparison else None
+    return write_files(out, summary, run, compared, judgement.comparison)
 
 
 def write_files(
@@ -141,6 +132,7 @@ def write_files(
     baseline: RunData | None,
     comparison: Comparison | None,
 ) -> Outcome:
+    parse(Summary, summary, str(out / SUMMARY_FILE))  # the writer holds to its own contract
     files = {
         "summary": write_atomic(
             out / SUMMARY_FILE, json.dumps(summary, indent=1, ensure_ascii=False) + "\n"

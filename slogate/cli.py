@@ -109,6 +109,8 @@ def add_small_parsers(sub: argparse._SubParsersAction) -> None:
         "--tolerance", type=non_negative_float, default=0.10, help="relative, default 0.10"
     )
     compare.add_argument("--all", action="store_true", help="print every percentile, not the gated")
+    schema = sub.add_parser("schema", help="print a document's JSON Schema")
+    schema.add_argument("name", help="summary, sweep, experiment or run-data")
     selftest = sub.add_parser("selftest", help="this machine's measurement error and capacity")
     selftest.add_argument("--streams", type=positive_int, default=64)
     selftest.add_argument("--duration", type=positive_duration, default=10.0)
@@ -180,6 +182,18 @@ def compare(args: argparse.Namespace) -> int:
     return compare_command(args)
 
 
+def schema(args: argparse.Namespace) -> int:
+    from slogate.analysis.contracts import json_schema
+    from slogate.analysis.slo import EXIT_CONFIG
+
+    try:
+        print(json.dumps(json_schema(args.name), indent=1))
+    except ValueError as error:
+        print(f"slogate schema: {error}", file=sys.stderr)
+        return EXIT_CONFIG
+    return 0
+
+
 def selftest(args: argparse.Namespace) -> int:
     from slogate.locustfiles.selftest import run_selftest
 
@@ -202,6 +216,7 @@ COMMANDS = {
     "scenario": scenario,
     "report": report,
     "compare": compare,
+    "schema": schema,
     "selftest": selftest,
     "experiment": delegated("experiment"),
     "sweep": delegated("sweep"),

@@ -29,6 +29,7 @@ from typing import Any
 
 from slogate import scenarios
 from slogate.analysis.capacity import Pricing
+from slogate.analysis.contracts import Experiment, parse
 from slogate.analysis.experiment import EXPECTATIONS, trend
 from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
 from slogate.args import positive_int
@@ -231,15 +232,15 @@ def trial_order(group: list[Setting], repeats: int) -> Iterator[tuple[int, Setti
 
 
 def describe_trial(setting: Setting, repeat: int, result: TrialResult, factor: str) -> str:
-    block = next(iter(((result.summary or {}).get("scenarios") or {}).values()), None)
+    block = result.first_scenario
     if block is None:
         return f"{factor} {setting.label} (repeat {repeat}): no results (exit {result.exit_code})"
-    m, t = block["metrics"], block["throughput"]
+    ttft, tpot = block.metrics["ttft_ms"], block.metrics["tpot_ms"]
     return (
         f"{factor} {setting.label} (repeat {repeat}): {result.verdict}, "
-        f"TTFT mean {m['ttft_ms']['mean'] or 0:.1f} ms p99 {m['ttft_ms']['p99'] or 0:.1f} ms, "
-        f"TPOT mean {m['tpot_ms']['mean'] or 0:.2f} ms, "
-        f"{t['output_tokens_per_s'] or 0:.0f} output tokens/s -> {result.out}"
+        f"TTFT mean {ttft.mean or 0:.1f} ms p99 {ttft.p99 or 0:.1f} ms, "
+        f"TPOT mean {tpot.mean or 0:.2f} ms, "
+        f"{block.throughput.output_tokens_per_s or 0:.0f} output tokens/s -> {result.out}"
     )
 
 
@@ -355,6 +356,7 @@ def experiment_command(args: argparse.Namespace) -> int:
         print(f"slogate experiment: {error}", file=sys.stderr)
         return EXIT_CONFIG
     doc = build_document(factor, items, results, out, args, pricing)
+    parse(Experiment, doc, str(out / "experiment.json"))  # the writer holds to its own contract
     write_atomic(out / "experiment.json", json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     files = write_experiment(out, doc)
     for t in doc["trends"]:

@@ -24,6 +24,7 @@ from typing import Any
 
 from slogate import scenarios
 from slogate.analysis.capacity import MaxSearch, Pricing, knee_index, limiting_slo, throughput_cost
+from slogate.analysis.contracts import Sweep, parse
 from slogate.analysis.experiment import lookup
 from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID, percentile_of_stat
 from slogate.args import positive_duration, positive_float, positive_int
@@ -170,8 +171,12 @@ class Trials:
 
 
 def slo_list(result: TrialResult) -> list[Mapping[str, Any]]:
-    scenarios = (result.summary or {}).get("scenarios") or {}
-    return [{"scenario": name, **slo} for name, block in scenarios.items() for slo in block["slo"]]
+    scenarios = {} if result.summary is None else result.summary.scenarios
+    return [
+        {"scenario": name, **slo.model_dump()}
+        for name, block in scenarios.items()
+        for slo in block.slo
+    ]
 
 
 def limiting_of(result: TrialResult) -> str | None:
@@ -179,7 +184,7 @@ def limiting_of(result: TrialResult) -> str | None:
     if result.summary is None:
         return f"no results (exit code {result.exit_code})"
     if result.verdict == "invalid":
-        return "invalid run: " + "; ".join(result.summary.get("invalid_reasons") or [])
+        return "invalid run: " + "; ".join(result.summary.invalid_reasons)
     slo = limiting_slo(slo_list(result))
     if slo is None:
         return None
@@ -373,6 +378,7 @@ def sweep_command(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     finished = not args.find_max or search.next() is None
     doc = build_document(trials, args, pricing, search, finished)
+    parse(Sweep, doc, str(out / "sweep.json"))  # the writer holds to its own contract
     write_atomic(out / "sweep.json", json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     files = write_sweep(out, doc)
     print(f"slogate: {doc['headline']}")

@@ -10,7 +10,6 @@ simulated engine started for the trials that share a profile.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -21,6 +20,7 @@ from typing import Any
 import yaml
 
 from slogate.analysis.capacity import Pricing, throughput_cost
+from slogate.analysis.contracts import ScenarioSummary, Summary, read_document
 from slogate.analysis.experiment import point_block
 from slogate.analysis.rundata import RunData
 from slogate.args import positive_duration, positive_float, positive_int
@@ -70,11 +70,17 @@ class TrialResult:
 
     out: Path
     exit_code: int
-    summary: dict[str, Any] | None
+    summary: Summary | None
 
     @property
     def verdict(self) -> str:
-        return "error" if self.summary is None else str(self.summary["verdict"])
+        return "error" if self.summary is None else self.summary.verdict
+
+    @property
+    def first_scenario(self) -> ScenarioSummary | None:
+        """The first scenario's block: a trial runs one scenario."""
+        scenarios = {} if self.summary is None else self.summary.scenarios
+        return next(iter(scenarios.values()), None)
 
     @property
     def passed(self) -> bool:
@@ -118,7 +124,7 @@ def run_trial(scenario: Path, host: str, out: Path, **load: Any) -> TrialResult:
             check=False,
         )
     summary_path = out / "summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else None
+    summary = read_document(Summary, summary_path) if summary_path.is_file() else None
     return TrialResult(out, completed.returncode, summary)
 
 
@@ -133,13 +139,13 @@ def log_tail(result: TrialResult, lines: int = 15) -> str:
 def run_entry(result: TrialResult, base: Path, repeat: int | None = None) -> dict[str, Any]:
     """How a point lists one of its runs: folder (relative), verdict, exit code and
     the run's scenario block (the first scenario's, for the per-run CSV)."""
-    scenarios = (result.summary or {}).get("scenarios") or {}
+    block = result.first_scenario
     return {
         "dir": str(result.out.relative_to(base)),
         "repeat": repeat,
         "verdict": result.verdict,
         "exit_code": result.exit_code,
-        "scenario": next(iter(scenarios.values()), None),
+        "scenario": None if block is None else block.model_dump(by_alias=True),
     }
 
 

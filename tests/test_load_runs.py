@@ -258,3 +258,43 @@ def test_a_simulated_engine_profile_with_a_host_is_a_configuration_error():
     done = slogate("run", "chat", "--host", "http://127.0.0.1:9", "--profile", "llama-3.1-8b@h100")
     assert done.returncode == 2
     assert "--profile" in done.stderr and "--host" in done.stderr
+
+
+def live_slo_cells(port: int) -> list[str]:
+    """The SLO status cells of the web UI's slogate table (none before it is up)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats/requests") as r:
+            stats = json.loads(r.read())
+    except OSError:
+        return []
+    return [row["slo"] for table in stats.get("extended_stats", []) for row in table["data"]]
+
+
+def test_a_failing_e2e_p999_slo_fails_alike_live_in_the_exit_code_and_report(tmp_path):
+    """The live view, the summary and the exit code come from one judge: an e2e
+    p99.9 limit of 1 ms against 2.3 s requests fails in all three (by a margin
+    no generator stall on a busy machine reaches)."""
+    scenario = scenario_file(tmp_path, "exact-chat", slo={"e2e_ms": {"p999": 1}})
+    port, out = free_port(), tmp_path / "o"
+    with ExactEngine({"ttft_ms": 2000, "itl_ms": 20}) as slow:
+        ui = subprocess.Popen(
+            locust_command("--autostart", "--autoquit", "0", "-u", "2", "-t", "6s",
+                           "--host", slow.url, "--scenario", str(scenario), "--out", str(out),
+                           "--web-host", "127.0.0.1", "--web-port", str(port)),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 30
+            cells: list[str] = []
+            while time.monotonic() < deadline and not any(c.startswith("fail") for c in cells):
+                time.sleep(0.2)
+                cells = live_slo_cells(port)
+            code = ui.wait(timeout=60)
+        finally:
+            ui.kill()
+    assert cells == ["fail: e2e_ms p999 <= 1"]
+    verdicts = {s["name"]: s["verdict"] for s in scenario_stats(out)["slo"]}
+    assert verdicts["e2e_ms p999 <= 1"] == "fail"
+    expected = 3 if summary(out)["invalid_reasons"] else 1  # a stalled generator: invalid
+    assert code == summary(out)["exit_code"] == expected
+    assert "e2e_ms p999" in (out / "report.html").read_text()

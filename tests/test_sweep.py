@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from slogate.analysis.contracts import SUMMARY_SCHEMA, Summary
 from slogate.analysis.diagnosis import diagnose
 from slogate.analysis.rundata import RunData
 from slogate.reports.experiments import write_sweep
@@ -19,12 +20,15 @@ TTFT_P99 = {"metric": "ttft_ms", "stat": "p99", "threshold": 500.0, "kind": "max
 TPOT_P95 = {"metric": "tpot_ms", "stat": "p95", "threshold": 50.0, "kind": "max"}
 
 
-def summary(verdict: str, slo: list[dict], reasons: tuple[str, ...] = ()) -> dict:
-    return {
-        "verdict": verdict,
-        "invalid_reasons": list(reasons),
-        "scenarios": {"chat": {"slo": slo}},
-    }
+def summary(verdict: str, slo: list[dict], reasons: tuple[str, ...] = ()) -> Summary:
+    """A trial's summary holding only what the sweep reads, parsed like a real one."""
+    block = {"verdict": verdict, "requests": {"ok": 0, "failed": 0, "total": 0},
+             "tokens": {"input": 0, "output": 0}, "metrics": {}, "throughput": {},
+             "slo": slo}  # fmt: skip
+    return Summary.model_validate(
+        {"schema": SUMMARY_SCHEMA, "verdict": verdict, "exit_code": 0,
+         "invalid_reasons": list(reasons), "scenarios": {"chat": block}}
+    )  # fmt: skip
 
 
 def slo_entry(base: dict, value: float, verdict: str, margin_pct: float) -> dict:

@@ -1,0 +1,243 @@
+"""The documents slogate writes for other programs, as typed models: summary.json,
+sweep.json, experiment.json and the saved run data (``data/run.json``).
+
+Each is defined once here; ``slogate schema NAME`` prints its JSON Schema, and
+readers parse through these models instead of digging keys, so a document that
+lacks a field, or holds the wrong type, is refused with the field's path.
+
+The keys named here are the contract (docs/design.md, docs/reports.md): they
+stay, with their types. Documents carry more around them (``extra="allow"``):
+new keys may be added without a new version; removing or retyping a key here
+is a breaking change and bumps the document's ``schema`` version.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+SUMMARY_SCHEMA = "slogate.summary/1"
+SWEEP_SCHEMA = "slogate.sweep/1"
+EXPERIMENT_SCHEMA = "slogate.experiment/1"
+RUNDATA_SCHEMA = "slogate.rundata/1"
+
+VerdictName = Literal["pass", "fail", "inconclusive", "invalid"]
+Number = float | None
+Interval = tuple[Number, Number]
+
+
+class Contract(BaseModel):
+    """A document's part: the typed keys, anything else kept as it is."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class SloEntry(Contract):
+    """One SLO as judged: the value in the metric's unit, its 95% interval, the
+    headroom (negative when failing) and the verdict."""
+
+    name: str
+    metric: str
+    stat: str
+    kind: Literal["max", "min"]
+    threshold: float
+    value: Number
+    verdict: VerdictName
+    margin: Number = None
+    margin_pct: Number = None
+    ci: Interval = (None, None)
+    n: int = 0
+    needed: int | None = None
+    note: str = ""
+    generator_error_ms: Number = None
+
+
+class WorstSlo(SloEntry):
+    scenario: str
+
+
+class Distribution(Contract):
+    """A metric's distribution: count, percentiles (p50..p999), max, mean, min
+    and each percentile's interval; statistics are null without samples."""
+
+    count: int
+    p50: Number = None
+    p90: Number = None
+    p95: Number = None
+    p99: Number = None
+    p999: Number = None
+    max: Number = None
+    mean: Number = None
+    min: Number = None
+    ci: dict[str, Interval] = Field(default_factory=dict)
+
+
+class Requests(Contract):
+    ok: int
+    failed: int
+    total: int
+    errors: dict[str, int] = Field(default_factory=dict)
+    error_rate: Number = None
+
+
+class Tokens(Contract):
+    input: int
+    output: int
+    count_method: Literal["usage", "tokenizer", "chunks"] | None = None
+
+
+class Throughput(Contract):
+    requests_per_s: Number = None
+    output_tokens_per_s: Number = None
+    input_tokens_per_s: Number = None
+
+
+class ScenarioSummary(Contract):
+    verdict: VerdictName
+    requests: Requests
+    tokens: Tokens
+    metrics: dict[str, Distribution]
+    throughput: Throughput
+    slo: list[SloEntry]
+
+
+class RunInfo(Contract):
+    """Where and when the run was made (secrets already masked)."""
+
+    run_id: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    measured_s: Number = None
+    complete: bool | None = None
+    incomplete_reason: str | None = None
+    engine: dict[str, Any] | None = None
+    git_revision: str | None = None
+    baseline: str | None = None
+
+
+class Summary(Contract):
+    """summary.json: a run's verdict, exit code and numbers per scenario."""
+
+    schema_: Literal["slogate.summary/1"] = Field(alias="schema")
+    verdict: VerdictName
+    exit_code: int
+    invalid_reasons: list[str] = Field(default_factory=list)
+    worst_slo: WorstSlo | None = None
+    run: RunInfo = Field(default_factory=RunInfo)
+    scenarios: dict[str, ScenarioSummary]
+    baseline: dict[str, Any] | None = None
+
+
+class SweepPoint(Contract):
+    x: float | None = None
+    label: str | None = None
+
+
+class Sweep(Contract):
+    """sweep.json: each load level's trials, the maximum under SLO and the knee."""
+
+    schema_: Literal["slogate.sweep/1"] = Field(alias="schema")
+    mode: str
+    unit: str
+    scenario: str
+    created_at: str
+    command: str
+    slo: list[dict[str, Any]]
+    points: list[SweepPoint]
+    max: Number = None
+    limiting_slo: dict[str, Any] | None = None
+    knee: dict[str, Any] | None = None
+    headline: str
+    findings: list[str]
+
+
+class ExperimentTrend(Contract):
+    text: str
+
+
+class Experiment(Contract):
+    """experiment.json: one factor varied, the points measured and the trends read."""
+
+    schema_: Literal["slogate.experiment/1"] = Field(alias="schema")
+    factor: str
+    title: str
+    x_label: str
+    values: list[str]
+    repeats: int
+    created_at: str
+    command: str
+    points: list[SweepPoint]
+    trends: list[ExperimentTrend]
+
+
+class RunMeta(Contract):
+    """The saved run's metadata: what the verdict is derived from again."""
+
+    run_id: str | None = None
+    started_at: str | None = None
+    measured_s: Number = None
+    complete: bool | None = None
+    scenarios: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    generator: dict[str, Any] | None = None
+    baseline: str | None = None
+
+
+class RunFile(Contract):
+    """data/run.json: the run's metadata, its time series rows and the engine's
+    scraped metrics (the histograms lie beside it, in buckets.json)."""
+
+    schema_: Literal["slogate.rundata/1"] = Field(alias="schema")
+    meta: RunMeta
+    timeseries: list[dict[str, Any]] = Field(default_factory=list)
+    server_metrics: list[dict[str, Any]] = Field(default_factory=list)
+
+
+DOCUMENTS: dict[str, type[Contract]] = {
+    "summary": Summary,
+    "sweep": Sweep,
+    "experiment": Experiment,
+    "run-data": RunFile,
+}
+
+
+T = TypeVar("T", bound=Contract)
+
+
+class ContractError(ValueError):
+    """A document that does not hold to its contract; the message names the fields."""
+
+
+def parse(model: type[T], data: Any, where: str) -> T:
+    """``data`` as ``model``, or a ContractError naming each bad field and why."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(document)'}: {e['msg']}"
+            for e in exc.errors()
+        )
+        raise ContractError(
+            f"{where}: not a {model.__name__.lower()} document: {problems}"
+        ) from None
+
+
+def read_document(model: type[T], file: Path) -> T:
+    """``file`` parsed as ``model``; ContractError naming the file and the bad fields."""
+    try:
+        data = orjson.loads(file.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise ContractError(f"{file}: not JSON: {exc}") from None
+    return parse(model, data, str(file))
+
+
+def json_schema(name: str) -> dict[str, Any]:
+    """The published JSON Schema of the document called ``name``."""
+    try:
+        model = DOCUMENTS[name]
+    except KeyError:
+        known = ", ".join(DOCUMENTS)
+        raise ValueError(f"no document called {name!r}: expected one of {known}") from None
+    return model.model_json_schema(by_alias=True)

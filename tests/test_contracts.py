@@ -1,0 +1,60 @@
+"""The documents slogate writes hold to their published JSON Schemas, and a
+document that does not is refused with the field that is wrong."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from loadruns import slogate
+from reportdata import realistic_run
+
+from slogate.analysis.contracts import ContractError, Summary, read_document
+from slogate.analysis.history import read_runs
+from slogate.reports import write_results
+
+
+def published(name: str) -> dict:
+    done = slogate("schema", name)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.slow
+def test_a_real_runs_summary_validates_against_the_published_schema(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    done = slogate("run", "chat", "--duration", "4s", "--out", str(out))
+    assert done.returncode in (0, 1, 3, 4), done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    jsonschema.validate(summary, published("summary"))
+    run_file = json.loads((out / "data" / "run.json").read_text())
+    jsonschema.validate(run_file, published("run-data"))
+
+
+def test_a_written_summary_validates_and_a_broken_one_is_refused(tmp_path: Path) -> None:
+    write_results(tmp_path / "good", realistic_run(n=200))
+    summary = json.loads((tmp_path / "good" / "summary.json").read_text())
+    schema = published("summary")
+    jsonschema.validate(summary, schema)
+
+    summary["scenarios"]["chat"]["slo"][0]["verdict"] = "maybe"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(summary, schema)
+    broken = tmp_path / "broken" / "summary.json"
+    broken.parent.mkdir()
+    broken.write_text(json.dumps(summary))
+    with pytest.raises(ContractError, match=r"scenarios\.chat\.slo\.0\.verdict"):
+        read_document(Summary, broken)
+    unreadable: list[str] = []
+    assert [r.folder.name for r in read_runs(tmp_path, unreadable)] == ["good"]
+    assert unreadable == ["broken"]
+
+
+def test_every_document_has_a_schema_and_an_unknown_name_exits_2() -> None:
+    for name, schema in (("sweep", "slogate.sweep/1"), ("experiment", "slogate.experiment/1")):
+        assert published(name)["properties"]["schema"]["const"] == schema
+    done = slogate("schema", "nonsense")
+    assert done.returncode == 2
+    assert "no document called 'nonsense'" in done.stderr
