@@ -13,30 +13,34 @@ from reportdata import realistic_run
 
 from slogate.analysis.contracts import ContractError, Summary, read_document
 from slogate.analysis.history import read_runs
+from slogate.cli import main
 from slogate.reports import write_results
 
 
-def published(name: str) -> dict:
-    done = slogate("schema", name)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+def published(name: str, capsys: pytest.CaptureFixture[str]) -> dict:
+    assert main(["schema", name]) == 0
+    return json.loads(capsys.readouterr().out)
 
 
 @pytest.mark.slow
-def test_a_real_runs_summary_validates_against_the_published_schema(tmp_path: Path) -> None:
+def test_a_real_runs_summary_validates_against_the_published_schema(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "run"
     done = slogate("run", "chat", "--duration", "4s", "--out", str(out))
     assert done.returncode in (0, 1, 3, 4), done.stderr
     summary = json.loads((out / "summary.json").read_text())
-    jsonschema.validate(summary, published("summary"))
+    jsonschema.validate(summary, published("summary", capsys))
     run_file = json.loads((out / "data" / "run.json").read_text())
-    jsonschema.validate(run_file, published("run-data"))
+    jsonschema.validate(run_file, published("run-data", capsys))
 
 
-def test_a_written_summary_validates_and_a_broken_one_is_refused(tmp_path: Path) -> None:
+def test_a_written_summary_validates_and_a_broken_one_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     write_results(tmp_path / "good", realistic_run(n=200))
     summary = json.loads((tmp_path / "good" / "summary.json").read_text())
-    schema = published("summary")
+    schema = published("summary", capsys)
     jsonschema.validate(summary, schema)
 
     summary["scenarios"]["chat"]["slo"][0]["verdict"] = "maybe"
@@ -52,9 +56,10 @@ def test_a_written_summary_validates_and_a_broken_one_is_refused(tmp_path: Path)
     assert unreadable == ["broken"]
 
 
-def test_every_document_has_a_schema_and_an_unknown_name_exits_2() -> None:
+def test_every_document_has_a_schema_and_an_unknown_name_exits_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     for name, schema in (("sweep", "slogate.sweep/1"), ("experiment", "slogate.experiment/1")):
-        assert published(name)["properties"]["schema"]["const"] == schema
-    done = slogate("schema", "nonsense")
-    assert done.returncode == 2
-    assert "no document called 'nonsense'" in done.stderr
+        assert published(name, capsys)["properties"]["schema"]["const"] == schema
+    assert main(["schema", "nonsense"]) == 2
+    assert "no document called 'nonsense'" in capsys.readouterr().err
