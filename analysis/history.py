@@ -16,6 +16,7 @@ needs no histograms.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -32,7 +33,16 @@ from slogate.analysis.contracts import ContractError, Summary, read_document
 from slogate.analysis.percentiles import Estimate
 
 SUMMARY_FILE = "summary.json"
+RESULTS_ROOT = Path("results")
 DATA_DIR = "data"
+
+
+def results_folder(name: str, given: str | os.PathLike[str] | None = None) -> Path:
+    """Where a run, sweep or experiment writes: ``given`` when the user named
+    one, else ``results/<YYYYmmdd-HHMMSS>-<name>``, which sorts by time."""
+    if given:
+        return Path(given)
+    return RESULTS_ROOT / f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{name}"
 
 
 @dataclass(frozen=True)

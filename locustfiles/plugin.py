@@ -31,7 +31,6 @@ import shlex
 import signal
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -41,7 +40,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from slogate import scenarios
 from slogate.analysis.capacity import Pricing
-from slogate.analysis.history import auto_baseline
+from slogate.analysis.history import auto_baseline, results_folder
 from slogate.analysis.rundata import RunData
 from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
 from slogate.locustfiles import state
@@ -224,11 +223,6 @@ def build_context(
     )
 
 
-def default_out_dir(first_scenario: str) -> Path:
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("results") / f"{stamp}-{first_scenario}"
-
-
 def fail(code: int, message: object) -> NoReturn:
     """Stop before any load is sent: 2 for bad configuration, 3 for an unreachable engine."""
     log.error("slogate: %s", message)
@@ -280,7 +274,7 @@ def start_session(options: Any, runner: Any) -> RunSession:
         shards = max(shards, options.expect_workers or 1)
     options.slogate_model = engine.model
     options.slogate_shards = shards
-    out_dir = Path(options.out) if options.out else default_out_dir(loaded[0].name)
+    out_dir = results_folder(loaded[0].name, options.out)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:

@@ -31,6 +31,7 @@ from slogate import scenarios
 from slogate.analysis.capacity import Pricing
 from slogate.analysis.contracts import Experiment, parse
 from slogate.analysis.experiment import EXPECTATIONS, trend
+from slogate.analysis.history import results_folder
 from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
 from slogate.args import positive_int
 from slogate.reports.experiments import write_experiment
@@ -341,8 +342,7 @@ def experiment_command(args: argparse.Namespace) -> int:
         pricing = pricing_of(args)
         items = factor_settings(factor, args)
         base = base_scenario(factor, args)
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        out = Path(args.out) if args.out else Path("results") / f"{stamp}-experiment-{factor}"
+        out = results_folder(f"experiment-{factor}", args.out)
         files = scenario_files(items, base, out)
     except (ValueError, scenarios.ScenarioError) as error:
         print(f"slogate experiment: {error}", file=sys.stderr)

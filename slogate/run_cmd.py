@@ -16,10 +16,10 @@ import signal
 import socket
 import subprocess
 import sys
-from datetime import datetime
 from pathlib import Path
 
 from slogate import locustfiles, scenarios
+from slogate.analysis.history import results_folder
 from slogate.analysis.slo import EXIT_CODES, EXIT_CONFIG, EXIT_INVALID
 from slogate.locustfiles.processes import plan_processes
 from slogate.scenarios.loader import resolve
@@ -118,8 +118,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     processes = choose_processes(args, loaded)
     print(f"slogate: {processes[1]}", flush=True)
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path(args.out) if args.out else Path("results") / f"{stamp}-{loaded[0].name}"
+    out = results_folder(loaded[0].name, args.out)
     try:
         profile = args.profile or (None if args.host else loaded[0].engine_profile)
         with target_engine(args.host, profile, loaded[0].request.api_key_env) as host:

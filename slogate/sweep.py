@@ -26,6 +26,7 @@ from slogate import scenarios
 from slogate.analysis.capacity import MaxSearch, Pricing, knee_index, limiting_slo, throughput_cost
 from slogate.analysis.contracts import Sweep, parse
 from slogate.analysis.experiment import lookup
+from slogate.analysis.history import results_folder
 from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID, percentile_of_stat
 from slogate.args import positive_duration, positive_float, positive_int
 from slogate.reports.experiments import write_sweep
@@ -358,8 +359,7 @@ def sweep_command(args: argparse.Namespace) -> int:
     except (ValueError, scenarios.ScenarioError) as error:
         print(f"slogate sweep: {error}", file=sys.stderr)
         return EXIT_CONFIG
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path(args.out) if args.out else Path("results") / f"{stamp}-sweep-{scenario.stem}"
+    out = results_folder(f"sweep-{scenario.stem}", args.out)
     out.mkdir(parents=True, exist_ok=True)
     try:
         with target_engine(

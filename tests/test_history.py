@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from reportdata import realistic_run
 
-from slogate.analysis.history import auto_baseline, read_runs, runs_to_prune
+from slogate.analysis.history import auto_baseline, read_runs, results_folder, runs_to_prune
 from slogate.analysis.rundata import RunData
 from slogate.analysis.summary import build_summary
 from slogate.reports import write_index, write_results
@@ -103,3 +103,10 @@ def test_a_foreign_index_is_never_overwritten(tmp_path: Path) -> None:
     (tmp_path / FALLBACK_FILE).write_text("also mine")
     assert write_index(tmp_path) is None
     assert (tmp_path / FALLBACK_FILE).read_text() == "also mine"
+
+
+def test_results_folders_sort_by_time_unless_the_user_names_one(tmp_path: Path) -> None:
+    folder = results_folder("sweep-chat")
+    assert folder.parent == Path("results")
+    assert re.fullmatch(r"\d{8}-\d{6}-sweep-chat", folder.name)
+    assert results_folder("chat", tmp_path / "mine") == tmp_path / "mine"
