@@ -121,7 +121,7 @@ class RunInfo(Contract):
 class Summary(Contract):
     """summary.json: a run's verdict, exit code and numbers per scenario."""
 
-    schema_: Literal["slogate.summary/1"] = Field(alias="schema")
+    schema_: Literal[SUMMARY_SCHEMA] = Field(alias="schema")
     verdict: VerdictName
     exit_code: int
     invalid_reasons: list[str] = Field(default_factory=list)
@@ -139,7 +139,7 @@ class SweepPoint(Contract):
 class Sweep(Contract):
     """sweep.json: each load level's trials, the maximum under SLO and the knee."""
 
-    schema_: Literal["slogate.sweep/1"] = Field(alias="schema")
+    schema_: Literal[SWEEP_SCHEMA] = Field(alias="schema")
     mode: str
     unit: str
     scenario: str
@@ -161,7 +161,7 @@ class ExperimentTrend(Contract):
 class Experiment(Contract):
     """experiment.json: one factor varied, the points measured and the trends read."""
 
-    schema_: Literal["slogate.experiment/1"] = Field(alias="schema")
+    schema_: Literal[EXPERIMENT_SCHEMA] = Field(alias="schema")
     factor: str
     title: str
     x_label: str
@@ -189,7 +189,7 @@ class RunFile(Contract):
     """data/run.json: the run's metadata, its time series rows and the engine's
     scraped metrics (the histograms lie beside it, in buckets.json)."""
 
-    schema_: Literal["slogate.rundata/1"] = Field(alias="schema")
+    schema_: Literal[RUNDATA_SCHEMA] = Field(alias="schema")
     meta: RunMeta
     timeseries: list[dict[str, Any]] = Field(default_factory=list)
     server_metrics: list[dict[str, Any]] = Field(default_factory=list)

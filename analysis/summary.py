@@ -18,6 +18,7 @@ from typing import Any
 from hdrh.histogram import HdrHistogram
 
 from slogate.analysis.capacity import Pricing, throughput_cost
+from slogate.analysis.contracts import SUMMARY_SCHEMA
 from slogate.analysis.diagnosis import diagnose, findings_to_dicts
 from slogate.analysis.generator import generator_block
 from slogate.analysis.judge import Judgement, judge
@@ -31,7 +32,7 @@ from slogate.analysis.slo import (
     proportion_interval,
 )
 
-SCHEMA = "slogate.summary/1"
+SCHEMA = SUMMARY_SCHEMA
 US_PER_MS = 1000.0
 HEADLINE = ("ttft", "itl", "tpot", "e2e")
 ANSWER = ("ttfa", "reasoning", "answer_itl", "answer_tpot")

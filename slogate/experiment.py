@@ -29,7 +29,7 @@ from typing import Any
 
 from slogate import scenarios
 from slogate.analysis.capacity import Pricing
-from slogate.analysis.contracts import Experiment, parse
+from slogate.analysis.contracts import EXPERIMENT_SCHEMA, Experiment, parse
 from slogate.analysis.experiment import EXPECTATIONS, trend
 from slogate.analysis.history import results_folder
 from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
@@ -322,7 +322,7 @@ def build_document(
     trends = [trend(e, points) for e in EXPECTATIONS[factor]]
     trends = [t for t in trends if t.xs]  # an unmeasured quantity (endpoint memory) is no trend
     return {
-        "schema": "slogate.experiment/1",
+        "schema": EXPERIMENT_SCHEMA,
         "factor": factor,
         "title": f"Experiment: {TITLES[factor]}",
         "x_label": X_LABELS[factor],

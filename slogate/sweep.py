@@ -24,7 +24,7 @@ from typing import Any
 
 from slogate import scenarios
 from slogate.analysis.capacity import MaxSearch, Pricing, knee_index, limiting_slo, throughput_cost
-from slogate.analysis.contracts import Sweep, parse
+from slogate.analysis.contracts import SWEEP_SCHEMA, Sweep, parse
 from slogate.analysis.experiment import lookup
 from slogate.analysis.history import results_folder
 from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID, percentile_of_stat
@@ -323,7 +323,7 @@ def build_document(
     if at_max is not None:
         cost = throughput_cost(pricing, at_max["throughput"], f"max {unit} under SLO ({best:g})")
     return {
-        "schema": "slogate.sweep/1",
+        "schema": SWEEP_SCHEMA,
         "mode": trials.mode,
         "unit": unit,
         "scenario": args.scenario,
