@@ -13,6 +13,7 @@ with the run is no reason to fail the run: the error is kept for the report.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,13 @@ def judge(
         except ValueError as exc:
             baseline_error = str(exc)
     return Judgement(verdict, comparison, baseline_error)
+
+
+def preload_statistics() -> None:
+    """Import what the live judge computes with (scipy.stats, for the intervals)
+    before the load starts: imported on the first live verdict, it would hold a
+    single-process run's load loop for about a second mid-run."""
+    importlib.import_module("scipy.stats")
 
 
 def judge_live(

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from slogate.analysis.capacity import Pricing
 from slogate.analysis.diagnosis import blurred_share
 from slogate.analysis.generator import ProcessHealth, error_bound_ms, merged
-from slogate.analysis.judge import judge_live, live_status
+from slogate.analysis.judge import judge_live, live_status, preload_statistics
 from slogate.analysis.recorder import OVERALL, Recorder
 from slogate.analysis.rundata import RunData
 from slogate.analysis.slo import SloResult, Verdict
@@ -105,6 +105,7 @@ class RunSession:
         self.finished_code: int | None = None
         self.verdict_table: str | None = None
         self.selftest: dict[str, Any] | None = None
+        preload_statistics()
 
     def start(self, origin_s: float) -> None:
         self.collector.origin_s = origin_s
