@@ -19,10 +19,12 @@ from typing import Any, Literal, TypeVar
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-SUMMARY_SCHEMA = "slogate.summary/1"
-SWEEP_SCHEMA = "slogate.sweep/1"
-EXPERIMENT_SCHEMA = "slogate.experiment/1"
-RUNDATA_SCHEMA = "slogate.rundata/1"
+from slogate.analysis.versions import (
+    EXPERIMENT_SCHEMA,
+    RUNDATA_SCHEMA,
+    SUMMARY_SCHEMA,
+    SWEEP_SCHEMA,
+)
 
 VerdictName = Literal["pass", "fail", "inconclusive", "invalid"]
 Number = float | None

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from slogate.analysis.compare import (
     DEFAULT_TOLERANCE,
@@ -29,8 +30,10 @@ from slogate.analysis.compare import (
     WORSE,
     classify,
 )
-from slogate.analysis.contracts import ContractError, Summary, read_document
 from slogate.analysis.percentiles import Estimate
+
+if TYPE_CHECKING:
+    from slogate.analysis.contracts import Summary
 
 SUMMARY_FILE = "summary.json"
 RESULTS_ROOT = Path("results")
@@ -72,6 +75,12 @@ class PastRun:
 def read_runs(root: Path, unreadable: list[str] | None = None) -> list[PastRun]:
     """Every folder directly under ``root`` with a readable summary, oldest first;
     the names of folders whose summary.json cannot be read go into ``unreadable``."""
+    from slogate.analysis.contracts import (  # not in load processes
+        ContractError,
+        Summary,
+        read_document,
+    )
+
     runs: list[PastRun] = []
     if not root.is_dir():
         return runs

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slogate.analysis.contracts import RUNDATA_SCHEMA, RunFile, parse
 from slogate.analysis.recorder import OVERALL, Bucket
+from slogate.analysis.versions import RUNDATA_SCHEMA
 
 DATA_DIR = "data"
 RUN_FILE = "run.json"
@@ -73,6 +73,8 @@ class RunData:
             raise FileNotFoundError(
                 f"{out_dir}: no {DATA_DIR}/{RUN_FILE}: not a slogate results folder"
             )
+        from slogate.analysis.contracts import RunFile, parse  # pydantic: not in load processes
+
         run = parse(RunFile, _read_json(run_path), str(run_path))
         return cls(
             meta=run.meta.model_dump(exclude_unset=True),

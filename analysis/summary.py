@@ -18,7 +18,6 @@ from typing import Any
 from hdrh.histogram import HdrHistogram
 
 from slogate.analysis.capacity import Pricing, throughput_cost
-from slogate.analysis.contracts import SUMMARY_SCHEMA
 from slogate.analysis.diagnosis import diagnose, findings_to_dicts
 from slogate.analysis.generator import generator_block
 from slogate.analysis.judge import Judgement, judge
@@ -31,6 +30,7 @@ from slogate.analysis.slo import (
     lag_p99_ms,
     proportion_interval,
 )
+from slogate.analysis.versions import SUMMARY_SCHEMA
 
 SCHEMA = SUMMARY_SCHEMA
 US_PER_MS = 1000.0

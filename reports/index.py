@@ -18,12 +18,11 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from markupsafe import Markup
 
-from slogate.analysis.contracts import ScenarioSummary, SloEntry
 from slogate.analysis.history import (
     PastRun,
     Regression,
@@ -34,6 +33,9 @@ from slogate.analysis.history import (
 from slogate.reports.html import metric_value, render
 from slogate.reports.results import REPORT_FILE, write_atomic
 from slogate.reports.svg import Axis, Band, Marker, Rule, Series, line_chart
+
+if TYPE_CHECKING:  # pydantic: not in load processes
+    from slogate.analysis.contracts import ScenarioSummary, SloEntry
 
 INDEX_FILE = "index.html"
 FALLBACK_FILE = "slogate-index.html"

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from slogate.analysis.compare import DEFAULT_TOLERANCE, Comparison
-from slogate.analysis.contracts import Summary, parse
 from slogate.analysis.judge import judge
 from slogate.analysis.rundata import RunData
 from slogate.analysis.summary import build_summary
@@ -132,6 +131,8 @@ def write_files(
     baseline: RunData | None,
     comparison: Comparison | None,
 ) -> Outcome:
+    from slogate.analysis.contracts import Summary, parse  # pydantic: not in load processes
+
     parse(Summary, summary, str(out / SUMMARY_FILE))  # the writer holds to its own contract
     files = {
         "summary": write_atomic(

@@ -29,10 +29,11 @@ from typing import Any
 
 from slogate import scenarios
 from slogate.analysis.capacity import Pricing
-from slogate.analysis.contracts import EXPERIMENT_SCHEMA, Experiment, parse
+from slogate.analysis.contracts import Experiment, parse
 from slogate.analysis.experiment import EXPECTATIONS, trend
 from slogate.analysis.history import results_folder
 from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
+from slogate.analysis.versions import EXPERIMENT_SCHEMA
 from slogate.args import positive_int
 from slogate.reports.experiments import write_experiment
 from slogate.reports.results import write_atomic

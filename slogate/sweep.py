@@ -24,10 +24,11 @@ from typing import Any
 
 from slogate import scenarios
 from slogate.analysis.capacity import MaxSearch, Pricing, knee_index, limiting_slo, throughput_cost
-from slogate.analysis.contracts import SWEEP_SCHEMA, Sweep, parse
+from slogate.analysis.contracts import Sweep, parse
 from slogate.analysis.experiment import lookup
 from slogate.analysis.history import results_folder
 from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID, percentile_of_stat
+from slogate.analysis.versions import SWEEP_SCHEMA
 from slogate.args import positive_duration, positive_float, positive_int
 from slogate.reports.experiments import write_sweep
 from slogate.reports.results import write_atomic
