@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from slogate.args import (
+    add_price_option,
     duration,
     non_negative_float,
     non_negative_int,
@@ -54,9 +55,7 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-lag-ms", type=positive_float, help="open loop: generator lag bound")
     p.add_argument("--metrics-url", help="engine Prometheus URL ('off' disables)")
     p.add_argument("--dcgm-url", help="NVIDIA DCGM exporter metrics URL")
-    p.add_argument(
-        "--gpu-price-per-hour", type=positive_float, help="price of one GPU-hour, for cost"
-    )
+    add_price_option(p)
     p.add_argument("--gpus", type=positive_int, help="GPUs the engine runs on (with the price)")
     p.add_argument(
         "--selftest",

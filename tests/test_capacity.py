@@ -19,6 +19,7 @@ from slogate.analysis.capacity import (
     kv_plan,
     limiting_slo,
 )
+from slogate.cli import main
 from slogate.plan import add_plan_parser, plan_command
 from slogate.simengine.profiles import load_profile
 
@@ -275,3 +276,11 @@ def test_plan_command_rejects_an_impossible_deployment():
     assert code == 2 and "use more GPUs" in err
     code, _, err = plan("--model", "llama-3.1-8b")
     assert code == 2 and "--gpu" in err
+
+
+@pytest.mark.parametrize("command", ["run", "plan", "sweep", "experiment"])
+def test_every_command_refuses_a_price_that_is_not_positive(command, capsys) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main([command, "--gpu-price-per-hour", "-2"])
+    assert stopped.value.code == 2
+    assert "--gpu-price-per-hour: expected a number > 0, got '-2'" in capsys.readouterr().err
