@@ -61,13 +61,3 @@ def positive_duration(text: str) -> float:
 def processes(text: str) -> int | str:
     """``auto`` or a number of load processes."""
     return text if text == "auto" else process_count(text)
-
-
-def add_price_option(parser: argparse.ArgumentParser) -> None:
-    """``--gpu-price-per-hour``, one definition and one validation for every
-    subcommand that prices what it measures or plans."""
-    parser.add_argument(
-        "--gpu-price-per-hour",
-        type=positive_float,
-        help="price of one GPU-hour: the cost per million tokens is reported",
-    )

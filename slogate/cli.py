@@ -15,15 +15,13 @@ import sys
 from collections.abc import Callable, Sequence
 
 from slogate.args import (
-    add_price_option,
-    duration,
     non_negative_float,
     non_negative_int,
     positive_duration,
-    positive_float,
     positive_int,
     processes,
 )
+from slogate.run_options import add_run_options
 from slogate.scenarios.limits import MAX_PROCESSES
 
 
@@ -32,11 +30,6 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("scenario", help="scenario or mix YAML file, or a built-in name (chat, rag...)")
     p.add_argument("--host", help="engine base URL; without it the simulated engine is started")
     p.add_argument("--profile", default=None, help="simulated engine profile (without --host)")
-    p.add_argument("--users", "-u", type=int, help="closed loop: concurrent users")
-    p.add_argument("--spawn-rate", "-r", type=float, help="users started per second")
-    p.add_argument("--rate", type=float, help="open loop: requests per second")
-    p.add_argument("--duration", "-t", type=duration, help="run time, e.g. 30s, 5m")
-    p.add_argument("--warmup", type=duration, help="warm-up left out of the measurement, e.g. 5s")
     p.add_argument(
         "--processes",
         type=processes,
@@ -45,33 +38,8 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
         "enough that none needs more than half a core for the planned load",
     )
     p.add_argument("--out", help="results folder (default results/<time>-<scenario>)")
-    p.add_argument(
-        "--baseline",
-        help="results folder of a run to compare with, or 'auto': the newest earlier run "
-        "of the same scenario and target in the results root; a regression exits 1",
-    )
-    p.add_argument("--push-metrics", metavar="URL", help="Prometheus Pushgateway to push to")
-    p.add_argument("--seed", type=non_negative_int, help="workload seed")
-    p.add_argument("--max-lag-ms", type=positive_float, help="open loop: generator lag bound")
-    p.add_argument("--metrics-url", help="engine Prometheus URL ('off' disables)")
-    p.add_argument("--dcgm-url", help="NVIDIA DCGM exporter metrics URL")
-    add_price_option(p)
-    p.add_argument("--gpus", type=positive_int, help="GPUs the engine runs on (with the price)")
-    p.add_argument(
-        "--selftest",
-        type=non_negative_int,
-        metavar="STREAMS",
-        help="first measure the generator's error at STREAMS streams; recorded in the summary",
-    )
     p.add_argument("--web-ui", action="store_true", help="run with Locust's web UI, not headless")
-    p.add_argument(
-        "--save-requests",
-        action="store_true",
-        help="write every request's record to requests.jsonl in the results folder",
-    )
-    p.add_argument(
-        "--locust-stats", action="store_true", help="also print Locust's own statistics tables"
-    )
+    add_run_options(p)
 
 
 def add_engine_parser(sub: argparse._SubParsersAction) -> None:

@@ -22,13 +22,12 @@ from slogate import locustfiles, scenarios
 from slogate.analysis.history import results_folder
 from slogate.analysis.slo import EXIT_CODES, EXIT_CONFIG, EXIT_INVALID
 from slogate.locustfiles.processes import plan_processes
+from slogate.run_options import forwarded
 from slogate.scenarios.loader import resolve
 from slogate.scenarios.model import Scenario
 from slogate.target import TargetError, target_engine
 
 RUN_LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "run.py"
-# Flags without a value, passed on when given.
-SWITCHES = {"--save-requests": "save_requests", "--locust-stats": "locust_stats"}
 
 
 def scenario_overrides(args: argparse.Namespace) -> dict:
@@ -58,30 +57,9 @@ def locust_command(
     cmd += ["--scenario", str(scenario), "--out", str(out)]
     if not args.web_ui:
         cmd += ["--headless", "--only-summary"]
-    cmd += [flag for flag, on in SWITCHES.items() if getattr(args, on)]
-    options = {
-        "-u": args.users,
-        "-r": args.spawn_rate,
-        "--slogate-duration": args.duration,  # seconds, fractions kept (-t takes whole ones)
-        "--processes": processes[0] if processes[0] > 1 else None,
-        "--slogate-processes-reason": processes[1],
-        "--rate": args.rate,
-        "--seed": args.seed,
-        "--warmup": args.warmup,
-        "--baseline": args.baseline,
-        "--push-metrics": args.push_metrics,
-        "--max-lag-ms": args.max_lag_ms,
-        "--metrics-url": args.metrics_url,
-        "--dcgm-url": args.dcgm_url,
-        "--selftest": args.selftest,
-        "--gpu-price-per-hour": args.gpu_price_per_hour,
-        "--gpus": args.gpus,
-    }
-    for flag, value in options.items():
-        if value is not None:
-            cmd += [flag, str(value)]
+    cmd += [*forwarded(args), "--slogate-processes-reason", processes[1]]
     if processes[0] > 1:
-        cmd += worker_link()
+        cmd += ["--processes", str(processes[0]), *worker_link()]
     return cmd
 
 
