@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from loadruns import scenario_file, slogate, summary
+from loadruns import cli, scenario_file, slogate, summary
 from reportdata import bucket, run_of
 
 from slogate.exactengine.misbehave import MisbehavingServer
@@ -68,7 +68,7 @@ def test_a_secret_file_given_as_a_scenario_is_not_echoed(tmp_path: Path) -> None
 def test_limits_are_checked_by_scenario_check(
     tmp_path: Path, changes: dict, key: str, says: str
 ) -> None:
-    done = slogate("scenario", "check", str(scenario_file(tmp_path, "exact-chat", **changes)))
+    done = cli("scenario", "check", str(scenario_file(tmp_path, "exact-chat", **changes)))
     assert done.returncode == 2, done.stderr
     assert key in done.stderr and says in done.stderr
 
@@ -83,14 +83,14 @@ def test_limits_are_checked_by_scenario_check(
     ],
 )
 def test_limits_and_bad_values_at_the_command_line(args: tuple[str, ...], says: str) -> None:
-    done = slogate("run", "tests/data/exact-chat.yaml", "--host", "http://127.0.0.1:9", *args)
+    done = cli("run", "tests/data/exact-chat.yaml", "--host", "http://127.0.0.1:9", *args)
     assert done.returncode == 2, done.stderr
     assert says in done.stderr
     assert "Traceback" not in done.stderr
 
 
 def test_sample_refuses_a_negative_seed() -> None:
-    done = slogate("scenario", "sample", "chat", "-n", "1", "--seed", "-1")
+    done = cli("scenario", "sample", "chat", "-n", "1", "--seed", "-1")
     assert done.returncode == 2
     assert "--seed: expected an integer >= 0" in done.stderr
 
@@ -111,7 +111,7 @@ def test_trace_token_counts_beyond_the_limit_are_refused(tmp_path: Path) -> None
             }
         )
     )
-    done = slogate("scenario", "check", str(scenario))
+    done = cli("scenario", "check", str(scenario))
     assert done.returncode == 2, done.stderr
     assert "line 3, field 'in': '1e30' is beyond the limit of 2097152" in done.stderr
 
@@ -121,7 +121,7 @@ def test_report_and_compare_on_malformed_data_exit_2(tmp_path: Path, command: st
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "run.json").write_text("[]")
     args = (str(tmp_path),) if command == "report" else (str(tmp_path), str(tmp_path))
-    done = slogate(command, *args)
+    done = cli(command, *args)
     assert done.returncode == 2, done.stderr
     assert "run.json" in done.stderr
     assert "Traceback" not in done.stderr
