@@ -19,7 +19,7 @@ import gevent
 import numpy as np
 import psutil
 
-from slogate.analysis.generator import ProcessHealth, gc_block, stall_block
+from slogate.analysis.generator import ProcessHealth, gc_block, held_block, held_line, stall_block
 from slogate.analysis.metrics import per_token_itl
 from slogate.analysis.percentiles import estimate
 from slogate.analysis.recorder import OVERALL, Recorder
@@ -116,6 +116,7 @@ class SelftestResult:
             "tokens_exact": self.tokens_exact,
             "max_abs_error_ms": round(self.max_abs_error_ms, 4),
             "loop_stall_ms": stall_block(self.health),
+            "loop_held_ms": held_block(self.health),
             "gc": gc_block(self.health),
             "comparisons": [
                 {
@@ -154,6 +155,10 @@ class SelftestResult:
                 f"client loop stalls: p50 {stall['p50']:.3f} ms, p99 {stall['p99']:.3f} ms, "
                 f"max {stall['max']:.3f} ms; collector: {pauses['collections']} passes "
                 f"{pauses['by_generation']}, longest {pauses['max_pause_ms']:.3f} ms"
+            )
+        if self.health.held_split and self.health.held_ns:
+            out.append(
+                f"client loop held {self.health.held_ns / 1e6:.1f} ms: {held_line(self.health)}"
             )
         return out
 
