@@ -208,25 +208,13 @@ def micro(args: argparse.Namespace) -> None:
     from slogate.analysis.histograms import HistogramSet
     from slogate.analysis.metrics import request_metrics
     from slogate.analysis.recorder import Recorder
-    from slogate.analysis.records import RequestRecord
-    from slogate.exactengine.behaviour import Behaviour
-    from slogate.exactengine.plan import Request, stream_writes
-    from slogate.locustfiles.openai_stream import StreamInterpreter
-    from slogate.locustfiles.sse import SSEParser
+    from slogate.locustfiles.calibration import chat_stream, parse_stream
 
-    events = [
-        w.payload for w in stream_writes(Behaviour(), Request("chat", "m", 128, True, False, 9))
-    ]
-    events = [e for e in events if e]
+    reads = chat_stream(128)
     n = args.requests
     started = time.perf_counter()
     for _ in range(n):
-        record = RequestRecord("micro", 1)
-        interpreter = StreamInterpreter(record)
-        parser = SSEParser()
-        for i, payload in enumerate(events):
-            for event in parser.feed(payload):
-                interpreter.on_event(event, 1 + i * 20_000_000)
+        record = parse_stream(reads, "micro")
     parsed = time.perf_counter()
     recorder = Recorder()
     for _ in range(n):
