@@ -170,12 +170,15 @@ async def messages(request: web.Request) -> web.StreamResponse:
     return await _generate(request, "messages")
 
 
-async def _api_prompt_ids(state: State, body: Mapping[str, Any], api: str) -> list[int]:
+def _conversation(body: Mapping[str, Any], api: str) -> list[dict[str, Any]] | None:
+    """The request's messages in chat's shape (None: a completions prompt)."""
     if api == "responses":
-        return await _chat_ids(state, responses_messages(body), True)
+        return responses_messages(body)
     if api == "messages":
-        return await _chat_ids(state, anthropic_messages(body), True)
-    return await _prompt_ids(state, body, api == "chat")
+        return anthropic_messages(body)
+    if api == "chat" or "messages" in body:
+        return chat_messages(body)
+    return None
 
 
 def reasoning_length(state: State, body: Mapping[str, Any], api: str, output_tokens: int) -> int:
@@ -247,11 +250,16 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
             raise ApiError(400, "the simulated engine supports n=1 only")
         max_tokens = output_limit(body, api)
         min_tokens = int_field(body, "min_tokens", 0, 0) or 0
-        ids = await _api_prompt_ids(state, body, api)
+        conversation = _conversation(body, api)
+        if conversation is None:
+            ids = await _prompt_ids(state, body, chat=False)
+        else:
+            add = bool(body.get("add_generation_prompt", True))
+            ids = await _chat_ids(state, conversation, add)
         if not ids:
             raise ApiError(400, "the prompt is empty")
         try:
-            urls = image_urls(body.get("messages") or []) if api == "chat" else []
+            urls = image_urls(conversation or [])
             image_ids, encoder_s = vision_cost(state.config.profile, urls)
         except ImageError as exc:
             raise ApiError(400, str(exc)) from exc
@@ -305,7 +313,7 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
         if body.get("stream"):
             sink = SseStream(
                 seq,
-                encoder=_encoder(api, body, state, seq, thinking),
+                encoder=_encoder(api, body, state, seq, thinking, conversation or []),
                 prose=state.prose,
                 text_start=text_start,
                 interval=config.stream_interval,
@@ -325,10 +333,17 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
 
 
 def _encoder(
-    api: str, body: Mapping[str, Any], state: State, seq: Sequence, thinking: int
+    api: str,
+    body: Mapping[str, Any],
+    state: State,
+    seq: Sequence,
+    thinking: int,
+    conversation: list[dict[str, Any]],
 ) -> Encoder:
-    """The event shapes of ``api`` for one streamed request."""
+    """The event shapes of ``api`` for one streamed request (``conversation``:
+    its messages in chat's shape, which decide whether it calls a tool)."""
     model = state.config.model_name
+    tool = planned_tool_call(body, conversation, api)
     if api == "responses":
         return ResponsesEncoder(
             request_id=seq.request_id,
@@ -336,12 +351,15 @@ def _encoder(
             model=model,
             prompt_tokens=seq.prompt_len,
             reasoning_tokens=thinking,
+            tool=tool,
         )
     if api == "messages":
-        return MessagesEncoder(request_id=seq.request_id, model=model, prompt_tokens=seq.prompt_len)
+        return MessagesEncoder(
+            request_id=seq.request_id, model=model, prompt_tokens=seq.prompt_len, tool=tool
+        )
     options = body.get("stream_options") or {}
     return ChunkEncoder(
-        tool=planned_tool_call(body, api),
+        tool=tool,
         chat=api == "chat",
         request_id=seq.request_id,
         created=int(time.time()),
