@@ -126,11 +126,17 @@ class Engine:
             self._task = None
 
     # -- requests ---------------------------------------------------------------------
-    def submit(self, seq: Sequence) -> None:
-        """Accept a request now; it reaches the scheduler after the profile's
-        front-end cost (HTTP parsing, tokenizing), in model time."""
-        seq.arrival = self.model_time()
-        delay = self.config.profile.efficiency.request_overhead_s / self._speedup
+    def submit(self, seq: Sequence, received: float | None = None) -> None:
+        """Accept a request received at model time ``received`` (default now);
+        it reaches the scheduler once the profile's front-end cost (HTTP
+        parsing, tokenizing) has passed since then. The simulator's own
+        parsing and tokenizing, already spent, counts toward that cost rather
+        than on top of it, so TTFT runs from the request's receipt as a
+        client sees it."""
+        now = self.model_time()
+        seq.arrival = now if received is None else min(received, now)
+        overhead = self.config.profile.efficiency.request_overhead_s
+        delay = (seq.arrival + overhead - now) / self._speedup
         if delay > 0:
             self._in_front_end.add(seq)
             asyncio.get_running_loop().call_later(delay, self._schedule, seq)

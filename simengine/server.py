@@ -241,6 +241,7 @@ async def embeddings(request: web.Request) -> web.Response:
 
 async def _generate(request: web.Request, api: str) -> web.StreamResponse:
     state = request.app[STATE]
+    received = state.engine.model_time()  # TTFT runs from here, as the client's does
     try:
         body = await _json_body(request)
         _check_model(state, body, embedding=False)
@@ -320,10 +321,10 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
                 faults=faults,
                 reasoning_tokens=thinking,
             )
-            state.engine.submit(seq)
+            state.engine.submit(seq, received)
             return await _stream(request, sink)
         tokens = TokenStream(seq)
-        state.engine.submit(seq)
+        state.engine.submit(seq, received)
         reply = Reply(api, request_id, text_start, thinking)
         return await _whole(request, state, tokens, faults, reply)
     except ConnectionResetError:  # the client went away
