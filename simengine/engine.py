@@ -31,6 +31,7 @@ import time
 from collections import deque
 from typing import Any
 
+from slogate.simengine.adapters import AdapterCost
 from slogate.simengine.config import EngineConfig
 from slogate.simengine.metrics import EngineMetrics
 from slogate.simengine.profiles import ProfileError
@@ -43,10 +44,11 @@ FINE_SLEEP_S = 0.001  # the last part of a step's wait, slept precisely
 class TokenStream:
     """One request's link between its handler and the engine loop."""
 
-    __slots__ = ("last_time", "seq", "waiter", "want")
+    __slots__ = ("adapter", "last_time", "seq", "waiter", "want")
 
     def __init__(self, seq: Sequence) -> None:
         self.seq = seq
+        self.adapter: str | None = None  # the LoRA adapter the request names, if any
         self.want = 1
         self.waiter: asyncio.Future[None] | None = None
         self.last_time = 0.0  # model time of the last token (for ITL metrics)
@@ -89,6 +91,7 @@ class Engine:
         self.manage_gc = manage_gc
         self._last_full_gc = time.monotonic()
         self.scheduler = Scheduler(config.profile, seed=config.seed)
+        self._adapters = AdapterCost(config.profile) if config.profile.lora_adapters else None
         self.metrics = EngineMetrics(self.scheduler, config.model_name)
         self._speedup = config.speedup
         self._anchor_real = time.monotonic()
@@ -172,6 +175,8 @@ class Engine:
                 self._model_now = max(self._model_now, self.model_time())
             step = scheduler.schedule()
             self._model_now += step.duration
+            if self._adapters is not None:
+                self._model_now += self._adapters.seconds(step.seqs)
             deadline = self._real_time(self._model_now)
             await self._sleep_until(loop, deadline)
             late = loop.time() - deadline

@@ -245,8 +245,11 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
     try:
         body = await _json_body(request)
         _check_model(state, body, embedding=False)
-        if body.get("model") in state.config.profile.adapter_names:
-            await state.adapter(body["model"])
+        adapter = (
+            body.get("model") if body.get("model") in state.config.profile.adapter_names else None
+        )
+        if adapter is not None:
+            await state.adapter(adapter)
         if body.get("n") not in (None, 1):
             raise ApiError(400, "the simulated engine supports n=1 only")
         max_tokens = output_limit(body, api)
@@ -321,9 +324,11 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
                 faults=faults,
                 reasoning_tokens=thinking,
             )
+            sink.adapter = adapter
             state.engine.submit(seq, received)
             return await _stream(request, sink)
         tokens = TokenStream(seq)
+        tokens.adapter = adapter
         state.engine.submit(seq, received)
         reply = Reply(api, request_id, text_start, thinking)
         return await _whole(request, state, tokens, faults, reply)
