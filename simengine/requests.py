@@ -147,8 +147,8 @@ def anthropic_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     messages, as chat messages."""
     given = body.get("messages")
     if isinstance(given, list):
-        body = {"messages": [m for turn in given for m in _anthropic_message(turn)]}
-    messages = chat_messages(body)
+        given = [m for turn in given for m in _anthropic_message(turn)]
+    messages = chat_messages({"messages": given})
     system = body.get("system")
     if system is not None:
         try:

@@ -75,6 +75,25 @@ def test_reasoning_model_on_every_api(clean: EngineProcess, api: str) -> None:
     assert rec.finish_reason in ("length", "max_tokens")
 
 
+def test_every_api_counts_the_same_prompt(clean: EngineProcess) -> None:
+    """The system prompt goes where each API puts it (a chat or Responses
+    ``system`` message, the Messages API's top-level ``system``); the engine
+    reads it from each, so the prompt's tokens are the same."""
+    counts = {}
+    for api in APIS:
+        c = client(clean.url, api)
+        rec = c.send(TURN).record
+        c.close()
+        assert rec.ok, rec.error_message
+        counts[api] = rec.input_tokens
+    without = PlannedTurn("s", 0, 0, TURN.user_text, TOKENS, 8, TOKENS)
+    c = client(clean.url, "messages")
+    bare = c.send(without).record
+    c.close()
+    assert len(set(counts.values())) == 1, counts
+    assert bare.input_tokens < counts["messages"]
+
+
 @pytest.mark.parametrize("api", APIS)
 def test_thinking_switched_off(clean: EngineProcess, api: str) -> None:
     off = {
