@@ -245,9 +245,8 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
     try:
         body = await _json_body(request)
         _check_model(state, body, embedding=False)
-        adapter = (
-            body.get("model") if body.get("model") in state.config.profile.adapter_names else None
-        )
+        model = body.get("model")
+        adapter = model if model in state.config.profile.adapter_names else None
         if adapter is not None:
             await state.adapter(adapter)
         if body.get("n") not in (None, 1):
