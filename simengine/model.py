@@ -5,14 +5,16 @@ in it (prefill chunks and one token per decoding sequence). Its time is the
 sum of two kernel groups that run one after the other, each bounded by its
 own roofline, plus fixed costs::
 
-    linear    = max(linear FLOPs / (peak x matmul), weight bytes / (HBM x bandwidth))
+    linear    = blend(linear FLOPs / (peak x matmul), weight bytes / (HBM x bandwidth))
     attention = max(attention FLOPs / (bf16 peak x attention),
                     KV bytes / (HBM x kv_bandwidth))
     time      = linear + attention + overheads + tensor-parallel all-reduces
 
 (prefill is compute bound, decode bandwidth bound; a big decode batch over
 long contexts is bound by its GEMMs and its KV reads one after the other,
-not by whichever is larger).
+not by whichever is larger). ``blend`` is (a^n + b^n)^(1/n) with n the
+profile's ``roofline_exponent``: a GEMM near the ridge point is slower than
+either floor alone; n = infinity is the plain max().
 
 FLOPs are 2 per linear parameter per token, 2 per LM-head parameter per sampled
 token, and 4 x heads x head_dim per layer for every (query, key) pair of
