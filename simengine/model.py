@@ -131,7 +131,7 @@ class StepModel:
     def _linear_seconds(self, compute_s: float) -> float:
         """GEMMs near the ridge point (a batch of a few hundred tokens) are
         neither purely compute nor purely bandwidth bound: their time exceeds
-        both floors, by 26% where the two are equal at exponent 3."""
+        both floors, by 41% where the two are equal at exponent 2."""
         if self._exponent == math.inf:
             return compute_s if compute_s > self._weights_s else self._weights_s
         n = self._exponent
