@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -10,8 +11,9 @@ import pytest
 
 from slogate.locustfiles.memory import release_freed_memory
 
-# In a fresh process: tokenize the prose corpus in a thread, as a load process
-# prepares its prompts, then measure the private memory before and after.
+# In a fresh process with an empty cache: tokenize the prose corpus in a thread,
+# as a load process prepares its prompts when nothing is cached yet, then
+# measure the private memory before and after.
 SCRIPT = """
 import json, threading, psutil
 from slogate.scenarios.text import LOCAL_TOKENIZER, load_tokenizer, tokenized_corpus
