@@ -208,7 +208,8 @@ def lost_reason(
     ended_s: float,
 ) -> str:
     """Why the run is incomplete: each lost worker, when its last data came,
-    and an estimate of what it would have measured since (at its own rate so far)."""
+    and an estimate of what it would have measured from then to ``ended_s``
+    (at its own rate so far)."""
     parts = []
     for worker in lost:
         info = accepted.get(worker)
@@ -218,7 +219,7 @@ def lost_reason(
         done = finished.get(worker, 0)
         requests = round(done / since * missing_s) if since > 0 else 0
         parts.append(
-            f"{name} was lost {since:.0f} s into the run (its last data): about "
+            f"{name} was lost: its last data came {since:.0f} s into the run; about "
             f"{requests} requests and {missing_s:.0f} s of its load are missing"
         )
     return "; ".join(parts)

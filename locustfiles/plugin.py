@@ -604,7 +604,7 @@ def on_quitting(environment: Any, **_: Any) -> None:
             _session.worker_last_s,
             {w: g.get("finished", 0) for w, g in _session.worker_gauges.items()},
             _session.start_wall or 0.0,
-            wall(),
+            min(wall(), (_session.start_wall or 0.0) + _session.ctx.timeline.total_s),
         )
     try:
         code = _session.finish(complete=reason is None, reason=reason)
