@@ -118,6 +118,7 @@ def add_small_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from slogate.capacity import add_capacity_parser
     from slogate.experiment import add_experiment_parser
     from slogate.plan import add_plan_parser
     from slogate.prune import add_prune_parser
@@ -137,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_plan_parser(sub)
     add_prune_parser(sub)
     add_worker_parser(sub)
+    add_capacity_parser(sub)
     return parser
 
 
@@ -212,6 +214,7 @@ COMMANDS = {
     "plan": delegated("plan"),
     "prune": delegated("prune"),
     "worker": delegated("worker"),
+    "capacity": delegated("capacity"),
 }
 
 
@@ -220,7 +223,7 @@ def patch_like_a_run(argv: Sequence[str]) -> None:
     Locust monkey-patches the whole process. The patch must precede every import
     of ssl, and building the parser imports the engines (aiohttp, ssl): so it
     comes first, or gevent warns that ssl was imported before it."""
-    if list(argv[:1]) == ["selftest"]:
+    if list(argv[:1]) in (["selftest"], ["capacity"]):
         from gevent import monkey
 
         monkey.patch_all()
