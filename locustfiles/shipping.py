@@ -20,7 +20,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,25 +51,11 @@ class Shipment:
     digest: str
 
     def to_message(self) -> dict[str, Any]:
-        return {
-            "version": self.version,
-            "main": self.main,
-            "builtin": self.builtin,
-            "files": self.files,
-            "overrides": self.overrides,
-            "digest": self.digest,
-        }
+        return asdict(self)
 
     @classmethod
     def from_message(cls, data: dict[str, Any]) -> Shipment:
-        return cls(
-            version=data["version"],
-            main=data["main"],
-            builtin=data["builtin"],
-            files=dict(data["files"]),
-            overrides=dict(data["overrides"]),
-            digest=data["digest"],
-        )
+        return cls(**data)
 
 
 def _inside(path: Path, folder: Path) -> bool:
