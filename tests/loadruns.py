@@ -116,3 +116,12 @@ def wait_until_served(engine, count: int, timeout_s: float = 60) -> list:
         seen += engine.truth()
         time.sleep(0.05)
     return seen
+
+
+def stop_workers(workers: list[subprocess.Popen]) -> None:
+    """Workers end when their master does; one that does not within 30 s is killed."""
+    for w in workers:
+        try:
+            w.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            w.kill()

@@ -18,6 +18,7 @@ from loadruns import (
     RUN_LOCUSTFILE,
     assert_every_request_accounted,
     free_port,
+    stop_workers,
     summary,
     wait_until_served,
 )
@@ -80,11 +81,7 @@ def finish(master: subprocess.Popen, workers: list[subprocess.Popen]) -> tuple[s
     try:
         out, err = master.communicate(timeout=180)
     finally:
-        for w in workers:
-            try:
-                w.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                w.kill()
+        stop_workers(workers)
     return out, err
 
 

@@ -17,6 +17,7 @@ from loadruns import (
     locust_command,
     scenario_file,
     slogate,
+    stop_workers,
     summary,
     wait_until_served,
 )
@@ -112,11 +113,7 @@ def test_master_and_two_workers_lose_nothing_at_shutdown(engine, tmp_path):
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
     finally:
-        for w in workers:
-            try:
-                w.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                w.kill()
+        stop_workers(workers)
     assert master.returncode == 0, master.stderr[-3000:]
     assert_every_request_accounted(tmp_path / "out", engine, users=6, at_least=50)
     # each worker measured its own loop; the master merged them exactly
