@@ -37,7 +37,7 @@ from typing import Any, NoReturn
 
 import gevent
 from locust import events
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import STATE_INIT, MasterRunner, WorkerRunner
 
 from slogate import scenarios
 from slogate.analysis.capacity import Pricing
@@ -387,8 +387,11 @@ def on_sigterm(environment: Any) -> None:
     its usual way; ``on_quitting`` then writes the results marked incomplete.
     A master first stops its workers so their final data arrives.
     """
-    log.warning("slogate: SIGTERM: stopping the run and writing partial results")
     runner = environment.runner
+    if isinstance(runner, MasterRunner) and runner.state == STATE_INIT:
+        log.error("slogate: SIGTERM while waiting for workers: no load was sent")
+        sys.exit(EXIT_INVALID)  # Locust's wait for workers would outlast any stop
+    log.warning("slogate: SIGTERM: stopping the run and writing partial results")
 
     def stop() -> None:
         if isinstance(runner, MasterRunner):

@@ -180,3 +180,25 @@ def test_a_worker_clock_off_by_seconds_is_measured_and_corrected(engine, tmp_pat
         == summary(tmp_path / "m" / "out")["scenarios"][SCENARIO]["requests"]["ok"]
     )
     assert all(measured(saved(tmp_path / f"w{i}")) for i in range(2))
+
+
+def test_a_worker_of_another_version_is_refused_naming_both(engine, tmp_path):
+    """A peer speaking the handshake by hand gets the scenario's files, then,
+    claiming another version, a refusal naming both (so does the master's log)."""
+    port = free_port()
+    master = start_master(tmp_path / "m", engine, port, "--duration", "8s")
+    try:
+        peer = subprocess.run(
+            [sys.executable, str(ROOT / "tests" / "handshake_peer.py"), str(port), "0.0.0-other"],
+            capture_output=True, text=True, timeout=90,
+        )  # fmt: skip
+    finally:
+        master.terminate()
+        _, err = master.communicate(timeout=60)
+    assert peer.returncode == 0, peer.stderr[-2000:]
+    got = json.loads(peer.stdout)
+    assert set(got["files"]) == {"chat-lengths.yaml", "data/lengths.csv"}
+    assert got["files"]["data/lengths.csv"] == "n\n60\n64\n70\n"
+    assert "0.0.0-other" in got["reason"] and got["version"] in got["reason"]
+    assert "pid" in err and "peer-host" in err and got["reason"] in err  # the master's log
+    assert master.returncode == 3  # stopped while waiting for workers: no load was sent
