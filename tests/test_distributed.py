@@ -180,6 +180,8 @@ def test_a_worker_clock_off_by_seconds_is_measured_and_corrected(engine, tmp_pat
         == summary(tmp_path / "m" / "out")["scenarios"][SCENARIO]["requests"]["ok"]
     )
     assert all(measured(saved(tmp_path / f"w{i}")) for i in range(2))
+    report = (tmp_path / "m" / "out" / "report.html").read_text()
+    assert "generator workers" in report and "offset_ms" in report  # the report shows them
 
 
 def test_a_worker_of_another_version_is_refused_naming_both(engine, tmp_path):
