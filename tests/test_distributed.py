@@ -129,10 +129,11 @@ def measured(lines: list[dict]) -> list[dict]:
     return [line for line in lines if not line["warmup"]]
 
 
-def test_a_worker_killed_mid_run_is_named_and_the_others_data_kept(engine, tmp_path):
-    """SIGKILL one worker: the master stops waiting for it within Locust's
-    heartbeat, keeps what it had shipped and everything the other measured,
-    and marks the run incomplete naming it."""
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "silent"])
+def test_a_worker_lost_mid_run_is_named_and_the_others_data_kept(engine, tmp_path, how):
+    """A worker killed (SIGKILL) or silent (SIGSTOP): the master stops waiting
+    for it within Locust's heartbeat, keeps what it had shipped and everything
+    the other measured, and marks the run incomplete naming it."""
     port = free_port()
     workers = [start_worker(tmp_path / f"w{i}", port, plain=True) for i in range(2)]
     victim = workers[0]
@@ -140,8 +141,12 @@ def test_a_worker_killed_mid_run_is_named_and_the_others_data_kept(engine, tmp_p
     master = start_master(tmp_path / "m", engine, port, "--duration", "20s")
     wait_until_served(engine, 40)
     time.sleep(4)  # a worker reports every 3 s: the victim has shipped some data
-    victim.send_signal(signal.SIGKILL)
-    _, err = finish(master, workers)
+    victim.send_signal(how)
+    try:
+        _, err = master.communicate(timeout=180)
+    finally:
+        victim.kill()  # a silent one too, now that its master is done
+        stop_workers(workers)
     took = time.monotonic() - started
     assert master.returncode == 3, err[-3000:]
     assert took < 20 + 30, f"the run took {took:.0f} s"  # start-up is a few seconds of it
