@@ -32,6 +32,15 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
+from slogate.analysis.exitcodes import (  # the contract, re-exported where commands read it
+    EXIT_CONFIG as EXIT_CONFIG,
+)
+from slogate.analysis.exitcodes import (
+    EXIT_FAIL,
+    EXIT_INCONCLUSIVE,
+    EXIT_INVALID,
+    EXIT_PASS,
+)
 from slogate.analysis.generator import (
     ProcessHealth,
     error_bound_ms,
@@ -79,11 +88,6 @@ class Verdict(str, Enum):
     INVALID = "invalid"
 
 
-EXIT_PASS = 0
-EXIT_FAIL = 1
-EXIT_CONFIG = 2
-EXIT_INVALID = 3
-EXIT_INCONCLUSIVE = 4
 EXIT_CODES = {
     Verdict.PASS: EXIT_PASS,
     Verdict.FAIL: EXIT_FAIL,

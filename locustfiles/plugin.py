@@ -50,6 +50,7 @@ from slogate.locustfiles.context import LoadContext
 from slogate.locustfiles.distributed import Coordinator, WorkerSide, lost_reason
 from slogate.locustfiles.engine_info import EngineError, discover
 from slogate.locustfiles.loopwatch import freeze_spawned, freeze_startup
+from slogate.locustfiles.memory import release_freed_memory
 from slogate.locustfiles.request_log import REQUESTS_FILE, RequestLog
 from slogate.locustfiles.session import RunSession
 from slogate.locustfiles.shipping import ShippingError, pack
@@ -483,6 +484,7 @@ def prepare_process(ctx: LoadContext) -> None:
     gevent.get_hub().threadpool.apply(ctx.prepare_text)
     ctx.prepare()
     freeze_startup()
+    release_freed_memory()
 
 
 def start_scraper(options: Any) -> Any:

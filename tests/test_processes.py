@@ -11,6 +11,7 @@ from loadruns import scenario_file, slogate, summary
 
 from slogate import scenarios
 from slogate.exactengine.launcher import ExactEngine
+from slogate.locustfiles.calibration import CHUNK_GAP_NS, chat_stream, parse_stream
 from slogate.locustfiles.processes import (
     ASSUMED_ITL_S,
     measure_cost_per_event_us,
@@ -101,3 +102,11 @@ def test_worker_processes_get_a_master_port_of_their_own():
     port = cmd[cmd.index("--master-bind-port") + 1]
     assert cmd[cmd.index("--master-port") + 1] == port != "5557"
     assert cmd[cmd.index("--processes") + 1] == "2"
+
+
+def test_the_calibration_stream_parses_as_an_engine_stream():
+    record = parse_stream(chat_stream(5, prompt_tokens=7), "c")
+    assert record.ok and record.error is None
+    assert len(record.chunk_ns) == 5  # the role chunk carries no output
+    assert (record.output_tokens, record.input_tokens) == (5, 7)
+    assert record.chunk_ns[1] - record.chunk_ns[0] == CHUNK_GAP_NS
