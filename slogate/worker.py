@@ -64,7 +64,8 @@ def add_worker_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def worker_command(args: argparse.Namespace) -> int:
-    from slogate.run_cmd import RUN_LOCUSTFILE, run_locust
+    from slogate.run_cmd import RUN_LOCUSTFILE
+    from slogate.waiter import run_locust
 
     cmd = [sys.executable, "-m", "locust", "-f", str(RUN_LOCUSTFILE), "--worker"]
     cmd += ["--master-host", args.master_host, "--master-port", str(args.master_port)]
