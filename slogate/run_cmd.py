@@ -21,6 +21,7 @@ from slogate.locustfiles.processes import plan_processes
 from slogate.scenarios.loader import resolve
 from slogate.scenarios.model import Scenario
 from slogate.target import TargetError, target_engine
+from slogate.worker import master_command
 
 RUN_LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "run.py"
 # Flags without a value, passed on when given.
@@ -40,7 +41,10 @@ def scenario_overrides(args: argparse.Namespace) -> dict:
 
 
 def choose_processes(args: argparse.Namespace, loaded: list[Scenario]) -> tuple[int, str]:
-    """``--processes N`` as given, or what ``auto`` plans for these scenarios."""
+    """``--processes N`` as given, or what ``auto`` plans for these scenarios;
+    a master's are its workers."""
+    if args.master:
+        return args.expect_workers, f"--master, {args.expect_workers} workers expected"
     if args.processes != "auto":
         return args.processes, f"--processes {args.processes}"
     plan = plan_processes(loaded)
@@ -59,7 +63,7 @@ def locust_command(
         "-u": args.users,
         "-r": args.spawn_rate,
         "--slogate-duration": args.duration,  # seconds, fractions kept (-t takes whole ones)
-        "--processes": processes[0] if processes[0] > 1 else None,
+        "--processes": processes[0] if processes[0] > 1 and not args.master else None,
         "--slogate-processes-reason": processes[1],
         "--rate": args.rate,
         "--seed": args.seed,
@@ -76,7 +80,9 @@ def locust_command(
     for flag, value in options.items():
         if value is not None:
             cmd += [flag, str(value)]
-    if processes[0] > 1:
+    if args.master:
+        cmd += master_command(args)
+    elif processes[0] > 1:
         cmd += worker_link()
     return cmd
 
