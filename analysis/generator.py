@@ -48,7 +48,13 @@ class ProcessHealth:
     ``stall`` is the loop-delay histogram in microseconds; ``gc_collections``
     counts the collector's passes by generation, ``gc_max_pause_ns`` and
     ``gc_total_pause_ns`` their longest and summed pauses; ``cpu_s`` the
-    process's CPU time over ``wall_s`` of wall time."""
+    process's CPU time over ``wall_s`` of wall time.
+
+    ``held_ns`` sums the stalls (ticks more than a millisecond late) and, where
+    the kernel tells (``held_split``: Linux schedstat of the loop's thread),
+    how much of that time the loop's thread spent running (its own work, the
+    collector) and waiting for a core (other processes had them); the rest it
+    was neither: stopped (SIGSTOP) or blocked in the kernel."""
 
     stall: HdrHistogram = field(default_factory=new_histogram)
     gc_collections: list[int] = field(default_factory=lambda: [0, 0, 0])
@@ -57,6 +63,10 @@ class ProcessHealth:
     cpu_s: float = 0.0
     wall_s: float = 0.0
     pid: int | None = None
+    held_ns: int = 0
+    held_running_ns: int = 0
+    held_waiting_ns: int = 0
+    held_split: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON form that :meth:`from_dict` reads back exactly (for shipping and saving)."""
@@ -70,6 +80,10 @@ class ProcessHealth:
             "gc_total_pause_ns": self.gc_total_pause_ns,
             "cpu_s": self.cpu_s,
             "wall_s": self.wall_s,
+            "held_ns": self.held_ns,
+            "held_running_ns": self.held_running_ns,
+            "held_waiting_ns": self.held_waiting_ns,
+            "held_split": self.held_split,
         }
 
     @classmethod
@@ -83,6 +97,10 @@ class ProcessHealth:
             cpu_s=float(data.get("cpu_s") or 0.0),
             wall_s=float(data.get("wall_s") or 0.0),
             pid=data.get("pid"),
+            held_ns=int(data.get("held_ns") or 0),
+            held_running_ns=int(data.get("held_running_ns") or 0),
+            held_waiting_ns=int(data.get("held_waiting_ns") or 0),
+            held_split=bool(data.get("held_split")),
         )
 
     def add(self, other: ProcessHealth) -> None:
@@ -96,6 +114,21 @@ class ProcessHealth:
         self.gc_total_pause_ns += other.gc_total_pause_ns
         self.cpu_s += other.cpu_s
         self.wall_s = max(self.wall_s, other.wall_s)
+        self.held_split = self.held_split and other.held_split
+        self.held_ns += other.held_ns
+        self.held_running_ns += other.held_running_ns
+        self.held_waiting_ns += other.held_waiting_ns
+
+    def note_held(self, late_ns: int, running_ns: int | None, waiting_ns: int | None) -> None:
+        """One stall of ``late_ns``; ``running_ns`` and ``waiting_ns`` are the
+        loop thread's time on a core and waiting for one over the same ticks
+        (None where the kernel does not tell), capped at the stall."""
+        self.held_ns += late_ns
+        if running_ns is None or waiting_ns is None:
+            return
+        waiting = min(waiting_ns, late_ns)
+        self.held_waiting_ns += waiting
+        self.held_running_ns += min(running_ns, late_ns - waiting)
 
     @property
     def measured(self) -> bool:
@@ -114,8 +147,8 @@ def merged(per_process: Mapping[str, ProcessHealth]) -> ProcessHealth | None:
     measured = [p for p in per_process.values() if p.measured]
     if not measured:
         return None
-    total = ProcessHealth()
-    for health in measured:
+    total = ProcessHealth.from_dict(measured[0].to_dict())
+    for health in measured[1:]:
         total.add(health)
     return total
 
@@ -135,11 +168,14 @@ def error_bound_ms(health: ProcessHealth, percentile: float | None, stat: str) -
 
 
 def likely_cause(per_process: Mapping[str, ProcessHealth], total: ProcessHealth) -> str:
-    """What held the loop, from the numbers at hand: the collector, the process's
-    own CPU, or something outside it (other work on the machine, a stop)."""
+    """What held the loop: measured, where the kernel told how the held time was
+    spent; else from the numbers at hand (the collector, the process's own CPU,
+    or something outside it)."""
     worst_max = total.stall.get_max_value() / US_PER_MS
     if total.gc_max_pause_ns / NS_PER_MS >= worst_max / 2:
         return "the cyclic collector's pauses"
+    if total.held_split and total.held_ns > 0:
+        return held_cause(total)
     busiest = max((h.cpu_s / h.wall_s for h in per_process.values() if h.wall_s > 0), default=0.0)
     if busiest > BUSY_CPU_SHARE:
         return f"its own CPU ({busiest:.2f} of a core in its busiest process)"
@@ -147,6 +183,28 @@ def likely_cause(per_process: Mapping[str, ProcessHealth], total: ProcessHealth)
         f"something outside it (its busiest process used {busiest:.2f} of a core): "
         "other work on the machine, or the process was stopped"
     )
+
+
+def held_cause(health: ProcessHealth) -> str:
+    """The largest share of the held time, named with the split's numbers."""
+    held = health.held_ns
+    other = held - health.held_running_ns - health.held_waiting_ns
+    shares = (
+        (health.held_waiting_ns, "waiting for a core that other processes had"),
+        (health.held_running_ns, "its own work on the loop"),
+        (other, "neither running nor waiting: stopped (SIGSTOP) or blocked in the kernel"),
+    )
+    share, what = max(shares, key=lambda s: s[0])
+    return (
+        f"{what} ({share / NS_PER_MS:.1f} of {held / NS_PER_MS:.1f} ms the loop was held: "
+        f"{held_line(health)})"
+    )
+
+
+def held_line(health: ProcessHealth) -> str:
+    running, waiting = health.held_running_ns / NS_PER_MS, health.held_waiting_ns / NS_PER_MS
+    other = health.held_ns / NS_PER_MS - running - waiting
+    return f"running {running:.1f} ms, waiting for a core {waiting:.1f} ms, neither {other:.1f} ms"
 
 
 def generator_reason(per_process: Mapping[str, ProcessHealth]) -> str | None:
@@ -179,6 +237,21 @@ def stall_block(health: ProcessHealth) -> dict[str, Any]:
     return block
 
 
+def held_block(health: ProcessHealth) -> dict[str, Any]:
+    """``loop_held_ms``: the stalls' total time and, where measured, how the loop's
+    thread spent it (``null`` parts where the kernel does not tell)."""
+    split = health.held_split
+    held = health.held_ns / NS_PER_MS
+    running = health.held_running_ns / NS_PER_MS if split else None
+    waiting = health.held_waiting_ns / NS_PER_MS if split else None
+    return {
+        "total": round(held, 3),
+        "running": None if running is None else round(running, 3),
+        "waiting_for_cpu": None if waiting is None else round(waiting, 3),
+        "stopped_or_blocked": None if not split else round(held - running - waiting, 3),
+    }
+
+
 def gc_block(health: ProcessHealth) -> dict[str, Any]:
     """The collector's passes during the measured window and their pauses."""
     return {
@@ -205,6 +278,7 @@ def process_block(health: ProcessHealth) -> dict[str, Any]:
     return {
         "pid": health.pid,
         "loop_stall_ms": stall_block(health),
+        "loop_held_ms": held_block(health),
         "error_bound_ms": bounds_block(health),
         "gc": gc_block(health),
         "cpu_s": round(health.cpu_s, 3),
@@ -222,6 +296,7 @@ def generator_block(meta: Mapping[str, Any]) -> dict[str, Any]:
         return {}
     return {
         "loop_stall_ms": stall_block(total),
+        "loop_held_ms": held_block(total),
         "error_bound_ms": bounds_block(total),
         "gc": gc_block(total),
         "per_process": {name: process_block(h) for name, h in per_process.items()},

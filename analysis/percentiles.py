@@ -12,6 +12,7 @@ INCONCLUSIVE.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -50,11 +51,26 @@ def rank_interval(n: int, quantile: float, confidence: float = CONFIDENCE) -> tu
     on that side.
     """
     alpha = 1.0 - confidence
-    from scipy.stats import binom  # imported here: scipy.stats costs every load process about 70 MB
-
-    lower = int(binom.ppf(alpha / 2, n, quantile))
-    upper = int(binom.ppf(1 - alpha / 2, n, quantile)) + 1
+    lower = binomial_quantile(alpha / 2, n, quantile)
+    upper = binomial_quantile(1 - alpha / 2, n, quantile) + 1
     return lower, upper
+
+
+def binomial_quantile(q: float, n: int, p: float) -> int:
+    """The smallest k with P(Binomial(n, p) <= k) >= q (``scipy.stats.binom.ppf``).
+
+    From ``scipy.special`` (its inverse as a first guess, then the CDF decides):
+    ``scipy.stats`` would cost the judging process about 60 MB more, held
+    through the run once the live verdict needs it (BENCHMARKS.md)."""
+    from scipy.special import bdtr, bdtrik
+
+    guess = bdtrik(q, n, p)
+    k = min(max(math.ceil(guess), 0), n) if math.isfinite(guess) else 0
+    while k > 0 and bdtr(k - 1, n, p) >= q:
+        k -= 1
+    while k < n and bdtr(k, n, p) < q:
+        k += 1
+    return k
 
 
 @lru_cache(maxsize=64)

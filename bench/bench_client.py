@@ -17,8 +17,9 @@ slogate's client, one stream each, TTFT beside the truth. micro: the per-event
 Python cost of parsing and recording, without sockets.
 
 Every selftest runs in a fresh process (``one``), so peak RSS and CPU are its
-own; capacity runs pin the client to CPU 0 and the server to CPU 1 ("one
-core"), accuracy runs leave placement to the scheduler. Each
+own; capacity runs give the server a core of its own and the client the rest
+(``run_selftest``'s ``separate_cores``), accuracy runs leave placement to the
+scheduler. Each
 configuration runs ``--repeats`` times and the tables show medians (and the
 worst run): the development machine is shared.
 """
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -36,17 +36,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
-CLIENT_CPU = 0
-SERVER_CPU = 1
-
 
 def one(args: argparse.Namespace) -> None:
     """One selftest in this process; prints its result as one JSON line."""
     from slogate.locustfiles.selftest import run_selftest
 
-    pin = args.pin and len(os.sched_getaffinity(0)) >= 2
-    if pin:
-        os.sched_setaffinity(0, {CLIENT_CPU})
     result = run_selftest(
         args.streams,
         args.duration,
@@ -54,7 +48,7 @@ def one(args: argparse.Namespace) -> None:
         itl_ms=args.itl_ms,
         tokens=args.tokens,
         kernel_timestamps=not args.read_time,
-        server_cpus={SERVER_CPU} if pin else None,
+        separate_cores=args.pin,
     )
     print(json.dumps(result.to_dict()))
 
@@ -208,25 +202,13 @@ def micro(args: argparse.Namespace) -> None:
     from slogate.analysis.histograms import HistogramSet
     from slogate.analysis.metrics import request_metrics
     from slogate.analysis.recorder import Recorder
-    from slogate.analysis.records import RequestRecord
-    from slogate.exactengine.behaviour import Behaviour
-    from slogate.exactengine.plan import Request, stream_writes
-    from slogate.locustfiles.openai_stream import StreamInterpreter
-    from slogate.locustfiles.sse import SSEParser
+    from slogate.locustfiles.calibration import chat_stream, parse_stream
 
-    events = [
-        w.payload for w in stream_writes(Behaviour(), Request("chat", "m", 128, True, False, 9))
-    ]
-    events = [e for e in events if e]
+    reads = chat_stream(128)
     n = args.requests
     started = time.perf_counter()
     for _ in range(n):
-        record = RequestRecord("micro", 1)
-        interpreter = StreamInterpreter(record)
-        parser = SSEParser()
-        for i, payload in enumerate(events):
-            for event in parser.feed(payload):
-                interpreter.on_event(event, 1 + i * 20_000_000)
+        record = parse_stream(reads, "micro")
     parsed = time.perf_counter()
     recorder = Recorder()
     for _ in range(n):

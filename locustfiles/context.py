@@ -18,6 +18,7 @@ from slogate.analysis.export import request_line
 from slogate.analysis.recorder import GoodputLimits, Recorder
 from slogate.analysis.records import RequestRecord, SessionRecord
 from slogate.locustfiles.client import StreamClient
+from slogate.locustfiles.clock import wall
 from slogate.locustfiles.engine_info import remote_token_counter
 from slogate.locustfiles.loopwatch import LoopWatch
 from slogate.locustfiles.request_log import RequestLog
@@ -68,6 +69,7 @@ class LoadContext:
     recorder: Recorder = field(init=False)
     in_flight: int = 0
     cancelled: int = 0
+    finished: int = 0
     timeline_done: bool = False
     cpu_warning: bool = False
     watch: LoopWatch = field(init=False)
@@ -108,14 +110,14 @@ class LoadContext:
         if origin_s is not None:
             self.origin_s = origin_s
         elif self.origin_s is None:
-            self.origin_s = time.time()
+            self.origin_s = wall()
         self.recorder.origin_s = self.origin_s
         return self.origin_s
 
     def elapsed_s(self) -> float:
         if self.origin_s is None:
             self.start_clock()
-        return time.time() - self.origin_s
+        return wall() - self.origin_s
 
     def next_user(self, worker_index: int) -> tuple[Scenario, int]:
         """The scenario of the next user started here and its planner stream.
@@ -195,6 +197,7 @@ class LoadContext:
         together = [chunks[i] for i in range(1, len(chunks)) if chunks[i] == chunks[i - 1]]
         if together:
             record.stalled_same_reads = self.watch.stalled_reads(together)
+        self.finished += 1
         elapsed = self.elapsed_s()
         wall = self.origin_s + elapsed
         stage = self.timeline.stage_name(elapsed)

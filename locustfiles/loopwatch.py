@@ -12,6 +12,10 @@ load process measures that delay while the run is measured:
   during which a request was in flight (a stall with nothing in flight times
   no chunk, so it is no error; an open loop's late sends are its lag);
 - ``gc.callbacks`` counts the collector's passes and times their pauses;
+- the kernel's account of the loop's thread (Linux ``schedstat``: time on a
+  core, time waiting for one) splits each stall's time into the process's own
+  work, other processes holding the cores, and neither (a stop, a block in the
+  kernel), so an invalid verdict names what held the loop;
 - stalls over ``STALL_NOTE_NS`` are kept for a while (bounded) so a request
   can ask whether its chunks read together were read while the loop was held.
 
@@ -48,6 +52,32 @@ FULL_COLLECTION_EVERY = 1000
 STALL_MEMORY_NS = 120 * 1_000_000_000
 # The read that timed a chunk follows the stall's end by up to this much.
 READ_SLACK_NS = 1_000_000
+# The calling thread's time on a core and waiting for one, in ns (Linux).
+SCHEDSTAT = "/proc/thread-self/schedstat"
+
+
+class ThreadClock:
+    """The loop thread's scheduler account: one ``pread`` (about 1 us) per read.
+    Opened on the thread it accounts for; ``read`` gives None where there is
+    no such file (not Linux, or a kernel without it)."""
+
+    def __init__(self) -> None:
+        try:
+            self._fd: int | None = os.open(SCHEDSTAT, os.O_RDONLY)
+        except OSError:
+            self._fd = None
+
+    def read(self) -> tuple[int, int] | None:
+        """(ns on a core, ns waiting for one) since the thread started."""
+        if self._fd is None:
+            return None
+        running, waiting, _ = os.pread(self._fd, 96, 0).split()
+        return int(running), int(waiting)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def freeze_startup() -> None:
@@ -162,20 +192,29 @@ class LoopWatch:
     def _tick(self) -> None:
         """A stall counts when a request was in flight as it began (only the
         greenlet that held the loop can have started one since)."""
-        stall = self._health.stall
+        health = self._health
+        stall = health.stall
         busy = self._busy
-        previous = time.perf_counter_ns()
-        was_busy = busy()
-        while True:
-            gevent.sleep(TICK_S)
-            now = time.perf_counter_ns()
-            late = max(now - previous - TICK_NS, 0)
-            if was_busy and now >= self._from_ns:
-                stall.record_corrected_value(late // 1000, TICK_US)
-                if late > STALL_NOTE_NS:
-                    self._note_stall(previous, now)
-            previous = now
+        clock = ThreadClock()
+        health.held_split = clock.read() is not None
+        try:
+            previous = time.perf_counter_ns()
+            account = clock.read()
             was_busy = busy()
+            while True:
+                gevent.sleep(TICK_S)
+                now = time.perf_counter_ns()
+                late = max(now - previous - TICK_NS, 0)
+                then, account = account, clock.read()
+                if was_busy and now >= self._from_ns:
+                    stall.record_corrected_value(late // 1000, TICK_US)
+                    if late > STALL_NOTE_NS:
+                        self._note_stall(previous, now)
+                        health.note_held(late, *_spent(then, account))
+                previous = now
+                was_busy = busy()
+        finally:
+            clock.close()
 
     def _note_stall(self, start_ns: int, end_ns: int) -> None:
         """Keep the stall; forget the oldest in bulk once past the memory (cheap
@@ -186,3 +225,12 @@ class LoopWatch:
             cut = bisect.bisect_left(self._stall_ends, end_ns - STALL_MEMORY_NS)
             del self._stall_starts[:cut]
             del self._stall_ends[:cut]
+
+
+def _spent(
+    before: tuple[int, int] | None, after: tuple[int, int] | None
+) -> tuple[int | None, int | None]:
+    """Time on a core and waiting for one between two reads of a ``ThreadClock``."""
+    if before is None or after is None:
+        return None, None
+    return after[0] - before[0], after[1] - before[1]

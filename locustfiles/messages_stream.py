@@ -47,6 +47,18 @@ def _index(obj: dict) -> int:
     return index if type(index) is int else 0
 
 
+def _text(text: Any) -> Chunk:
+    """Answer text, from a ``text`` block's start or a ``text_delta``."""
+    return Chunk(ChunkKind.OUTPUT, len(text), text) if type(text) is str and text else _empty()
+
+
+def _thinking(text: Any) -> Chunk:
+    """Reasoning, from a ``thinking`` block's start or a ``thinking_delta``."""
+    if type(text) is str and text:
+        return Chunk(ChunkKind.OUTPUT, len(text), reasoning=len(text))
+    return _empty()
+
+
 def _block_start(obj: dict) -> Chunk:
     block = obj.get("content_block")
     if type(block) is not dict:
@@ -60,12 +72,9 @@ def _block_start(obj: dict) -> Chunk:
         tools = [(_index(obj), call_id if type(call_id) is str else "", name, "")]
         return Chunk(ChunkKind.OUTPUT, len(name), tools=tools)
     if kind == "text":
-        text = block.get("text")
-        return Chunk(ChunkKind.OUTPUT, len(text), text) if type(text) is str and text else _empty()
+        return _text(block.get("text"))
     if kind == "thinking":
-        text = block.get("thinking")
-        if type(text) is str and text:
-            return Chunk(ChunkKind.OUTPUT, len(text), reasoning=len(text))
+        return _thinking(block.get("thinking"))
     return _empty()
 
 
@@ -75,13 +84,9 @@ def _block_delta(obj: dict, data: bytes) -> Chunk:
         return malformed("content_block_delta without a delta object", data)
     kind = delta.get("type")
     if kind == "text_delta":
-        text = delta.get("text")
-        return Chunk(ChunkKind.OUTPUT, len(text), text) if type(text) is str and text else _empty()
+        return _text(delta.get("text"))
     if kind == "thinking_delta":
-        text = delta.get("thinking")
-        if type(text) is str and text:
-            return Chunk(ChunkKind.OUTPUT, len(text), reasoning=len(text))
-        return _empty()
+        return _thinking(delta.get("thinking"))
     if kind == "input_json_delta":
         text = delta.get("partial_json")
         if type(text) is not str or not text:
@@ -129,6 +134,63 @@ def parse_event(data: bytes) -> Chunk:
     return _empty()  # ping, content_block_stop, and events added later
 
 
+def _block(part: dict) -> dict:
+    """A chat content part as a Messages content block: text, or an image
+    whose ``data:`` URL becomes a base64 source (another URL a ``url`` source)."""
+    if part.get("type") != "image_url":
+        return {"type": "text", "text": part.get("text", "")}
+    url = part["image_url"]["url"]
+    header, base64, data = url.partition(";base64,")
+    if not (base64 and header.startswith("data:")):
+        return {"type": "image", "source": {"type": "url", "url": url}}
+    source = {"type": "base64", "media_type": header.removeprefix("data:"), "data": data}
+    return {"type": "image", "source": source}
+
+
+def _tool_input(arguments: str) -> Any:
+    """A tool call's arguments as the ``input`` object Anthropic wants back."""
+    try:
+        value = orjson.loads(arguments or "{}")
+    except orjson.JSONDecodeError:
+        return {"arguments": arguments}
+    return value if type(value) is dict else {"arguments": arguments}
+
+
+def anthropic_turns(conversation: list[dict]) -> list[dict]:
+    """The chat-shaped conversation the load side keeps (system prompts
+    removed), as Messages turns: image parts become ``image`` blocks, an
+    assistant's tool calls ``tool_use`` blocks, and the tool results that
+    follow them one user turn of ``tool_result`` blocks."""
+    turns: list[dict] = []
+    results: list[dict] | None = None  # the open user turn of tool results
+    for message in conversation:
+        role, content = message.get("role"), message.get("content")
+        if role == "tool":
+            if results is None:
+                results = []
+                turns.append({"role": "user", "content": results})
+            result = {"type": "tool_result", "tool_use_id": message["tool_call_id"]}
+            results.append({**result, "content": content})
+            continue
+        results = None
+        calls = message.get("tool_calls") or ()
+        if type(content) is list:
+            content = [_block(p) for p in content]
+        elif calls:
+            content = [{"type": "text", "text": content}] if content else []
+            content.extend(
+                {
+                    "type": "tool_use",
+                    "id": call["id"],
+                    "name": call["function"]["name"],
+                    "input": _tool_input(call["function"]["arguments"]),
+                }
+                for call in calls
+            )
+        turns.append({"role": role, "content": content})
+    return turns
+
+
 def messages_body(
     model: str, turn: PlannedTurn, messages: list[dict] | None, options: RequestOptions
 ) -> dict:
@@ -140,7 +202,7 @@ def messages_body(
         "model": model,
         "stream": True,
         "max_tokens": turn.max_tokens,
-        "messages": [m for m in conversation if m.get("role") != "system"],
+        "messages": anthropic_turns([m for m in conversation if m.get("role") != "system"]),
     }
     if system:
         body["system"] = "\n\n".join(system)

@@ -36,7 +36,7 @@ from typing import Any, NoReturn
 
 import gevent
 from locust import events
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import STATE_INIT, MasterRunner, WorkerRunner
 
 from slogate import scenarios
 from slogate.analysis.capacity import Pricing
@@ -44,11 +44,15 @@ from slogate.analysis.history import auto_baseline, results_folder
 from slogate.analysis.rundata import RunData
 from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
 from slogate.locustfiles import state
+from slogate.locustfiles.clock import wall
 from slogate.locustfiles.context import LoadContext
+from slogate.locustfiles.distributed import Coordinator, WorkerSide, lost_reason
 from slogate.locustfiles.engine_info import EngineError, discover
 from slogate.locustfiles.loopwatch import freeze_spawned, freeze_startup
+from slogate.locustfiles.memory import release_freed_memory
 from slogate.locustfiles.request_log import REQUESTS_FILE, RequestLog
 from slogate.locustfiles.session import RunSession
+from slogate.locustfiles.shipping import ShippingError, pack
 from slogate.locustfiles.webview import install_web_view
 from slogate.reports.crashlog import crash_line, write_crash_log
 from slogate.scenarios.loader import resolve
@@ -65,6 +69,8 @@ PARENT_POLL_S = 0.5
 
 _default_scenario: str | None = None
 _session: RunSession | None = None
+_coordinator: Coordinator | None = None
+_worker_side: WorkerSide | None = None
 
 
 def use(default_scenario: str) -> None:
@@ -231,7 +237,7 @@ def fail(code: int, message: object) -> NoReturn:
 
 @events.init.add_listener
 def on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> None:
-    global _session
+    global _session, _worker_side
     options = environment.parsed_options
     if options is None:
         return
@@ -239,6 +245,8 @@ def on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> None
     if isinstance(runner, MasterRunner):
         runner.register_message("slogate_final", on_final)
     if isinstance(runner, WorkerRunner):
+        _worker_side = WorkerSide(runner, environment)
+        _worker_side.install()
         return
     if not options.locust_stats:
         logging.getLogger(LOCUST_STATS_LOGGER).disabled = True
@@ -246,7 +254,9 @@ def on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> None
         _session = start_session(options, runner)
     except Exception as error:  # exit codes are a contract: 3, one line, a log file
         fail(EXIT_INVALID, crash_line(error, write_crash_log(error, shlex.join(sys.argv))))
-    if not isinstance(runner, MasterRunner):
+    if isinstance(runner, MasterRunner):
+        coordinate(runner, options, _session)
+    else:
         prepare_process(_session.ctx)  # before the run's clock starts
     if web_ui is not None:
         install_web_view(web_ui, _session)
@@ -301,6 +311,18 @@ def start_session(options: Any, runner: Any) -> RunSession:
     if options.selftest > 0:
         session.selftest = measure_generator(options.selftest)
     return session
+
+
+def coordinate(runner: MasterRunner, options: Any, session: RunSession) -> None:
+    """A master ships the scenario to each worker that connects, and accepts
+    or refuses it (``distributed``)."""
+    global _coordinator
+    try:
+        shipment = pack(scenario_path(options), overrides(options), session.ctx.scenarios)
+    except (ShippingError, OSError) as error:
+        fail(EXIT_CONFIG, error)
+    _coordinator = Coordinator(runner, shipment, options.expect_workers)
+    _coordinator.install()
 
 
 def processes_reason(options: Any) -> str:
@@ -360,8 +382,11 @@ def on_sigterm(environment: Any) -> None:
     its usual way; ``on_quitting`` then writes the results marked incomplete.
     A master first stops its workers so their final data arrives.
     """
-    log.warning("slogate: SIGTERM: stopping the run and writing partial results")
     runner = environment.runner
+    if isinstance(runner, MasterRunner) and runner.state == STATE_INIT:
+        log.error("slogate: SIGTERM while waiting for workers: no load was sent")
+        sys.exit(EXIT_INVALID)  # Locust's wait for workers would outlast any stop
+    log.warning("slogate: SIGTERM: stopping the run and writing partial results")
 
     def stop() -> None:
         if isinstance(runner, MasterRunner):
@@ -397,6 +422,7 @@ def gauges(ctx: LoadContext) -> dict[str, Any]:
         "in_flight": ctx.in_flight,
         "cancelled": ctx.cancelled,
         "cpu_warning": ctx.cpu_warning,
+        "finished": ctx.finished,
     }
 
 
@@ -415,14 +441,15 @@ def on_test_start(environment: Any, **_: Any) -> None:
     runner = environment.runner
     options = environment.parsed_options
     if isinstance(runner, WorkerRunner):
-        loaded = scenarios.load(scenario_path(options), overrides(options))
+        if _worker_side is None or _worker_side.scenarios is None:
+            raise RuntimeError("slogate: the master started the load before this worker's scenario")
         ctx = build_context(
             options,
-            loaded,
+            _worker_side.scenarios,
             environment.host,  # a worker gets the host with its spawn message, not as an option
             options.slogate_model,
             options.slogate_shards,
-            origin=options.slogate_origin,
+            origin=_worker_side.origin(options.slogate_origin),
         )
         state.install(ctx)
         prepare_process(ctx)
@@ -430,6 +457,9 @@ def on_test_start(environment: Any, **_: Any) -> None:
         return
     if _session is None:
         return
+    if _coordinator is not None:
+        _coordinator.wait_until_accepted()
+        _session.workers = _coordinator.workers_meta()
     origin = _session.ctx.origin_s or _session.ctx.start_clock()
     options.slogate_origin = origin
     _session.start(origin)
@@ -448,6 +478,7 @@ def prepare_process(ctx: LoadContext) -> None:
     gevent.get_hub().threadpool.apply(ctx.prepare_text)
     ctx.prepare()
     freeze_startup()
+    release_freed_memory()
 
 
 def start_scraper(options: Any) -> Any:
@@ -533,14 +564,22 @@ def on_test_stop(environment: Any, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
         send_final(environment)
     elif isinstance(runner, MasterRunner) and _session is not None:
-        wait_for_finals(_session)
+        wait_for_finals(_session, _coordinator)
 
 
-def wait_for_finals(session: RunSession) -> None:
+def wait_for_finals(session: RunSession, coordinator: Coordinator | None) -> None:
+    """Every worker's final data, from those still alive: one Locust's
+    heartbeat has marked missing sends nothing more, so it is not waited for."""
     deadline = time.monotonic() + FINALS_TIMEOUT_S
-    while not session.workers_seen <= session.finals and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        expected = session.workers_seen | set(coordinator.accepted if coordinator else ())
+        waiting = expected - session.finals
+        if coordinator is not None:
+            waiting &= coordinator.alive()
+        if not waiting:
+            break
         gevent.sleep(0.1)
-    session.missing_finals = sorted(session.workers_seen - session.finals)
+    session.missing_finals = sorted(expected - session.finals)
     if session.missing_finals:
         log.error("slogate: no final data from workers %s", ", ".join(session.missing_finals))
 
@@ -558,7 +597,14 @@ def on_quitting(environment: Any, **_: Any) -> None:
         runner.stop()  # interrupted: stop the workers, and collect their final data
     reason = None if done else "interrupted before the load profile ended"
     if _session.missing_finals:
-        reason = f"no final data from workers {', '.join(_session.missing_finals)}"
+        reason = lost_reason(
+            _session.missing_finals,
+            _coordinator.accepted if _coordinator else {},
+            _session.worker_last_s,
+            {w: g.get("finished", 0) for w, g in _session.worker_gauges.items()},
+            _session.start_wall or 0.0,
+            min(wall(), (_session.start_wall or 0.0) + _session.ctx.timeline.total_s),
+        )
     try:
         code = _session.finish(complete=reason is None, reason=reason)
     except Exception as error:  # exit codes are a contract: 3, one line, a log file

@@ -103,24 +103,14 @@ def measure_cost_per_event_us() -> float:
     parsed and recorded as a run does (SSE, JSON, record, HDR), times
     ``IO_FACTOR`` for the socket side. About 50 ms."""
     from slogate.analysis.recorder import Recorder
-    from slogate.analysis.records import RequestRecord
-    from slogate.exactengine.behaviour import Behaviour
-    from slogate.exactengine.plan import Request, stream_writes
-    from slogate.locustfiles.openai_stream import StreamInterpreter
-    from slogate.locustfiles.sse import SSEParser
+    from slogate.locustfiles.calibration import chat_stream, parse_stream
 
-    request = Request("chat", "m", CALIBRATION_TOKENS, True, False, 9)
-    payloads = [bytearray(w.payload) for w in stream_writes(Behaviour(), request) if w.payload]
+    reads = [bytearray(read) for read in chat_stream(CALIBRATION_TOKENS)]
     recorder = Recorder()
     events = 0
     started = time.process_time()
     for n in range(CALIBRATION_REQUESTS):
-        record = RequestRecord("calibration", 1)
-        interpreter = StreamInterpreter(record)
-        parser = SSEParser()
-        for i, payload in enumerate(payloads):
-            for event in parser.feed(payload):
-                interpreter.on_event(event, 1 + i * 20_000_000)
+        record = parse_stream(reads)
         recorder.record(record, float(n))
         events += len(record.chunk_ns)
     return IO_FACTOR * (time.process_time() - started) * 1e6 / events

@@ -27,6 +27,7 @@ class RequestLog:
 
     def write(self, line: dict[str, Any]) -> None:
         if self._fd is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)  # a worker on another host
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.write(self._fd, orjson.dumps(line) + b"\n")
 

@@ -129,16 +129,50 @@ def parse_event(data: bytes) -> Chunk:
     return Chunk(ChunkKind.EMPTY)
 
 
+def _input_part(part: dict) -> dict:
+    """A chat content part as a Responses input part (``input_text``, ``input_image``)."""
+    if part.get("type") == "image_url":
+        return {"type": "input_image", "image_url": part["image_url"]["url"], "detail": "auto"}
+    return {"type": "input_text", "text": part.get("text", "")}
+
+
+def input_items(conversation: list[dict]) -> list[dict]:
+    """The chat-shaped conversation the load side keeps, as Responses ``input``
+    items: image parts become ``input_image``, an assistant's tool calls
+    ``function_call`` items and tool results ``function_call_output`` items."""
+    items: list[dict] = []
+    for message in conversation:
+        role, content = message.get("role"), message.get("content")
+        if role == "tool":
+            output = {"call_id": message["tool_call_id"], "output": content}
+            items.append({"type": "function_call_output", **output})
+            continue
+        if type(content) is list:
+            content = [_input_part(p) for p in content]
+        if content:
+            items.append({"role": role, "content": content})
+        items.extend(
+            {
+                "type": "function_call",
+                "call_id": call["id"],
+                "name": call["function"]["name"],
+                "arguments": call["function"]["arguments"],
+            }
+            for call in message.get("tool_calls") or ()
+        )
+    return items
+
+
 def responses_body(
     model: str, turn: PlannedTurn, messages: list[dict] | None, options: RequestOptions
 ) -> dict:
-    """A streamed Responses request: the conversation as ``input`` messages
+    """A streamed Responses request: the conversation as ``input`` items
     (the system prompt stays a ``system`` message), ``max_output_tokens``."""
     body: dict = {
         "model": model,
         "stream": True,
         "max_output_tokens": turn.max_tokens,
-        "input": chat_messages(turn) if messages is None else messages,
+        "input": input_items(chat_messages(turn) if messages is None else messages),
     }
     if options.tools:
         body["tools"] = [{"type": "function", **tool} for tool in options.tools]

@@ -10,8 +10,11 @@ each chunk. The difference is the generator's error bound at that load.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import resource
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -19,7 +22,7 @@ import gevent
 import numpy as np
 import psutil
 
-from slogate.analysis.generator import ProcessHealth, gc_block, stall_block
+from slogate.analysis.generator import ProcessHealth, gc_block, held_block, held_line, stall_block
 from slogate.analysis.metrics import per_token_itl
 from slogate.analysis.percentiles import estimate
 from slogate.analysis.recorder import OVERALL, Recorder
@@ -58,6 +61,8 @@ class Setup:
     tokens: int
     tokens_per_chunk: int
     kernel_timestamps: bool
+    client_cpus: tuple[int, ...] = ()  # empty: not pinned
+    server_cpus: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +106,8 @@ class SelftestResult:
             "tokens": setup.tokens,
             "tokens_per_chunk": setup.tokens_per_chunk,
             "kernel_timestamps": setup.kernel_timestamps,
+            "client_cpus": list(setup.client_cpus),
+            "server_cpus": list(setup.server_cpus),
             "duration_s": round(self.duration_s, 3),
             "requests": self.requests,
             "failed": self.failed,
@@ -116,6 +123,7 @@ class SelftestResult:
             "tokens_exact": self.tokens_exact,
             "max_abs_error_ms": round(self.max_abs_error_ms, 4),
             "loop_stall_ms": stall_block(self.health),
+            "loop_held_ms": held_block(self.health),
             "gc": gc_block(self.health),
             "comparisons": [
                 {
@@ -135,7 +143,8 @@ class SelftestResult:
         timing = "kernel receive timestamps" if setup.kernel_timestamps else "read-return times"
         out = [
             f"server schedule: TTFT {setup.ttft_ms:g} ms, ITL {setup.itl_ms:g} ms, "
-            f"{setup.tokens} tokens, {setup.tokens_per_chunk} per chunk; client timing: {timing}",
+            f"{setup.tokens} tokens, {setup.tokens_per_chunk} per chunk; client timing: {timing}"
+            + _cores_text(setup),
             f"streams {self.streams}, {self.duration_s:.1f} s: {self.requests} requests "
             f"({self.failed} failed), {self.events} events, {self.events_per_s:,.0f} events/s",
             f"client CPU {self.client_cpu_s:.2f} s ({self.client_cores:.2f} cores), "
@@ -155,7 +164,41 @@ class SelftestResult:
                 f"max {stall['max']:.3f} ms; collector: {pauses['collections']} passes "
                 f"{pauses['by_generation']}, longest {pauses['max_pause_ms']:.3f} ms"
             )
+        if self.health.held_split and self.health.held_ns:
+            out.append(
+                f"client loop held {self.health.held_ns / 1e6:.1f} ms: {held_line(self.health)}"
+            )
         return out
+
+
+def _cores_text(setup: Setup) -> str:
+    if not setup.server_cpus:
+        return ""
+    client = ",".join(map(str, setup.client_cpus)) or "any"
+    return f"; server on CPU {','.join(map(str, setup.server_cpus))}, client on CPU {client}"
+
+
+def split_cores() -> tuple[set[int], set[int]]:
+    """(client's, server's) cores: the server gets the last core this process may
+    use, the client the rest; both empty with fewer than two cores."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if len(cores) < 2:
+        return set(), set()
+    return set(cores[:-1]), {cores[-1]}
+
+
+@contextlib.contextmanager
+def pinned(cpus: set[int]) -> Iterator[None]:
+    """This process on ``cpus`` for the block (unchanged when empty)."""
+    if not cpus:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def value_at_percentile(values: np.ndarray, percentile: float) -> float:
@@ -205,16 +248,40 @@ def run_selftest(
     tokens: int = 128,
     tokens_per_chunk: int = 1,
     kernel_timestamps: bool = True,
-    server_cpus: set[int] | None = None,
+    separate_cores: bool = True,
 ) -> SelftestResult:
     """Drive ``streams`` closed-loop streams against the exact-schedule server for
     ``duration_s`` (in-flight streams then finish) and compare TTFT and ITL
-    p50/p99 with the truth."""
+    p50/p99 with the truth.
+
+    With ``separate_cores`` (and two cores or more) the server runs on a core of
+    its own and the client on the others: in a real run the engine is another
+    machine, so the server's CPU is not the generator's error to measure. A
+    caller that places both itself passes False."""
     if streams < 1 or duration_s <= 0 or tokens < 2:
         raise ValueError("selftest: streams >= 1, duration_s > 0 and tokens >= 2 are required")
     _raise_fd_limit(2 * streams + 256)
+    client_cpus, server_cpus = split_cores() if separate_cores else (set(), set())
+    with pinned(client_cpus):
+        result = _measure(streams, duration_s, ttft_ms, itl_ms, tokens, tokens_per_chunk,
+                          kernel_timestamps, server_cpus)  # fmt: skip
+    setup = replace(result.setup, client_cpus=tuple(sorted(client_cpus)),
+                    server_cpus=tuple(sorted(server_cpus)))  # fmt: skip
+    return replace(result, setup=setup)
+
+
+def _measure(
+    streams: int,
+    duration_s: float,
+    ttft_ms: float,
+    itl_ms: float,
+    tokens: int,
+    tokens_per_chunk: int,
+    kernel_timestamps: bool,
+    server_cpus: set[int],
+) -> SelftestResult:
     behaviour = {"ttft_ms": ttft_ms, "itl_ms": itl_ms, "tokens_per_chunk": tokens_per_chunk}
-    with ExactEngine(behaviour, cpus=server_cpus) as engine:
+    with ExactEngine(behaviour, cpus=server_cpus or None) as engine:
         server = psutil.Process(engine.pid)
         client = StreamClient(
             engine.url,

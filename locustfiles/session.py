@@ -26,6 +26,7 @@ from slogate.analysis.rundata import RunData
 from slogate.analysis.slo import SloResult, Verdict
 from slogate.analysis.summary import redact
 from slogate.analysis.timeseries import window_row
+from slogate.locustfiles.clock import wall
 from slogate.locustfiles.context import LoadContext
 from slogate.locustfiles.engine_info import EngineInfo
 from slogate.locustfiles.provenance import git_revision, tool_version
@@ -97,6 +98,8 @@ class RunSession:
         self.finals: set[str] = set()
         self.missing_finals: list[str] = []
         self.workers_seen: set[str] = set()
+        self.worker_last_s: dict[str, float] = {}
+        self.workers: dict[str, dict[str, Any]] = {}
         self.cpu_warning = False
         self.users = 0
         self.started_at: str | None = None
@@ -118,6 +121,7 @@ class RunSession:
         self.collector.absorb(payload["recorder"])
         self.cpu_warning |= payload["gauges"]["cpu_warning"]
         self.workers_seen.add(worker)
+        self.worker_last_s[worker] = wall()
         self.worker_gauges[worker] = payload["gauges"]
         if payload.get("generator") is not None:
             self.worker_health[worker] = payload["generator"]
@@ -223,6 +227,7 @@ class RunSession:
                 "cpu_warning": self.cpu_warning,
                 "processes": max(len(self.workers_seen), 1),
                 "processes_reason": self.processes_reason,
+                "workers": self.workers,
                 "selftest": self.selftest,
                 "health": self.health(),
             },

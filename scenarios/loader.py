@@ -62,6 +62,7 @@ BUILTINS = (
     "azure-conv",
     "azure-code",
 )
+CHAT_APIS = frozenset({"chat", "responses", "messages"})  # with tool calls and image inputs
 OVERRIDES = ("users", "spawn_rate", "rate", "duration", "warmup", "seed")
 FLAT_LOAD_OVERRIDES = ("users", "spawn_rate", "rate", "duration")
 
@@ -276,8 +277,9 @@ def _scenario(
     if load is not None:
         _check_conversations(reader, f["api"], workload, load)
     _check_agent(reader, f["api"], f["agent"], f["request"], load)
-    if f["images"] is not None and f["api"] != "chat":
-        reader.problem("images", f"images are sent with api: chat, got api: {f['api']}")
+    if f["images"] is not None and f["api"] not in CHAT_APIS:
+        wanted = ", ".join(sorted(CHAT_APIS))
+        reader.problem("images", f"images are sent with api: one of {wanted}, got api: {f['api']}")
     if len(reader.problems) > before or load is None:
         return None
     return Scenario(
@@ -299,12 +301,14 @@ def _scenario(
 
 
 def _check_agent(reader: Reader, api: str, agent: Any, request: Any, load: LoadSpec | None) -> None:
-    """An agent loop answers chat tool calls, step after step: it needs api: chat,
-    tools to call, and closed-loop users (an open-loop arrival is one request)."""
+    """An agent loop answers tool calls, step after step: it needs an API with
+    tool calls (chat, responses, messages), tools to call, and closed-loop
+    users (an open-loop arrival is one request)."""
     if agent is None:
         return
-    if api != "chat":
-        reader.problem("agent", f"an agent loop needs api: chat, got api: {api}")
+    if api not in CHAT_APIS:
+        wanted = ", ".join(sorted(CHAT_APIS))
+        reader.problem("agent", f"an agent loop needs api: one of {wanted}, got api: {api}")
     if request is not None and not request.tools:
         reader.problem("request.tools", "an agent loop needs tools: set request.tools >= 1")
     if load is not None and load.open_loop:

@@ -24,9 +24,12 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
+from slogate.scenarios.cache import cache_dir, key_of, store
+
 DATA_DIR = Path(__file__).resolve().parent / "data"
 LOCAL_TOKENIZER = DATA_DIR / "tokenizers" / "smollm2-135m" / "tokenizer.json"
 CORPORA = ("prose", "code")
+CORPUS_CACHE_VERSION = b"tokenized-corpus/1"  # bump when the boundaries are computed differently
 CODE_CORPUS_CHARS = 600_000
 CALIBRATION_CHARS = 50_000
 CALIBRATION_PASSAGES = 40
@@ -167,9 +170,43 @@ def _piece_sizes(n: int, corpus: Corpus) -> list[int]:
 
 @functools.lru_cache(maxsize=8)
 def tokenized_corpus(kind: str, tokenizer_path: str) -> TokenizedCorpus:
-    """Tokenize a corpus once per process (a few hundred milliseconds)."""
+    """A corpus with its token boundaries, once per process: from the cache when
+    this text was tokenized with this tokenizer file before (milliseconds),
+    else tokenized now (a second, and tens of megabytes of transient buffers
+    in every load process) and cached."""
     text = corpus_text(kind)
-    tokenizer = load_tokenizer(tokenizer_path)
+    key = key_of(
+        CORPUS_CACHE_VERSION,
+        Path(tokenizer_path).read_bytes(),
+        text.encode("utf-8", "surrogatepass"),
+    )
+    path = cache_dir("corpora") / f"{kind}-{key}.npz"
+    cached = _cached_corpus(path, text)
+    if cached is not None:
+        return cached
+    corpus = _tokenize_corpus(text, load_tokenizer(tokenizer_path))
+    arrays = {"char_at": corpus.char_at, "starts": corpus.starts, "ends": corpus.ends}
+    store(path, lambda f: np.savez(f, join_tokens=np.int64(corpus.join_tokens), **arrays))
+    return corpus
+
+
+def _cached_corpus(path: Path, text: str) -> TokenizedCorpus | None:
+    """The cached boundaries of ``text``, or None when absent or not of its shape."""
+    try:
+        with np.load(path) as saved:
+            char_at, starts, ends = saved["char_at"], saved["starts"], saved["ends"]
+            join_tokens = int(saved["join_tokens"])
+    except (OSError, KeyError, ValueError, EOFError):  # absent, damaged, another layout
+        return None
+    tokens = len(char_at) - 1
+    if tokens < 1 or int(char_at[-1]) != len(text) or len(ends) != tokens + 1:
+        return None
+    if len(starts) and not 0 <= int(starts.min()) <= int(starts.max()) < tokens:
+        return None
+    return TokenizedCorpus(text, char_at, starts, ends, join_tokens)
+
+
+def _tokenize_corpus(text: str, tokenizer: Tokenizer) -> TokenizedCorpus:
     # encode_batch releases the GIL (encode does not): a load process tokenizes
     # in a thread while its event loop keeps serving (heartbeats, streams).
     encoding = tokenizer.encode_batch([text], add_special_tokens=False)[0]

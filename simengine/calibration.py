@@ -11,15 +11,17 @@ The published runs used TensorRT-LLM (NIM is TensorRT-LLM inside), so the
 profiles use its engine family (``engine=trtllm``: no eviction, its KV sizing
 and batch limits). Throughput benchmarks ("offline", ``trtllm-bench
 throughput``) are modelled as a closed loop with more clients than fit, so the
-engine is always full, as with a pre-loaded dataset. Llama-3.3-70B has
-Llama-3.1-70B's architecture.
+engine is always full, as with a pre-loaded dataset. The v0.9 tables (A100,
+L40S and H100 cells) ran ``gptSessionBenchmark``: a fixed batch of requests
+in-process, modelled as that many clients with no front-end cost.
+Llama-3.3-70B has Llama-3.1-70B's architecture.
 """
 
 from __future__ import annotations
 
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 from slogate.simengine.profiles import load_profile
@@ -27,10 +29,19 @@ from slogate.simengine.simulate import SimResult, simulate_closed_loop
 
 PERF_OVERVIEW = "TensorRT-LLM v1.0 perf overview"
 NIM = "NIM benchmarks"
+PERF_V09 = "TensorRT-LLM v0.9 performance"
 TRT_8B_H100 = "llama-3.1-8b@h100:fp8:kv=fp8:engine=trtllm"
 TRT_8B_H200 = "llama-3.1-8b@h200:fp8:kv=fp8:engine=trtllm"
 TRT_70B_2XH100 = "llama-3.1-70b@2xh100:fp8:kv=fp8:engine=trtllm"
 TRT_70B_H200 = "llama-3.1-70b@h200:fp8:kv=fp8:engine=trtllm"
+SOURCE_URLS = {
+    PERF_OVERVIEW: "https://github.com/NVIDIA/TensorRT-LLM/blob/v1.0.0/docs/source/performance/perf-overview.md",
+    NIM: "https://docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance",
+    PERF_V09: "https://github.com/NVIDIA/TensorRT-LLM/blob/v0.9.0/docs/source/performance.md",
+}
+V09_7B_A100 = "llama-2-7b@a100:fp16:engine=trtllm"
+V09_7B_L40S = "llama-2-7b@l40s:fp8:kv=fp8:engine=trtllm"
+V09_7B_H100 = "llama-2-7b@h100:fp8:kv=fp8:engine=trtllm"
 NIM_70B = TRT_70B_2XH100
 OFFLINE_CONCURRENCY = 1536
 FITTED = "fitted"
@@ -53,6 +64,7 @@ class Reference:
     half: str = FITTED
     note: str = ""
     tolerance: float = 0.20
+    front_end: bool = True  # False: the benchmark calls the runtime directly (no HTTP)
 
 
 def _offline(
@@ -61,6 +73,22 @@ def _offline(
     """A TensorRT-LLM perf-overview cell: trtllm-bench's offline throughput run."""
     return Reference(f"{label}, {isl}/{osl}", PERF_OVERVIEW, profile, isl, osl,
                      OFFLINE_CONCURRENCY, "output_tokens_per_s", published, half)  # fmt: skip
+
+
+def _static_batch(
+    profile: str, label: str, batch: int, isl: int, osl: int, per_gpu: float, half: str
+) -> Reference:
+    """A TensorRT-LLM v0.9 peak-throughput cell: ``gptSessionBenchmark`` runs
+    ``batch`` requests together, no HTTP front end; the table gives output
+    tokens/s per GPU (these are all one-GPU cells)."""
+    return Reference(f"{label}, {isl}/{osl}, batch {batch}", PERF_V09, profile, isl, osl, batch,
+                     "output_tokens_per_s", per_gpu, half, front_end=False)  # fmt: skip
+
+
+def _first_token(profile: str, label: str, isl: int, published_ms: float, half: str) -> Reference:
+    """A TensorRT-LLM v0.9 low-latency cell: batch 1, one output token."""
+    return Reference(f"{label}, {isl}/1, batch 1", PERF_V09, profile, isl, 1, 1, "ttft_ms",
+                     published_ms, half, front_end=False)  # fmt: skip
 
 
 REFERENCES: tuple[Reference, ...] = (
@@ -92,6 +120,26 @@ REFERENCES: tuple[Reference, ...] = (
     _offline(TRT_70B_2XH100, "Llama-3.3-70B FP8, 2xH100", 2048, 128, 762, HELD_BACK),
     _offline(TRT_70B_H200, "Llama-3.3-70B FP8, 1xH200", 1000, 1000, 2909, HELD_BACK),
     _offline(TRT_70B_H200, "Llama-3.3-70B FP8, 1xH200", 5000, 500, 566, HELD_BACK),
+    _offline(TRT_8B_H100, "Llama-3.1-8B FP8, 1xH100", 1000, 2000, 13899, HELD_BACK),
+    _offline(TRT_8B_H100, "Llama-3.1-8B FP8, 1xH100", 2048, 2048, 9305, HELD_BACK),
+    _offline(TRT_8B_H200, "Llama-3.1-8B FP8, 1xH200", 1000, 2000, 16828, HELD_BACK),
+    _offline(TRT_8B_H200, "Llama-3.1-8B FP8, 1xH200", 2048, 2048, 12194, HELD_BACK),
+    _offline(TRT_70B_2XH100, "Llama-3.3-70B FP8, 2xH100", 20000, 2000, 437, HELD_BACK),
+    _offline(TRT_70B_H200, "Llama-3.3-70B FP8, 1xH200", 20000, 2000, 283, HELD_BACK),
+    _static_batch(V09_7B_A100, "Llama-2-7B FP16, 1xA100", 256, 128, 128, 5390, FITTED),
+    _static_batch(V09_7B_A100, "Llama-2-7B FP16, 1xA100", 32, 2048, 128, 533, FITTED),
+    _first_token(V09_7B_A100, "Llama-2-7B FP16, 1xA100", 128, 16.2, FITTED),
+    _static_batch(V09_7B_A100, "Llama-2-7B FP16, 1xA100", 32, 128, 2048, 1484, HELD_BACK),
+    _static_batch(V09_7B_A100, "Llama-2-7B FP16, 1xA100", 16, 2048, 2048, 603, HELD_BACK),
+    _first_token(V09_7B_A100, "Llama-2-7B FP16, 1xA100", 2048, 132.4, HELD_BACK),
+    _static_batch(V09_7B_L40S, "Llama-2-7B FP8, 1xL40S", 256, 128, 128, 5885, FITTED),
+    _static_batch(V09_7B_L40S, "Llama-2-7B FP8, 1xL40S", 32, 2048, 128, 574, FITTED),
+    _first_token(V09_7B_L40S, "Llama-2-7B FP8, 1xL40S", 128, 14.1, FITTED),
+    _static_batch(V09_7B_L40S, "Llama-2-7B FP8, 1xL40S", 64, 128, 2048, 1654, HELD_BACK),
+    _static_batch(V09_7B_L40S, "Llama-2-7B FP8, 1xL40S", 16, 2048, 2048, 537, HELD_BACK),
+    _first_token(V09_7B_L40S, "Llama-2-7B FP8, 1xL40S", 2048, 80.1, HELD_BACK),
+    _static_batch(V09_7B_H100, "Llama-2-7B FP8, 1xH100", 120, 128, 2048, 6944, HELD_BACK),
+    _static_batch(V09_7B_H100, "Llama-2-7B FP8, 1xH100", 56, 2048, 2048, 2826, HELD_BACK),
 )  # fmt: skip
 
 
@@ -111,11 +159,20 @@ class Row:
 
 
 @cache
-def experiment(profile: str, concurrency: int, input_tokens: int, output_tokens: int) -> SimResult:
-    """The closed-loop run behind a reference (cached: several metrics share one)."""
+def experiment(
+    profile: str, concurrency: int, input_tokens: int, output_tokens: int, front_end: bool = True
+) -> SimResult:
+    """The closed-loop run behind a reference (cached: several metrics share one).
+    Without a front end (a benchmark that calls the runtime in-process) the
+    per-request HTTP and tokenizing cost is left out."""
     requests = 2 * concurrency if concurrency >= 1000 else max(64, 3 * concurrency)
+    deployment = load_profile(profile)
+    if not front_end:
+        deployment = replace(
+            deployment, efficiency=replace(deployment.efficiency, request_overhead_s=0.0)
+        )
     return simulate_closed_loop(
-        load_profile(profile),
+        deployment,
         concurrency=concurrency,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
@@ -137,7 +194,9 @@ def calibrate(references: tuple[Reference, ...] = REFERENCES) -> list[Row]:
     """Simulate every reference's experiment (each experiment runs once)."""
     rows = []
     for ref in references:
-        result = experiment(ref.profile, ref.concurrency, ref.input_tokens, ref.output_tokens)
+        result = experiment(
+            ref.profile, ref.concurrency, ref.input_tokens, ref.output_tokens, ref.front_end
+        )
         rows.append(Row(ref, _value(result, ref.metric)))
     return rows
 
@@ -158,7 +217,8 @@ def _table(rows: list[Row]) -> list[str]:
         ref = row.reference
         note = f" ({ref.note})" if ref.note else ""
         lines.append(
-            f"| {ref.label}{note} | {ref.source} | {units[ref.metric]} | {ref.published:,.1f} "
+            f"| {ref.label}{note} | [{ref.source}]({SOURCE_URLS[ref.source]}) "
+            f"| {units[ref.metric]} | {ref.published:,.1f} "
             f"| {row.simulated:,.1f} | {row.error:+.0%} |"
         )
     return lines

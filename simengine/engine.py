@@ -31,6 +31,7 @@ import time
 from collections import deque
 from typing import Any
 
+from slogate.simengine.adapters import AdapterCost
 from slogate.simengine.config import EngineConfig
 from slogate.simengine.metrics import EngineMetrics
 from slogate.simengine.profiles import ProfileError
@@ -43,10 +44,11 @@ FINE_SLEEP_S = 0.001  # the last part of a step's wait, slept precisely
 class TokenStream:
     """One request's link between its handler and the engine loop."""
 
-    __slots__ = ("last_time", "seq", "waiter", "want")
+    __slots__ = ("adapter", "last_time", "seq", "waiter", "want")
 
     def __init__(self, seq: Sequence) -> None:
         self.seq = seq
+        self.adapter: str | None = None  # the LoRA adapter the request names, if any
         self.want = 1
         self.waiter: asyncio.Future[None] | None = None
         self.last_time = 0.0  # model time of the last token (for ITL metrics)
@@ -89,6 +91,7 @@ class Engine:
         self.manage_gc = manage_gc
         self._last_full_gc = time.monotonic()
         self.scheduler = Scheduler(config.profile, seed=config.seed)
+        self._adapters = AdapterCost(config.profile) if config.profile.lora_adapters else None
         self.metrics = EngineMetrics(self.scheduler, config.model_name)
         self._speedup = config.speedup
         self._anchor_real = time.monotonic()
@@ -126,11 +129,17 @@ class Engine:
             self._task = None
 
     # -- requests ---------------------------------------------------------------------
-    def submit(self, seq: Sequence) -> None:
-        """Accept a request now; it reaches the scheduler after the profile's
-        front-end cost (HTTP parsing, tokenizing), in model time."""
-        seq.arrival = self.model_time()
-        delay = self.config.profile.efficiency.request_overhead_s / self._speedup
+    def submit(self, seq: Sequence, received: float | None = None) -> None:
+        """Accept a request received at model time ``received`` (default now);
+        it reaches the scheduler once the profile's front-end cost (HTTP
+        parsing, tokenizing) has passed since then. The simulator's own
+        parsing and tokenizing, already spent, counts toward that cost rather
+        than on top of it, so TTFT runs from the request's receipt as a
+        client sees it."""
+        now = self.model_time()
+        seq.arrival = now if received is None else min(received, now)
+        overhead = self.config.profile.efficiency.request_overhead_s
+        delay = (seq.arrival + overhead - now) / self._speedup
         if delay > 0:
             self._in_front_end.add(seq)
             asyncio.get_running_loop().call_later(delay, self._schedule, seq)
@@ -166,6 +175,8 @@ class Engine:
                 self._model_now = max(self._model_now, self.model_time())
             step = scheduler.schedule()
             self._model_now += step.duration
+            if self._adapters is not None:
+                self._model_now += self._adapters.seconds(step.seqs)
             deadline = self._real_time(self._model_now)
             await self._sleep_until(loop, deadline)
             late = loop.time() - deadline

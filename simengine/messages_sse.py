@@ -3,9 +3,11 @@
 
 ``message_start`` (with ``usage.input_tokens``), then per content block
 ``content_block_start``, ``content_block_delta`` events (``thinking_delta``
-for a reasoning model's thinking block, ``text_delta`` for the answer) and
-``content_block_stop``; at the end ``message_delta`` with ``stop_reason``
-(``end_turn`` or ``max_tokens``) and ``usage.output_tokens``, then
+for a reasoning model's thinking block, ``text_delta`` for the answer, or
+``input_json_delta`` for a ``tool_use`` block when the reply is an agent's
+tool call) and ``content_block_stop``; at the end ``message_delta`` with
+``stop_reason`` (``end_turn``, ``max_tokens`` or ``tool_use``) and
+``usage.output_tokens``, then
 ``message_stop``. Errors inside the stream are ``event: error`` with
 ``{"type": "error", "error": {"type": "api_error", "message": ...}}``.
 """
@@ -16,9 +18,16 @@ from typing import Any
 
 import orjson
 
+from slogate.simengine.sse import tool_arguments
+
 __all__ = ["MessagesEncoder"]
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens"}
+_DELTA_FIELDS = {  # a content block's delta type and field, before the escaped text
+    "thinking": b'"thinking_delta","thinking":"',
+    "text": b'"text_delta","text":"',
+    "tool_use": b'"input_json_delta","partial_json":"',
+}
 
 
 def _event(kind: str, fields: dict[str, Any]) -> bytes:
@@ -30,14 +39,23 @@ def _event(kind: str, fields: dict[str, Any]) -> bytes:
 class MessagesEncoder:
     """Encodes one message's events; stateful (which content block is open)."""
 
-    __slots__ = ("_block", "_id", "_model", "_open", "_prompt_tokens")
+    __slots__ = ("_block", "_id", "_model", "_open", "_prompt_tokens", "_tool", "_tool_started")
 
-    def __init__(self, *, request_id: str, model: str, prompt_tokens: int) -> None:
+    def __init__(
+        self,
+        *,
+        request_id: str,
+        model: str,
+        prompt_tokens: int,
+        tool: tuple[str, str] | None = None,
+    ) -> None:
         self._id = request_id
+        self._tool = tool  # (call id, function name): the answer is this tool call
+        self._tool_started = False
         self._model = model
         self._prompt_tokens = prompt_tokens
         self._block = -1  # index of the open content block
-        self._open: str | None = None  # its kind: "thinking" or "text"
+        self._open: str | None = None  # its kind: "thinking", "text" or "tool_use"
 
     def opening(self) -> bytes:
         message = {
@@ -58,11 +76,11 @@ class MessagesEncoder:
             out += _event("content_block_stop", {"index": self._block})
         self._block += 1
         self._open = kind
-        block = (
-            {"type": "thinking", "thinking": ""}
-            if kind == "thinking"
-            else {"type": "text", "text": ""}
-        )
+        block: dict[str, Any] = {"type": kind, kind: ""}
+        if kind == "tool_use":
+            assert self._tool is not None
+            call_id, name = self._tool
+            block = {"type": kind, "id": call_id, "name": name, "input": {}}
         return out + _event("content_block_start", {"index": self._block, "content_block": block})
 
     def content(
@@ -72,11 +90,14 @@ class MessagesEncoder:
         finish_reason: str | None,
         reasoning: bool = False,
     ) -> bytes:
-        kind = "thinking" if reasoning else "text"
+        kind = "thinking" if reasoning else "text" if self._tool is None else "tool_use"
         head = self._switch(kind) if self._open != kind else b""
+        if kind == "tool_use":
+            first, self._tool_started = not self._tool_started, True
+            escaped_text = tool_arguments(escaped_text, first, finish_reason is not None)
         if not escaped_text:
             return head
-        delta = b'"thinking_delta","thinking":"' if reasoning else b'"text_delta","text":"'
+        delta = _DELTA_FIELDS[kind]
         return (
             head
             + b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
@@ -91,7 +112,9 @@ class MessagesEncoder:
         stop = _event("content_block_stop", {"index": self._block}) if self._open else b""
         delta = {
             "delta": {
-                "stop_reason": STOP_REASONS.get(finish_reason, finish_reason),
+                "stop_reason": "tool_use"
+                if self._tool is not None  # a complete call, as chat's "tool_calls"
+                else STOP_REASONS.get(finish_reason, finish_reason),
                 "stop_sequence": None,
             },
             "usage": {"output_tokens": completion_tokens},

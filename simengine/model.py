@@ -5,14 +5,16 @@ in it (prefill chunks and one token per decoding sequence). Its time is the
 sum of two kernel groups that run one after the other, each bounded by its
 own roofline, plus fixed costs::
 
-    linear    = max(linear FLOPs / (peak x matmul), weight bytes / (HBM x bandwidth))
+    linear    = blend(linear FLOPs / (peak x matmul), weight bytes / (HBM x bandwidth))
     attention = max(attention FLOPs / (bf16 peak x attention),
                     KV bytes / (HBM x kv_bandwidth))
     time      = linear + attention + overheads + tensor-parallel all-reduces
 
 (prefill is compute bound, decode bandwidth bound; a big decode batch over
 long contexts is bound by its GEMMs and its KV reads one after the other,
-not by whichever is larger).
+not by whichever is larger). ``blend`` is (a^n + b^n)^(1/n) with n the
+profile's ``roofline_exponent``: a GEMM near the ridge point is slower than
+either floor alone; n = infinity is the plain max().
 
 FLOPs are 2 per linear parameter per token, 2 per LM-head parameter per sampled
 token, and 4 x heads x head_dim per layer for every (query, key) pair of
@@ -24,6 +26,7 @@ the batch attends to (why long contexts and big batches slow decode down).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from slogate.simengine.profiles import Profile
@@ -92,7 +95,10 @@ class StepModel:
         self._attention_s = self.attention_flops_per_pair / (bf16_peak * eff.attention)
         self._weights_s = self.weight_bytes / bandwidth
         self._kv_s = self.kv_bytes_per_token / kv_bandwidth
-        self._step_overhead_s = eff.step_overhead_s
+        self._exponent = eff.roofline_exponent
+        # SGLang's overlap scheduler prepares the next batch on the CPU while
+        # the GPU runs this one: the per-step CPU cost leaves the critical path.
+        self._step_overhead_s = 0.0 if profile.family.overlap_schedule else eff.step_overhead_s
         self._per_seq_s = eff.per_seq_overhead_s
         # Two all-reduces of the hidden state per layer (after attention and MLP).
         # A ring all-reduce takes 2 (tp - 1) neighbour steps: its fixed cost grows
@@ -111,9 +117,9 @@ class StepModel:
 
     def seconds(self, work: StepWork) -> float:
         """The step's duration (the scheduler's hot path)."""
-        linear = work.new_tokens * self._linear_s + work.sampled * self._head_s
-        if linear < self._weights_s:
-            linear = self._weights_s
+        linear = self._linear_seconds(
+            work.new_tokens * self._linear_s + work.sampled * self._head_s
+        )
         attention = work.attention_pairs * self._attention_s
         kv = (work.context_tokens + work.new_tokens) * self._kv_s
         if attention < kv:
@@ -121,6 +127,15 @@ class StepModel:
         comm = self._allreduce_fixed_s + work.new_tokens * self._allreduce_per_token_s
         overhead = self._step_overhead_s + work.num_seqs * self._per_seq_s
         return linear + attention + comm + overhead
+
+    def _linear_seconds(self, compute_s: float) -> float:
+        """GEMMs near the ridge point (a batch of a few hundred tokens) are
+        neither purely compute nor purely bandwidth bound: their time exceeds
+        both floors, by 41% where the two are equal at exponent 2."""
+        if self._exponent == math.inf:
+            return compute_s if compute_s > self._weights_s else self._weights_s
+        n = self._exponent
+        return (compute_s**n + self._weights_s**n) ** (1 / n)
 
     def cost(self, work: StepWork) -> StepCost:
         """The same number as :meth:`seconds`, with its parts."""
@@ -138,7 +153,7 @@ class StepModel:
             + (work.context_tokens + work.new_tokens) * self.kv_bytes_per_token,
             compute_s=linear + attention,
             memory_s=self._weights_s + kv,
-            linear_s=max(linear, self._weights_s),
+            linear_s=self._linear_seconds(linear),
             attention_s=max(attention, kv),
             comm_s=self._allreduce_fixed_s + work.new_tokens * self._allreduce_per_token_s,
             overhead_s=self._step_overhead_s + work.num_seqs * self._per_seq_s,

@@ -27,7 +27,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -92,14 +92,18 @@ class EngineFamily:
     its own). ``kv_from_free_memory`` is TensorRT-LLM's sizing: the KV cache takes
     ``kv_cache_free_gpu_mem_fraction`` of the memory left after weights and
     activations; otherwise vLLM's rule (``gpu_memory_utilization`` x memory -
-    weights - activations)."""
+    weights - activations). ``overlap_schedule`` is SGLang's overlap scheduler:
+    the CPU prepares the next batch while the GPU runs the current one, so the
+    per-step CPU cost is off the critical path."""
 
     key: str
     reserve_full_sequence: bool
     chunked_prefill: bool
     kv_from_free_memory: bool
-    max_num_seqs: tuple[int, int]  # (GPUs of 70 GiB or more, smaller GPUs)
+    max_num_seqs: tuple[int, int]  # (GPUs of large_gpu_gib or more, smaller GPUs)
     max_num_batched_tokens: tuple[int, int]
+    overlap_schedule: bool = False
+    large_gpu_gib: int = 70
 
 
 # vLLM: vllm/engine/arg_utils.py (1024/8192 on large GPUs, 256/2048 otherwise).
@@ -107,9 +111,23 @@ class EngineFamily:
 # max_num_tokens 8192, KvCacheConfig.free_gpu_memory_fraction 0.9, capacity
 # scheduler GUARANTEED_NO_EVICT, enable_chunked_prefill False), the settings of
 # its perf-overview runs.
+# SGLang: srt/server_args.py (chunked_prefill_size 8192 on GPUs of 35 GiB or
+# more, 2048 below; the overlap scheduler on by default; running requests
+# bounded by the KV pool, which binds long before 4096; on running out of KV
+# it retracts decoding requests, which recompute later, as vLLM preempts).
 ENGINE_FAMILIES: Mapping[str, EngineFamily] = {
     "vllm": EngineFamily("vllm", False, True, False, (1024, 256), (8192, 2048)),
     "trtllm": EngineFamily("trtllm", True, False, True, (2048, 2048), (8192, 8192)),
+    "sglang": EngineFamily(
+        "sglang",
+        False,
+        True,
+        False,
+        (4096, 4096),
+        (8192, 2048),
+        overlap_schedule=True,
+        large_gpu_gib=35,
+    ),
 }
 
 
@@ -124,11 +142,9 @@ class GPUSpec:
     flops_per_s: Mapping[str, float]  # dense tensor peak per compute type
     link_bytes_per_s: float
     allreduce_s: float
-
-    @property
-    def large(self) -> bool:
-        """vLLM raises its scheduler defaults on devices of 70 GiB or more."""
-        return self.memory_bytes >= 70 * GIB
+    # Calibrated constants this GPU achieves differently from the defaults
+    # (``efficiency:`` in gpus.yaml, e.g. the A100's matrix-multiply fraction).
+    efficiency: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_mapping(cls, key: str, data: Mapping[str, Any]) -> GPUSpec:
@@ -141,6 +157,7 @@ class GPUSpec:
                 flops_per_s={k: float(v) * 1e12 for k, v in dict(data["tflops"]).items()},
                 link_bytes_per_s=float(data.get("link_gbps", 32)) * 1e9,
                 allreduce_s=float(data.get("allreduce_us", 25)) * 1e-6,
+                efficiency=dict(data.get("efficiency") or {}),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ProfileError(f"GPU {key!r}: bad or missing field: {exc}") from exc
@@ -244,19 +261,25 @@ class Efficiency:
     step_overhead_s: float
     per_seq_overhead_s: float
     request_overhead_s: float
+    # How sharply the linear layers turn from bandwidth to compute bound:
+    # (compute^n + memory^n)^(1/n); infinity is the plain max() of a roofline.
+    roofline_exponent: float = math.inf
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Efficiency:
         known = {f.name for f in fields(cls)}
-        if set(data) != known:
+        required = {f.name for f in fields(cls) if f.default is MISSING}
+        if not required <= set(data) <= known:
             raise ProfileError(
                 f"efficiency: unknown {sorted(set(data) - known)} or missing "
-                f"{sorted(known - set(data))} keys; expected {sorted(known)}"
+                f"{sorted(required - set(data))} keys; expected {sorted(known)}"
             )
         eff = cls(**{k: float(v) for k, v in data.items()})
         for name in ("matmul", "attention", "bandwidth", "kv_bandwidth", "link"):
             if not 0 < getattr(eff, name) <= 1:
                 raise ProfileError(f"efficiency.{name} must be in (0, 1]")
+        if eff.roofline_exponent < 1:
+            raise ProfileError("efficiency.roofline_exponent must be at least 1")
         return eff
 
 
@@ -292,6 +315,21 @@ def _read_yaml(name: str) -> dict[str, Any]:
 def default_efficiency() -> Efficiency:
     """The calibrated constants (``engine.yaml``; docs/simengine.md explains them)."""
     return Efficiency.from_mapping(_read_yaml("engine.yaml")["efficiency"])
+
+
+def merged_efficiency(base: Efficiency, overrides: Mapping[str, Any], where: str) -> Efficiency:
+    """``base`` with some constants replaced (a GPU's own fractions, a profile
+    file's ``efficiency``), validated like the defaults."""
+    if not overrides:
+        return base
+    if not isinstance(overrides, Mapping):
+        raise ProfileError(f"{where}: efficiency must be a mapping, got {overrides!r}")
+    merged = {f.name: getattr(base, f.name) for f in fields(Efficiency)}
+    merged.update(overrides)
+    try:
+        return Efficiency.from_mapping(merged)
+    except ProfileError as exc:
+        raise ProfileError(f"{where}: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -412,18 +450,23 @@ class Profile:
 
     # -- scheduler settings with the engine's per-GPU defaults ---------------------
     @property
+    def _large_for_family(self) -> bool:
+        """Whether the engine picks its large-GPU defaults for this GPU."""
+        return self.gpu.memory_bytes >= self.family.large_gpu_gib * GIB
+
+    @property
     def scheduler_max_num_seqs(self) -> int:
         if self.max_num_seqs is not None:
             return self.max_num_seqs
         large, small = self.family.max_num_seqs
-        return large if self.gpu.large else small
+        return large if self._large_for_family else small
 
     @property
     def scheduler_max_num_batched_tokens(self) -> int:
         if self.max_num_batched_tokens is not None:
             return self.max_num_batched_tokens
         large, small = self.family.max_num_batched_tokens
-        return large if self.gpu.large else small
+        return large if self._large_for_family else small
 
     # -- weights -------------------------------------------------------------------
     @property
@@ -632,8 +675,10 @@ def parse_profile(name: str, **settings: Any) -> Profile:
         "gpu": get_gpu(match["gpu"]),
         "tp": int(match["tp"] or 1),
         "weight_dtype": model.dtype,
-        "efficiency": default_efficiency(),
     }
+    base["efficiency"] = merged_efficiency(
+        default_efficiency(), base["gpu"].efficiency, f"GPU {base['gpu'].key!r}"
+    )
     options: dict[str, Any] = {}
     for option in filter(None, match["options"].split(":")):
         if "=" in option:
@@ -677,11 +722,8 @@ def load_profile_file(path: str | os.PathLike[str], **settings: Any) -> Profile:
         if isinstance(gpu_data, dict)
         else get_gpu(str(gpu_data))
     )
-    efficiency = default_efficiency()
-    if "efficiency" in data:
-        merged = {f.name: getattr(efficiency, f.name) for f in fields(Efficiency)}
-        merged.update(data.pop("efficiency") or {})
-        efficiency = Efficiency.from_mapping(merged)
+    efficiency = merged_efficiency(default_efficiency(), gpu.efficiency, f"GPU {gpu.key!r}")
+    efficiency = merged_efficiency(efficiency, data.pop("efficiency", None) or {}, str(path))
     base: dict[str, Any] = {
         "model": model,
         "gpu": gpu,

@@ -68,20 +68,87 @@ def chat_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     return messages
 
 
+def _image_part(url: Any) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _responses_part(part: Any) -> Any:
+    """A Responses content part in chat's shape (``input_image`` as ``image_url``)."""
+    if isinstance(part, dict) and part.get("type") == "input_image":
+        return _image_part(part.get("image_url"))
+    return part
+
+
+def _responses_item(item: Any) -> Any:
+    """One ``input`` item as a chat message: a ``function_call`` is the
+    assistant's (its name and arguments are its text), a
+    ``function_call_output`` a ``tool`` message."""
+    if not isinstance(item, dict):
+        return item
+    kind = item.get("type")
+    if kind == "function_call":
+        return {"role": "assistant", "content": f"{item.get('name')}{item.get('arguments')}"}
+    if kind == "function_call_output":
+        return {"role": "tool", "content": str(item.get("output"))}
+    content = item.get("content")
+    if isinstance(content, list):
+        return {**item, "content": [_responses_part(p) for p in content]}
+    return item
+
+
 def responses_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The Responses API's ``instructions`` and ``input`` (a string or messages)."""
+    """The Responses API's ``instructions`` and ``input`` (a string or items),
+    as chat messages."""
     given = body.get("input")
-    messages = [{"role": "user", "content": given}] if isinstance(given, str) else given
-    if not isinstance(messages, list) or not messages:
+    items = [{"role": "user", "content": given}] if isinstance(given, str) else given
+    if not isinstance(items, list) or not items:
         raise ApiError(400, "input must be a string or a non-empty list of messages")
+    messages = [_responses_item(item) for item in items]
     if isinstance(body.get("instructions"), str):
         messages = [{"role": "system", "content": body["instructions"]}, *messages]
     return chat_messages({"messages": messages})
 
 
+def _anthropic_block(block: Any) -> Any:
+    """A content block in chat's shape: a base64 ``image`` as a ``data:`` URL
+    part (a ``url`` source stays a URL, which the engine refuses to fetch)."""
+    if not isinstance(block, dict) or block.get("type") != "image":
+        return block
+    source = block.get("source")
+    if not isinstance(source, dict):
+        raise ApiError(400, "an image block needs a source object")
+    if source.get("type") == "base64":
+        return _image_part(f"data:{source.get('media_type')};base64,{source.get('data')}")
+    return _image_part(source.get("url"))
+
+
+def _anthropic_message(message: Any) -> list[Any]:
+    """One Messages turn as chat messages: ``tool_result`` blocks become
+    ``tool`` messages, ``tool_use`` blocks the assistant's text (name and input)."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return [message]
+    parts: list[Any] = []
+    results: list[dict[str, Any]] = []
+    for block in content:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "tool_result":
+            results.append({"role": "tool", "content": block.get("content")})
+        elif kind == "tool_use":
+            parts.append({"type": "text", "text": f"{block.get('name')}{block.get('input')}"})
+        else:
+            parts.append(_anthropic_block(block))
+    turn = [{**message, "content": parts}] if parts or not results else []
+    return [*results, *turn]
+
+
 def anthropic_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The Messages API's top-level ``system`` (a string or text blocks) and messages."""
-    messages = chat_messages(body)
+    """The Messages API's top-level ``system`` (a string or text blocks) and
+    messages, as chat messages."""
+    given = body.get("messages")
+    if isinstance(given, list):
+        given = [m for turn in given for m in _anthropic_message(turn)]
+    messages = chat_messages({"messages": given})
     system = body.get("system")
     if system is not None:
         try:
@@ -126,24 +193,33 @@ def thinking_enabled(body: Mapping[str, Any], api: str) -> bool:
 MAX_TOOL_CALLS = 3
 
 
-def planned_tool_call(body: Mapping[str, Any], api: str) -> tuple[str, str] | None:
-    """(call id, function name) when this chat reply is a tool call, else None.
+def _tool_name(tool: Any) -> str | None:
+    """A tool definition's name: chat nests it in ``function``, the Responses
+    and Messages APIs do not."""
+    if not isinstance(tool, dict):
+        return None
+    function = tool.get("function")
+    name = (function if isinstance(function, dict) else tool).get("name")
+    return name if isinstance(name, str) else None
+
+
+def planned_tool_call(
+    body: Mapping[str, Any], messages: list[dict[str, Any]], api: str
+) -> tuple[str, str] | None:
+    """(call id, function name) when this reply is a tool call, else None;
+    ``messages`` is the conversation as chat messages.
 
     An agent's session calls a tool 1 to ``MAX_TOOL_CALLS`` times, the count
     fixed by its first user message (so every step of one session agrees),
     then answers: a reply is a tool call while fewer ``tool`` results than that
-    are in the conversation. ``tool_choice: none`` or no tools: never."""
+    are in the conversation. ``tool_choice`` ``none`` or no tools: never."""
     tools = body.get("tools")
-    if api != "chat" or not isinstance(tools, list) or body.get("tool_choice") == "none":
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict):  # Anthropic: {"type": "none"}
+        choice = choice.get("type")
+    if api == "completions" or not isinstance(tools, list) or choice == "none":
         return None
-    names = [
-        t["function"]["name"]
-        for t in tools
-        if isinstance(t, dict)
-        and isinstance(t.get("function"), dict)
-        and isinstance(t["function"].get("name"), str)
-    ]
-    messages = body.get("messages") or []
+    names = [name for name in map(_tool_name, tools) if name is not None]
     first = next((m for m in messages if m.get("role") == "user"), None)
     if not names or first is None:
         return None

@@ -5,7 +5,9 @@ Each event is ``event: <type>`` plus ``data: {"type": <type>, ...,
 "sequence_number": n}``. Order: ``response.created``, ``response.in_progress``;
 for a reasoning model a ``reasoning`` output item whose text streams as
 ``response.reasoning_text.delta`` (vLLM's shape); then a ``message`` item with
-an ``output_text`` part streamed as ``response.output_text.delta``; at the end
+an ``output_text`` part streamed as ``response.output_text.delta``, or, when
+the reply is an agent's tool call, a ``function_call`` item whose arguments
+stream as ``response.function_call_arguments.delta``; at the end
 the ``*.done`` events and ``response.completed`` (or ``response.incomplete``
 when the token limit cut the answer) with ``usage``. An error inside the stream
 is an ``error`` event. No ``[DONE]`` follows.
@@ -16,6 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+
+from slogate.simengine.sse import tool_arguments
 
 __all__ = ["ResponsesEncoder"]
 
@@ -32,6 +36,8 @@ class ResponsesEncoder:
         "_prompt_tokens",
         "_reasoning_tokens",
         "_seq",
+        "_tool",
+        "_tool_args",
     )
 
     def __init__(
@@ -42,8 +48,11 @@ class ResponsesEncoder:
         model: str,
         prompt_tokens: int,
         reasoning_tokens: int = 0,
+        tool: tuple[str, str] | None = None,
     ) -> None:
         self._id = request_id
+        self._tool = tool  # (call id, function name): the answer is this tool call
+        self._tool_args: list[bytes] = []
         self._created = created
         self._model = model
         self._prompt_tokens = prompt_tokens
@@ -110,7 +119,10 @@ class ResponsesEncoder:
             if self._in_reasoning:
                 head += self._close_reasoning()
             self._in_answer = True
-            head += self._item(1 if self._reasoning_tokens else 0, "message")
+            index = 1 if self._reasoning_tokens else 0
+            head += self._tool_item(index) if self._tool else self._item(index, "message")
+        if self._tool is not None and not reasoning:
+            return head + self._tool_delta(escaped_text, finish_reason is not None)
         if not escaped_text:
             return head
         kind = "response.reasoning_text.delta" if reasoning else "response.output_text.delta"
@@ -125,14 +137,53 @@ class ResponsesEncoder:
         self._seq += 1
         return head + b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n"
 
+    def _tool_item(self, index: int) -> bytes:
+        return self._event(
+            "response.output_item.added", {"output_index": index, "item": self._call("")}
+        )
+
+    def _call(self, arguments: str) -> dict[str, Any]:
+        assert self._tool is not None
+        call_id, name = self._tool
+        status = "completed" if arguments else "in_progress"
+        return {
+            "id": f"fc_{self._id}",
+            "type": "function_call",
+            "call_id": call_id,
+            "name": name,
+            "arguments": arguments,
+            "status": status,
+        }
+
+    def _tool_delta(self, escaped_text: bytes, last: bool) -> bytes:
+        """A piece of the tool call's arguments (JSON text inside a JSON string)."""
+        arguments = tool_arguments(escaped_text, not self._tool_args, last)
+        if not arguments:
+            return b""
+        self._tool_args.append(arguments)
+        kind = b"response.function_call_arguments.delta"
+        data = b'{"type":"%s","item_id":"fc_%s","output_index":%d,"delta":"%s",' % (
+            kind,
+            self._id.encode(),
+            1 if self._reasoning_tokens else 0,
+            arguments,
+        )
+        data += b'"sequence_number":%d}' % self._seq
+        self._seq += 1
+        return b"event: " + kind + b"\ndata: " + data + b"\n\n"
+
     def closing(self, completion_tokens: int, finish_reason: str) -> bytes:
         """``response.output_text.done`` and friends, then the final event with usage."""
         index = 1 if self._reasoning_tokens else 0
-        item_id = f"mes_{self._id}"
-        tail = self._event(
-            "response.output_item.done",
-            {"output_index": index, "item": {"id": item_id, "type": "message"}},
-        )
+        if self._tool is None:
+            item = {"id": f"mes_{self._id}", "type": "message"}
+            tail = b""
+        else:
+            arguments = orjson.loads(b'"' + b"".join(self._tool_args) + b'"')
+            item = self._call(arguments)
+            done = {"item_id": item["id"], "output_index": index, "arguments": arguments}
+            tail = self._event("response.function_call_arguments.done", done)
+        tail += self._event("response.output_item.done", {"output_index": index, "item": item})
         usage = {
             "input_tokens": self._prompt_tokens,
             "output_tokens": completion_tokens,
@@ -141,7 +192,8 @@ class ResponsesEncoder:
                 "reasoning_tokens": min(self._reasoning_tokens, completion_tokens)
             },
         }
-        status = "completed" if finish_reason == "stop" else "incomplete"
+        # a tool call's arguments are always complete, as chat's "tool_calls"
+        status = "completed" if finish_reason == "stop" or self._tool else "incomplete"
         return tail + self._event(f"response.{status}", {"response": self._response(status, usage)})
 
     def error(self, message: str) -> bytes:

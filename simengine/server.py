@@ -170,12 +170,15 @@ async def messages(request: web.Request) -> web.StreamResponse:
     return await _generate(request, "messages")
 
 
-async def _api_prompt_ids(state: State, body: Mapping[str, Any], api: str) -> list[int]:
+def _conversation(body: Mapping[str, Any], api: str) -> list[dict[str, Any]] | None:
+    """The request's messages in chat's shape (None: a completions prompt)."""
     if api == "responses":
-        return await _chat_ids(state, responses_messages(body), True)
+        return responses_messages(body)
     if api == "messages":
-        return await _chat_ids(state, anthropic_messages(body), True)
-    return await _prompt_ids(state, body, api == "chat")
+        return anthropic_messages(body)
+    if api == "chat" or "messages" in body:
+        return chat_messages(body)
+    return None
 
 
 def reasoning_length(state: State, body: Mapping[str, Any], api: str, output_tokens: int) -> int:
@@ -238,20 +241,28 @@ async def embeddings(request: web.Request) -> web.Response:
 
 async def _generate(request: web.Request, api: str) -> web.StreamResponse:
     state = request.app[STATE]
+    received = state.engine.model_time()  # TTFT runs from here, as the client's does
     try:
         body = await _json_body(request)
         _check_model(state, body, embedding=False)
-        if body.get("model") in state.config.profile.adapter_names:
-            await state.adapter(body["model"])
+        model = body.get("model")
+        adapter = model if model in state.config.profile.adapter_names else None
+        if adapter is not None:
+            await state.adapter(adapter)
         if body.get("n") not in (None, 1):
             raise ApiError(400, "the simulated engine supports n=1 only")
         max_tokens = output_limit(body, api)
         min_tokens = int_field(body, "min_tokens", 0, 0) or 0
-        ids = await _api_prompt_ids(state, body, api)
+        conversation = _conversation(body, api)
+        if conversation is None:
+            ids = await _prompt_ids(state, body, chat=False)
+        else:
+            add = bool(body.get("add_generation_prompt", True))
+            ids = await _chat_ids(state, conversation, add)
         if not ids:
             raise ApiError(400, "the prompt is empty")
         try:
-            urls = image_urls(body.get("messages") or []) if api == "chat" else []
+            urls = image_urls(conversation or [])
             image_ids, encoder_s = vision_cost(state.config.profile, urls)
         except ImageError as exc:
             raise ApiError(400, str(exc)) from exc
@@ -305,17 +316,19 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
         if body.get("stream"):
             sink = SseStream(
                 seq,
-                encoder=_encoder(api, body, state, seq, thinking),
+                encoder=_encoder(api, body, state, seq, thinking, conversation or []),
                 prose=state.prose,
                 text_start=text_start,
                 interval=config.stream_interval,
                 faults=faults,
                 reasoning_tokens=thinking,
             )
-            state.engine.submit(seq)
+            sink.adapter = adapter
+            state.engine.submit(seq, received)
             return await _stream(request, sink)
         tokens = TokenStream(seq)
-        state.engine.submit(seq)
+        tokens.adapter = adapter
+        state.engine.submit(seq, received)
         reply = Reply(api, request_id, text_start, thinking)
         return await _whole(request, state, tokens, faults, reply)
     except ConnectionResetError:  # the client went away
@@ -325,10 +338,17 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
 
 
 def _encoder(
-    api: str, body: Mapping[str, Any], state: State, seq: Sequence, thinking: int
+    api: str,
+    body: Mapping[str, Any],
+    state: State,
+    seq: Sequence,
+    thinking: int,
+    conversation: list[dict[str, Any]],
 ) -> Encoder:
-    """The event shapes of ``api`` for one streamed request."""
+    """The event shapes of ``api`` for one streamed request (``conversation``:
+    its messages in chat's shape, which decide whether it calls a tool)."""
     model = state.config.model_name
+    tool = planned_tool_call(body, conversation, api)
     if api == "responses":
         return ResponsesEncoder(
             request_id=seq.request_id,
@@ -336,12 +356,15 @@ def _encoder(
             model=model,
             prompt_tokens=seq.prompt_len,
             reasoning_tokens=thinking,
+            tool=tool,
         )
     if api == "messages":
-        return MessagesEncoder(request_id=seq.request_id, model=model, prompt_tokens=seq.prompt_len)
+        return MessagesEncoder(
+            request_id=seq.request_id, model=model, prompt_tokens=seq.prompt_len, tool=tool
+        )
     options = body.get("stream_options") or {}
     return ChunkEncoder(
-        tool=planned_tool_call(body, api),
+        tool=tool,
         chat=api == "chat",
         request_id=seq.request_id,
         created=int(time.time()),

@@ -63,6 +63,18 @@ def _argument_text(escaped: bytes) -> bytes:
     return _CONTROL_ESCAPE.sub(b" ", text)
 
 
+def tool_arguments(escaped_text: bytes, first: bool, last: bool) -> bytes:
+    """One piece of a simulated tool call's arguments, ``{"query": "<text>"}``,
+    as JSON-string content (every API streams arguments as a string of JSON):
+    the first piece opens the object, the last closes it."""
+    arguments = _argument_text(escaped_text)
+    if first:
+        arguments = b'{\\"query\\": \\"' + arguments
+    if last:
+        arguments += b'\\"}'
+    return arguments
+
+
 class Encoder(Protocol):
     """What :class:`SseStream` needs of an API's event shapes."""
 
@@ -182,11 +194,10 @@ class ChunkEncoder:
         stream a piece per chunk (vLLM's tool parser shape: the id and name
         first, then argument deltas), ending with finish reason ``tool_calls``."""
         assert self._tool is not None
-        arguments = _argument_text(escaped_text)
+        arguments = tool_arguments(escaped_text, not self._tool_started, finish_reason is not None)
         if not self._tool_started:
             self._tool_started = True
             call_id, name = self._tool
-            arguments = b'{\\"query\\": \\"' + arguments
             head = b'[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"%s","type":"function",' % (
                 call_id.encode()
             )
@@ -196,7 +207,6 @@ class ChunkEncoder:
         if finish_reason is None:
             end = b'"}}]},"logprobs":null,"finish_reason":null}]'
         else:
-            arguments += b'\\"}'
             end = b'"}}]},"logprobs":null,"finish_reason":"tool_calls"}]'
         return self._head + head + arguments + end + self._tail(completion_tokens)
 

@@ -23,6 +23,7 @@ from slogate.args import (
 )
 from slogate.run_options import add_run_options
 from slogate.scenarios.limits import MAX_PROCESSES
+from slogate.worker import add_master_options
 
 
 def add_run_parser(sub: argparse._SubParsersAction) -> None:
@@ -37,6 +38,7 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
         help=f"load-generating worker processes (<= {MAX_PROCESSES}), or auto (default): "
         "enough that none needs more than half a core for the planned load",
     )
+    add_master_options(p)
     p.add_argument("--out", help="results folder (default results/<time>-<scenario>)")
     p.add_argument("--web-ui", action="store_true", help="run with Locust's web UI, not headless")
     add_run_options(p)
@@ -85,10 +87,12 @@ def add_small_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from slogate.capacity import add_capacity_parser
     from slogate.experiment import add_experiment_parser
     from slogate.plan import add_plan_parser
     from slogate.prune import add_prune_parser
     from slogate.sweep import add_sweep_parser
+    from slogate.worker import add_worker_parser
 
     parser = argparse.ArgumentParser(
         prog="slogate", description="Load tests and SLO gates for LLM inference servers."
@@ -102,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_sweep_parser(sub)
     add_plan_parser(sub)
     add_prune_parser(sub)
+    add_worker_parser(sub)
+    add_capacity_parser(sub)
     return parser
 
 
@@ -189,6 +195,8 @@ COMMANDS = {
     "sweep": delegated("sweep"),
     "plan": delegated("plan"),
     "prune": delegated("prune"),
+    "worker": delegated("worker"),
+    "capacity": delegated("capacity"),
 }
 
 
@@ -197,7 +205,7 @@ def patch_like_a_run(argv: Sequence[str]) -> None:
     Locust monkey-patches the whole process. The patch must precede every import
     of ssl, and building the parser imports the engines (aiohttp, ssl): so it
     comes first, or gevent warns that ssl was imported before it."""
-    if list(argv[:1]) == ["selftest"]:
+    if list(argv[:1]) in (["selftest"], ["capacity"]):
         from gevent import monkey
 
         monkey.patch_all()

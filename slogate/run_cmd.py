@@ -2,30 +2,27 @@
 
 The run itself is a plain `locust -f locustfiles/run.py` process, so that
 `slogate run` and a hand-written Locust command produce the same results
-folder and exit code. Locust runs in its own session: SIGINT or SIGTERM here
-is passed on as SIGTERM to its master alone, which then stops its workers,
-collects their data and writes a results folder marked incomplete. SIGKILL
-here cannot be passed on: Locust watches its parent and stops the same way
-when it is gone. Locust killed itself leaves its last checkpoint, judged here.
+folder and exit code. Waiting for it, passing signals on and judging its
+death are :mod:`slogate.waiter`'s, which this process becomes (exec) when the
+host is given.
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
-from slogate import locustfiles, scenarios
+from slogate import locustfiles, scenarios, waiter
 from slogate.analysis.history import results_folder
-from slogate.analysis.slo import EXIT_CODES, EXIT_CONFIG, EXIT_INVALID
+from slogate.analysis.slo import EXIT_CONFIG
 from slogate.locustfiles.processes import plan_processes
 from slogate.run_options import forwarded
 from slogate.scenarios.loader import resolve
 from slogate.scenarios.model import Scenario
 from slogate.target import TargetError, target_engine
+from slogate.worker import master_command
 
 RUN_LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "run.py"
 
@@ -43,7 +40,10 @@ def scenario_overrides(args: argparse.Namespace) -> dict:
 
 
 def choose_processes(args: argparse.Namespace, loaded: list[Scenario]) -> tuple[int, str]:
-    """``--processes N`` as given, or what ``auto`` plans for these scenarios."""
+    """``--processes N`` as given, or what ``auto`` plans for these scenarios;
+    a master's are its workers."""
+    if args.master:
+        return args.expect_workers, f"--master, {args.expect_workers} workers expected"
     if args.processes != "auto":
         return args.processes, f"--processes {args.processes}"
     plan = plan_processes(loaded)
@@ -58,7 +58,9 @@ def locust_command(
     if not args.web_ui:
         cmd += ["--headless", "--only-summary"]
     cmd += [*forwarded(args), "--slogate-processes-reason", processes[1]]
-    if processes[0] > 1:
+    if args.master:
+        cmd += master_command(args)
+    elif processes[0] > 1:
         cmd += ["--processes", str(processes[0]), *worker_link()]
     return cmd
 
@@ -71,20 +73,6 @@ def worker_link() -> list[str]:
         probe.bind(("127.0.0.1", 0))
         port = str(probe.getsockname()[1])
     return ["--master-bind-host", "127.0.0.1", "--master-bind-port", port, "--master-port", port]
-
-
-def run_locust(cmd: list[str]) -> int:
-    child = subprocess.Popen(cmd, start_new_session=True)
-
-    def forward(signum: int, _frame: object) -> None:
-        child.send_signal(signal.SIGTERM)
-
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        return child.wait()
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,27 +90,10 @@ def run(args: argparse.Namespace) -> int:
         with target_engine(args.host, profile, loaded[0].request.api_key_env) as host:
             if not args.host:
                 print(f"slogate: no --host: started the simulated engine at {host}", flush=True)
-            code = run_locust(locust_command(args, scenario, host, out, processes))
+            cmd = locust_command(args, scenario, host, out, processes)
+            if args.host:
+                waiter.hand_over(cmd, out)  # nothing here is needed while Locust runs
+            return waiter.wait(cmd, out)  # this process owns the simulated engine
     except TargetError as error:
         print(f"slogate: {error}", file=sys.stderr)
         return error.code
-    if code not in EXIT_CODES.values():
-        return died(code, out)
-    return code
-
-
-def died(code: int, out: Path) -> int:
-    """Locust ended outside the exit-code contract (killed by a signal, out of
-    memory): the run failed (3). Its last checkpoint, if one was written, is
-    judged into a report marked incomplete."""
-    how = f"was killed by signal {-code}" if code < 0 else f"exited with {code}"
-    print(f"slogate: run failed: the Locust process {how}", file=sys.stderr)
-    from slogate.reports import rerender
-
-    try:
-        rerender(out)
-    except (OSError, ValueError) as error:
-        print(f"slogate: no results to judge in {out}: {error}", file=sys.stderr)
-    else:
-        print(f"slogate: report of the data as of its last checkpoint: {out / 'report.html'}")
-    return EXIT_INVALID

@@ -9,6 +9,7 @@ import json
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -92,3 +93,52 @@ class ModelsHandler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+
+def served(engine, seen: list = ()) -> dict[str, int]:
+    """Outcomes in the engine's log: ``seen`` (entries read earlier) and the rest."""
+    outcomes: dict[str, int] = {}
+    for entry in [*seen, *engine.truth()]:
+        outcomes[entry.outcome] = outcomes.get(entry.outcome, 0) + 1
+    return outcomes
+
+
+def assert_every_request_accounted(out, engine, users: int, at_least: int, seen=()) -> None:
+    """Conservation at shutdown: each request the server saw is counted once,
+    as finished (ok or failed) or as cancelled at stop, and nothing is invented.
+
+    A stream the server completed can rightly count as cancelled: its last
+    bytes were still in the client's socket buffer when the stop ended the
+    user. So not ``finished == done`` but: finished <= done, and those cut
+    off on the client (done - finished, plus the streams the server was still
+    writing) fit in ``cancelled``, which is at most one request per user.
+    """
+    s = summary(out)
+    r = s["scenarios"]["exact-chat"]["requests"]
+    finished, cancelled = r["ok"] + r["failed"], s["run"]["cancelled_at_stop"]
+    outcomes = served(engine, seen)
+    done, closed = outcomes.get("done", 0), outcomes.get("client_closed", 0)
+    assert finished > at_least
+    assert finished <= done
+    assert (done - finished) + closed <= cancelled <= users, (finished, cancelled, outcomes)
+
+
+def wait_until_served(engine, count: int, timeout_s: float = 60) -> list:
+    """The engine's log entries once it has finished ``count`` requests (the
+    log is drained as it is read: pass them on to the accounting)."""
+    seen: list = []
+    deadline = time.monotonic() + timeout_s
+    while len(seen) < count:
+        assert time.monotonic() < deadline, f"the engine finished {len(seen)} of {count}"
+        seen += engine.truth()
+        time.sleep(0.05)
+    return seen
+
+
+def stop_workers(workers: list[subprocess.Popen]) -> None:
+    """Workers end when their master does; one that does not within 30 s is killed."""
+    for w in workers:
+        try:
+            w.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            w.kill()

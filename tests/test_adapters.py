@@ -1,6 +1,7 @@
 """LoRA adapters: the simulated engine serves them beside the base model with a
-load cost on first use; a mix sends to several adapter names and the summary
-and report break every metric down per model name."""
+load cost on first use and a cost on every step that runs them; a mix sends to
+several adapter names and the summary and report break every metric down per
+model name."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ from slogate.analysis.metrics import request_metrics
 from slogate.analysis.records import ErrorKind
 from slogate.locustfiles.client import StreamClient
 from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
+from slogate.simengine.adapters import AdapterCost
+from slogate.simengine.engine import TokenStream
 from slogate.simengine.launch import EngineProcess, start_engine
 from slogate.simengine.profiles import load_profile
+from slogate.simengine.scheduler import Sequence
 
 PROFILE = "llama-3.1-8b@h100:lora_adapters=2"
 TURN = PlannedTurn("a", 0, 0, "hello there", 4, 4, 4)
@@ -65,6 +69,49 @@ def test_adapter_size_follows_rank_and_architecture() -> None:
     assert large.adapter_bytes == 8 * small.adapter_bytes
     # rank 16 on every projection and the MLP of Llama-3.1-8B: 80 MiB in bf16
     assert load_profile(PROFILE).adapter_bytes == 80 * 2**20
+
+
+def test_adapter_steps_pay_kernels_and_a_weight_read_per_adapter() -> None:
+    profile = load_profile(PROFILE)
+    cost = AdapterCost(profile)
+    # Punica's 2 ms per token on a 32-layer model; Llama-3.1-8B has 32 layers
+    assert cost.kernels_s == pytest.approx(2e-3)
+    bandwidth = profile.gpu.hbm_bytes_per_s * profile.efficiency.bandwidth
+    assert cost.per_adapter_s == pytest.approx(80 * 2**20 / bandwidth)
+
+    def batch(*adapters: str | None) -> list[Sequence]:
+        seqs = [Sequence(f"r{i}", 8, 8) for i in range(len(adapters))]
+        for seq, adapter in zip(seqs, adapters, strict=True):
+            TokenStream(seq).adapter = adapter
+        return seqs
+
+    assert cost.seconds(batch(None, None)) == 0.0  # the base model alone
+    one = cost.seconds(batch(None, "lora-0", "lora-0"))
+    two = cost.seconds(batch("lora-0", "lora-1"))
+    assert one == pytest.approx(cost.kernels_s + cost.per_adapter_s)
+    assert two - one == pytest.approx(cost.per_adapter_s)
+
+
+def tpot_ms(url: str, model: str, turn: PlannedTurn) -> float:
+    client = StreamClient(url, "chat", model, RequestOptions(ignore_eos=True), Timeouts(), 1)
+    try:
+        client.send(turn)  # loads the adapter, warms the connection
+        records = [client.send(turn).record for _ in range(3)]
+    finally:
+        client.close()
+    assert all(r.ok for r in records), [r.error_message for r in records]
+    return sum(request_metrics(r).tpot_ns for r in records) / len(records) / 1e6
+
+
+def test_adapter_requests_decode_slower_by_the_adapter_cost(engine: EngineProcess) -> None:
+    """Alone on the engine (speedup 1), a request for an adapter pays the LoRA
+    kernels and its weight read on every decode step; the base model does not."""
+    turn = PlannedTurn("a", 0, 0, "hello there", 64, 4, 64)
+    base = tpot_ms(engine.url, "meta-llama/Llama-3.1-8B-Instruct", turn)
+    adapted = tpot_ms(engine.url, "lora-0", turn)
+    cost = AdapterCost(load_profile(PROFILE))
+    expected = (cost.kernels_s + cost.per_adapter_s) * 1e3
+    assert adapted - base == pytest.approx(expected, rel=0.25), (base, adapted)
 
 
 @pytest.mark.slow

@@ -74,12 +74,27 @@ def test_embeddings_scenario_gates_request_latency(tmp_path: Path) -> None:
     assert {x["metric"] for x in e["slo"]} == {"e2e_ms", "error_rate", "input_tokens_per_s"}
 
 
-def test_agent_scenario_records_sessions(tmp_path: Path) -> None:
+def over_api(tmp_path: Path, builtin: str, api: str) -> tuple[str, str]:
+    """(what to run, the scenario's name): the built-in scenario, or a copy of
+    it that speaks another API."""
+    if api == "chat":
+        return builtin, builtin
+    data = yaml.safe_load((ROOT / "scenarios" / f"{builtin}.yaml").read_text())
+    data.update(api=api, name=f"{builtin}-{api}")
+    path = tmp_path / f"{builtin}-{api}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path), data["name"]
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_agent_scenario_records_sessions(tmp_path: Path, api: str) -> None:
     out = tmp_path / "out"
-    done = slogate("run", "agent", "--duration", "20s", "--out", str(out))
+    scenario, name = over_api(tmp_path, "agent", api)
+    done = slogate("run", scenario, "--duration", "20s", "--out", str(out))
     s = summary(out)
     assert done.returncode == EXIT[s["verdict"]], done.stderr[-3000:]
-    a = s["scenarios"]["agent"]
+    a = s["scenarios"][name]
+    assert a["api"] == api
     assert a["requests"]["failed"] == 0
     sessions = a["sessions"]
     assert sessions["count"] > 5 and sessions["answered"] == sessions["count"]
@@ -93,12 +108,15 @@ def test_agent_scenario_records_sessions(tmp_path: Path) -> None:
     assert {e["metric"] for e in a["slo"]} >= {"session_ms", "session_steps", "ttftc_ms"}
 
 
-def test_vision_scenario_counts_image_tokens(tmp_path: Path) -> None:
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_vision_scenario_counts_image_tokens(tmp_path: Path, api: str) -> None:
     out = tmp_path / "out"
-    done = slogate("run", "vision", "--duration", "15s", "--out", str(out))
+    scenario, name = over_api(tmp_path, "vision", api)
+    done = slogate("run", scenario, "--duration", "15s", "--out", str(out))
     s = summary(out)
     assert done.returncode == EXIT[s["verdict"]], done.stderr[-3000:]
-    v = s["scenarios"]["vision"]
+    v = s["scenarios"][name]
+    assert v["api"] == api
     assert v["requests"]["ok"] > 5 and v["requests"]["failed"] == 0
     # two 1024x768 images are 2 x 37 x 28 prompt tokens the text plan does not hold
     assert (

@@ -75,6 +75,25 @@ def test_reasoning_model_on_every_api(clean: EngineProcess, api: str) -> None:
     assert rec.finish_reason in ("length", "max_tokens")
 
 
+def test_every_api_counts_the_same_prompt(clean: EngineProcess) -> None:
+    """The system prompt goes where each API puts it (a chat or Responses
+    ``system`` message, the Messages API's top-level ``system``); the engine
+    reads it from each, so the prompt's tokens are the same."""
+    counts = {}
+    for api in APIS:
+        c = client(clean.url, api)
+        rec = c.send(TURN).record
+        c.close()
+        assert rec.ok, rec.error_message
+        counts[api] = rec.input_tokens
+    without = PlannedTurn("s", 0, 0, TURN.user_text, TOKENS, 8, TOKENS)
+    c = client(clean.url, "messages")
+    bare = c.send(without).record
+    c.close()
+    assert len(set(counts.values())) == 1, counts
+    assert bare.input_tokens < counts["messages"]
+
+
 @pytest.mark.parametrize("api", APIS)
 def test_thinking_switched_off(clean: EngineProcess, api: str) -> None:
     off = {
@@ -210,6 +229,94 @@ def test_responses_request_body() -> None:
     assert "max_tokens" not in sent and "stream_options" not in sent
 
 
+IMAGE = "data:image/png;base64,iVBORw0KGgo="
+AGENT_STEP = [  # chat's shape, as the load side keeps it: an image, two tool calls answered
+    {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "what is here?"},
+            {"type": "image_url", "image_url": {"url": IMAGE}},
+        ],
+    },
+    {
+        "role": "assistant",
+        "content": "Checking.",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "w", "arguments": '{"q": 1}'}},
+            {"id": "c2", "type": "function", "function": {"name": "t", "arguments": "{}"}},
+        ],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+    {"role": "tool", "tool_call_id": "c2", "content": "noon"},
+]
+REPLY = {
+    "responses": [
+        {"type": "response.output_text.delta", "delta": "ok"},
+        {"type": "response.completed", "response": {}},
+    ],
+    "messages": [
+        {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "ok"}},
+        {"type": "message_stop"},
+    ],
+}
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_agent_step_with_an_image_in_each_api_shape(api: str) -> None:
+    """The conversation goes out in the API's own shapes: Responses
+    ``input_image``, ``function_call`` and ``function_call_output`` items;
+    Messages ``image`` blocks (base64 source), ``tool_use`` blocks and one user
+    turn of ``tool_result`` blocks."""
+    url, thread, received = serve_once(sse_response(*REPLY[api]))
+    c = client(url, api)
+    rec = c.send(TURN, AGENT_STEP).record
+    c.close()
+    thread.join(5)
+    assert rec.ok, rec.error_message
+    sent = json.loads(received[1])
+    if api == "responses":
+        assert sent["input"] == [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "what is here?"},
+                    {"type": "input_image", "image_url": IMAGE, "detail": "auto"},
+                ],
+            },
+            {"role": "assistant", "content": "Checking."},
+            {"type": "function_call", "call_id": "c1", "name": "w", "arguments": '{"q": 1}'},
+            {"type": "function_call", "call_id": "c2", "name": "t", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+            {"type": "function_call_output", "call_id": "c2", "output": "noon"},
+        ]
+        return
+    source = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
+    assert sent["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "what is here?"},
+                {"type": "image", "source": source},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Checking."},
+                {"type": "tool_use", "id": "c1", "name": "w", "input": {"q": 1}},
+                {"type": "tool_use", "id": "c2", "name": "t", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "c1", "content": "sunny"},
+                {"type": "tool_result", "tool_use_id": "c2", "content": "noon"},
+            ],
+        },
+    ]
+
+
 # --- embeddings: not streamed ----------------------------------------------------------
 
 BATCH = PlannedTurn("e", 0, 0, "one", 1, 30, 0, inputs=("one text", "another text", "a third"))
@@ -319,10 +426,25 @@ TOOLS = (
 )
 
 
-def test_engine_tool_calls_until_the_session_has_its_answers(engine: EngineProcess) -> None:
+# each API's finish reason for a tool call, and for the final answer cut at its token limit
+TOOL_FINISH = {
+    "chat": ("tool_calls", "length"),
+    "responses": ("stop", "length"),
+    "messages": ("tool_use", "max_tokens"),
+}
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_engine_tool_calls_until_the_session_has_its_answers(
+    engine: EngineProcess, api: str
+) -> None:
+    """The engine streams tool calls in each API's wire shape, and reads the
+    tool results the client sends back in each API's shape (the client keeps
+    the conversation in chat's shape and each protocol translates it)."""
+    called, answered = TOOL_FINISH[api]
     c = client(
         engine.url,
-        "chat",
+        api,
         tools=TOOLS,
         extra_body={"chat_template_kwargs": {"enable_thinking": False}},
     )
@@ -336,7 +458,7 @@ def test_engine_tool_calls_until_the_session_has_its_answers(engine: EngineProce
             if not result.tool_calls:
                 break
             calls += 1
-            assert rec.finish_reason == "tool_calls"
+            assert rec.finish_reason == called
             (call,) = result.tool_calls
             assert call["function"]["name"] == "weather_0"
             assert set(json.loads(call["function"]["arguments"])) == {"query"}
@@ -349,4 +471,4 @@ def test_engine_tool_calls_until_the_session_has_its_answers(engine: EngineProce
     finally:
         c.close()
     assert 1 <= calls <= 3  # the engine calls 1 to 3 tools per session, then answers
-    assert result.text and rec.finish_reason == "length"
+    assert result.text and rec.finish_reason == answered

@@ -4,6 +4,7 @@ few raw sockets for what no proper server does."""
 
 from __future__ import annotations
 
+import os
 import socket
 import statistics
 import threading
@@ -399,3 +400,14 @@ def test_slogate_selftest_runs_patched_without_a_warning() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert "ttft p50: reported" in done.stdout
     assert "Warning" not in done.stderr, done.stderr[-2000:]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_the_selftest_server_gets_a_core_of_its_own() -> None:
+    before = os.sched_getaffinity(0)
+    result = run_selftest(streams=2, duration_s=0.3, ttft_ms=5, itl_ms=2, tokens=8)
+    client, server = set(result.setup.client_cpus), set(result.setup.server_cpus)
+    assert len(server) == 1 and client and not client & server
+    assert client | server == before
+    assert os.sched_getaffinity(0) == before  # the caller's placement is back
+    assert "server on CPU" in result.lines()[0]

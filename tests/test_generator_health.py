@@ -13,6 +13,7 @@ from slogate.analysis.generator import (
     ProcessHealth,
     error_bound_ms,
     generator_block,
+    held_block,
     likely_cause,
     merged,
 )
@@ -62,12 +63,23 @@ def itl_p99(limit: float) -> dict:
 def test_round_trip_and_merge_are_exact():
     a = health({0.1: 1000, 5.0: 10}, gc_collections=[3, 1, 0], gc_max_pause_ns=400_000)
     b = health({0.2: 500, 30.0: 1}, gc_collections=[1, 0, 1], gc_max_pause_ns=900_000)
+    a.held_split = b.held_split = True
+    a.note_held(5_000_000, running_ns=1_000_000, waiting_ns=3_000_000)
+    b.note_held(30_000_000, running_ns=40_000_000, waiting_ns=0)  # capped at the stall
     a2 = ProcessHealth.from_dict(a.to_dict())
     assert a2.to_dict() == a.to_dict()
     total = merged({"w1": a2, "w2": ProcessHealth.from_dict(b.to_dict())})
     assert total.stall.get_total_count() == 1511
     assert total.gc_collections == [4, 1, 1]
     assert total.gc_max_pause_ns == 900_000
+    assert held_block(total) == {
+        "total": 35.0,
+        "running": 31.0,
+        "waiting_for_cpu": 3.0,
+        "stopped_or_blocked": 1.0,
+    }
+    b.held_split = False  # one process could not tell: the merged split is unknown
+    assert held_block(merged({"w1": a, "w2": b}))["running"] is None
     assert merged({"w": ProcessHealth()}) is None  # nothing measured: no bound at all
 
 
@@ -141,10 +153,19 @@ def test_the_likely_cause_names_collector_cpu_or_outside():
     outside = health({0.1: 1000, 40.0: 1}, cpu_s=1, wall_s=10)
     for h, words in ((gc_paused, "collector"), (busy, "own CPU (0.95"), (outside, "outside")):
         assert words in likely_cause({"p": h}, h)
+    stopped = health({0.1: 1000, 40.0: 1}, cpu_s=1, wall_s=10, held_split=True)
+    stopped.note_held(40_000_000, running_ns=2_000_000, waiting_ns=1_000_000)
+    assert likely_cause({"p": stopped}, stopped) == (
+        "neither running nor waiting: stopped (SIGSTOP) or blocked in the kernel (37.0 of 40.0 "
+        "ms the loop was held: running 2.0 ms, waiting for a core 1.0 ms, neither 37.0 ms)"
+    )
 
 
 def test_summary_junit_and_report_carry_the_bound_and_the_invalid_verdict(tmp_path):
-    run = judged(frozen_30_every_500(), [ttft_p99(65.0), itl_p99(200.0)])
+    frozen = frozen_30_every_500()
+    frozen.held_split = True
+    frozen.note_held(1_200_000_000, running_ns=100_000_000, waiting_ns=300_000_000)
+    run = judged(frozen, [ttft_p99(65.0), itl_p99(200.0)])
     summary = build_summary(run)
     g = summary["generator"]
     assert "health" not in g  # the encoded histograms stay in data/, not in the summary
@@ -168,3 +189,5 @@ def test_summary_junit_and_report_carry_the_bound_and_the_invalid_verdict(tmp_pa
     bound = f"± {g['error_bound_ms']['ttft_ms']['p99']:.2f} ms"
     assert page.count(bound) >= 3  # beside both latency verdicts, and per process
     assert "within the load generator&#39;s own error bound" in page
+    assert g["loop_held_ms"]["stopped_or_blocked"] == 800.0
+    assert "running 100, waiting for a core 300, neither 800" in page

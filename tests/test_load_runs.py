@@ -11,7 +11,16 @@ import time
 import urllib.request
 
 import pytest
-from loadruns import free_port, locust_command, scenario_file, slogate, summary
+from loadruns import (
+    assert_every_request_accounted,
+    free_port,
+    locust_command,
+    scenario_file,
+    slogate,
+    stop_workers,
+    summary,
+    wait_until_served,
+)
 
 from slogate.exactengine.launcher import ExactEngine
 
@@ -26,14 +35,6 @@ def engine():
 
 def scenario_stats(out, name="exact-chat"):
     return summary(out)["scenarios"][name]
-
-
-def served(engine, seen: list = ()) -> dict[str, int]:
-    """Outcomes in the engine's log: ``seen`` (entries read earlier) and the rest."""
-    outcomes: dict[str, int] = {}
-    for entry in [*seen, *engine.truth()]:
-        outcomes[entry.outcome] = outcomes.get(entry.outcome, 0) + 1
-    return outcomes
 
 
 def test_plain_locust_and_slogate_run_write_equivalent_results(engine, tmp_path):
@@ -64,26 +65,6 @@ def test_plain_locust_and_slogate_run_write_equivalent_results(engine, tmp_path)
         assert abs(a["metrics"][metric]["p50"] - b["metrics"][metric]["p50"]) < tolerance, metric
     assert a["metrics"]["ttft_ms"]["p50"] == pytest.approx(50, abs=3)
     assert a["metrics"]["itl_ms"]["p50"] == pytest.approx(20, abs=1)
-
-
-def assert_every_request_accounted(out, engine, users: int, at_least: int, seen=()) -> None:
-    """Conservation at shutdown: each request the server saw is counted once,
-    as finished (ok or failed) or as cancelled at stop, and nothing is invented.
-
-    A stream the server completed can rightly count as cancelled: its last
-    bytes were still in the client's socket buffer when the stop ended the
-    user. So not ``finished == done`` but: finished <= done, and those cut
-    off on the client (done - finished, plus the streams the server was still
-    writing) fit in ``cancelled``, which is at most one request per user.
-    """
-    s = summary(out)
-    r = s["scenarios"]["exact-chat"]["requests"]
-    finished, cancelled = r["ok"] + r["failed"], s["run"]["cancelled_at_stop"]
-    outcomes = served(engine, seen)
-    done, closed = outcomes.get("done", 0), outcomes.get("client_closed", 0)
-    assert finished > at_least
-    assert finished <= done
-    assert (done - finished) + closed <= cancelled <= users, (finished, cancelled, outcomes)
 
 
 def test_processes_2_counts_every_request_the_server_answered(engine, tmp_path):
@@ -132,11 +113,7 @@ def test_master_and_two_workers_lose_nothing_at_shutdown(engine, tmp_path):
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
     finally:
-        for w in workers:
-            try:
-                w.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                w.kill()
+        stop_workers(workers)
     assert master.returncode == 0, master.stderr[-3000:]
     assert_every_request_accounted(tmp_path / "out", engine, users=6, at_least=50)
     # each worker measured its own loop; the master merged them exactly
@@ -165,18 +142,6 @@ def test_sigterm_mid_run_leaves_a_complete_folder_marked_incomplete(engine, tmp_
     for name in ("report.html", "junit.xml", "percentiles.csv", "data/run.json"):
         assert (out / name).exists(), name
     assert_every_request_accounted(out, engine, users=4, at_least=10, seen=seen)
-
-
-def wait_until_served(engine, count: int, timeout_s: float = 60) -> list:
-    """The engine's log entries once it has finished ``count`` requests (the
-    log is drained as it is read: pass them on to the accounting)."""
-    seen: list = []
-    deadline = time.monotonic() + timeout_s
-    while len(seen) < count:
-        assert time.monotonic() < deadline, f"the engine finished {len(seen)} of {count}"
-        seen += engine.truth()
-        time.sleep(0.05)
-    return seen
 
 
 def test_unreachable_host_exits_3_with_a_clear_message(tmp_path):

@@ -4,13 +4,16 @@ stand in for whatever holds the loop (the collector, a callback, a stop)."""
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
 import time
 
 import gevent
 import pytest
 
-from slogate.analysis.generator import error_bound_ms, stall_block
-from slogate.locustfiles.loopwatch import LoopWatch
+from slogate.analysis.generator import error_bound_ms, held_block, likely_cause, stall_block
+from slogate.locustfiles.loopwatch import SCHEDSTAT, LoopWatch
 
 
 def hold_loop(seconds: float) -> tuple[int, int]:
@@ -93,3 +96,52 @@ def test_a_stall_with_no_request_in_flight_is_no_error():
     assert 29.0 <= block["max"] <= 45.0
     # the idle part sampled nothing: about 100 ms of busy time, 30 of them held
     assert 60 <= block["samples"] <= 160
+
+
+def held_by(hold) -> dict:
+    """Watch the loop through one 60 ms ``hold``; the held time's split (ms)."""
+    watch = LoopWatch()
+    watch.start()
+    gevent.sleep(0.05)
+    hold()
+    gevent.sleep(0.05)
+    watch.stop()
+    return held_block(watch.health())
+
+
+@pytest.mark.skipif(not os.path.exists(SCHEDSTAT), reason="the kernel has no schedstat")
+def test_held_time_is_split_into_own_work_and_a_blocked_thread():
+    busy = held_by(lambda: hold_loop(0.060))
+    assert busy["total"] >= 55.0
+    assert busy["running"] + busy["waiting_for_cpu"] >= 0.9 * busy["total"], busy
+    assert busy["stopped_or_blocked"] < 0.1 * busy["total"], busy
+
+    blocked = held_by(lambda: time.sleep(0.060))  # the OS thread sleeps: no greenlet runs
+    assert blocked["total"] >= 55.0
+    assert blocked["stopped_or_blocked"] >= 0.8 * blocked["total"], blocked
+    assert blocked["running"] < 0.1 * blocked["total"], blocked
+
+
+@pytest.mark.skipif(not os.path.exists(SCHEDSTAT), reason="the kernel has no schedstat")
+def test_a_core_taken_by_another_process_is_named_as_the_cause():
+    """This process and a busy one share one core: the loop's stall is its thread
+    waiting for that core, and the likely cause says so."""
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    mine = os.sched_getaffinity(0)
+    core = {min(mine)}
+    try:
+        os.sched_setaffinity(hog.pid, core)
+        os.sched_setaffinity(0, core)
+        time.sleep(0.2)  # the hog is running
+        watch = LoopWatch()
+        watch.start()
+        gevent.sleep(1.0)
+        watch.stop()
+    finally:
+        os.sched_setaffinity(0, mine)
+        hog.kill()
+        hog.wait()
+    health = watch.health()
+    split = held_block(health)
+    assert split["waiting_for_cpu"] > 0.5 * split["total"] > 0, split
+    assert "waiting for a core" in likely_cause({"p": health}, health)

@@ -12,6 +12,7 @@ from loadruns import scenario_file, slogate, summary
 
 from slogate import scenarios
 from slogate.exactengine.launcher import ExactEngine
+from slogate.locustfiles.calibration import CHUNK_GAP_NS, chat_stream, parse_stream
 from slogate.locustfiles.processes import (
     ASSUMED_ITL_S,
     measure_cost_per_event_us,
@@ -118,3 +119,11 @@ def test_every_run_option_given_reaches_locust_under_its_locust_flag():
     assert pairs["--seed"] == "7" and pairs["--gpus"] == "2" and pairs["--baseline"] == "auto"
     assert pairs["--gpu-price-per-hour"] == "2.5" and "--save-requests" in cmd
     assert "--locust-stats" not in cmd and "--rate" not in cmd and "--warmup" not in cmd
+
+
+def test_the_calibration_stream_parses_as_an_engine_stream():
+    record = parse_stream(chat_stream(5, prompt_tokens=7), "c")
+    assert record.ok and record.error is None
+    assert len(record.chunk_ns) == 5  # the role chunk carries no output
+    assert (record.output_tokens, record.input_tokens) == (5, 7)
+    assert record.chunk_ns[1] - record.chunk_ns[0] == CHUNK_GAP_NS

@@ -459,11 +459,11 @@ def test_agent_scenarios_plan_tool_latencies(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("api", "load", "tools", "key"),
     [
-        ("messages", "{users: 2}", 3, "agent"),
+        ("completions", "{users: 2}", 3, "agent"),
         ("chat", "{rate: 2}", 3, "agent"),
         ("chat", "{users: 2}", 0, "request.tools"),
     ],
-    ids=["not-chat", "open-loop", "no-tools"],
+    ids=["no-tool-calls", "open-loop", "no-tools"],
 )
 def test_bad_agent_scenarios_are_named(tmp_path, api: str, load: str, tools: int, key: str) -> None:
     from slogate import scenarios

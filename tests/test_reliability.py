@@ -227,6 +227,26 @@ def test_sigkill_of_slogate_run_stops_the_load_and_leaves_a_judged_folder(
 
 
 @pytest.mark.slow
+def test_against_a_host_the_command_waits_for_locust_without_the_rest_of_slogate(
+    tmp_path: Path,
+) -> None:
+    """While Locust runs, ``slogate run`` is the small waiter it exec'd into (same
+    pid, Locust its child): none of what validating the run imported stays mapped."""
+    with MisbehavingServer("clock-jump") as server:
+        process, out = start_run(tmp_path, server, duration="4s")
+        waiter = psutil.Process(process.pid)
+        try:
+            assert waiter.cmdline()[1:3] == ["-m", "slogate.waiter"]
+            assert any("locust" in " ".join(c.cmdline()) for c in waiter.children())
+            mapped = {m.path for m in waiter.memory_maps()}
+            assert not [p for p in mapped if "numpy" in p or "tokenizers" in p], mapped
+        finally:
+            _, stderr = process.communicate(timeout=60)
+    assert process.returncode in (0, 1, 4), stderr  # judged by Locust, passed on as is
+    assert summary(out)["run"]["complete"] is True
+
+
+@pytest.mark.slow
 def test_sigkill_of_locust_leaves_its_last_checkpoint_judged_incomplete(tmp_path: Path) -> None:
     with MisbehavingServer("clock-jump") as server:
         process, out = start_run(tmp_path, server)

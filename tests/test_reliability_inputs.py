@@ -80,6 +80,8 @@ def test_limits_are_checked_by_scenario_check(
         (("--users", "1000000000"), "load.users"),
         (("--processes", "-3"), "--processes: expected an integer from 1 to 1024"),
         (("--seed", "-1"), "--seed: expected an integer >= 0"),
+        (("--master", "--expect-workers", "0"), "--expect-workers: expected an integer >= 1"),
+        (("--master", "--master-bind-port", "70000"), "--master-bind-port: expected a port"),
     ],
 )
 def test_limits_and_bad_values_at_the_command_line(args: tuple[str, ...], says: str) -> None:

@@ -57,6 +57,17 @@ def test_step_time_by_hand() -> None:
     assert StepModel(toy()).seconds(work) == pytest.approx(cost.seconds)
 
 
+def test_roofline_exponent_blends_the_linear_floors_near_the_ridge() -> None:
+    # the same step as above: linear compute 2.464 s, weight reads 656 / 500 = 1.312 s
+    work = StepWork(num_seqs=1, new_tokens=2, sampled=1, context_tokens=3, attention_pairs=9)
+    sharp = StepModel(toy()).cost(work)
+    soft = StepModel(toy(efficiency=replace(TOY_EFF, roofline_exponent=2.0))).cost(work)
+    assert sharp.linear_s == pytest.approx(2.464)
+    assert soft.linear_s == pytest.approx((2.464**2 + 1.312**2) ** 0.5)
+    assert soft.attention_s == sharp.attention_s
+    assert soft.seconds - sharp.seconds == pytest.approx(soft.linear_s - 2.464)
+
+
 def test_tensor_parallel_adds_two_allreduces_per_layer() -> None:
     work = StepWork(num_seqs=1, new_tokens=2, sampled=1, context_tokens=3, attention_pairs=9)
     cost = StepModel(toy(tp=2)).cost(work)

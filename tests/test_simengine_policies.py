@@ -1,5 +1,6 @@
 """Engine families: vLLM admits and preempts, TensorRT-LLM reserves the whole
-sequence at admission (GUARANTEED_NO_EVICT); the front-end cost reaches TTFT."""
+sequence at admission (GUARANTEED_NO_EVICT), SGLang chunks by GPU size and
+overlaps its CPU scheduling with the GPU; the front-end cost reaches TTFT."""
 
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def test_engine_family_sets_defaults_and_kv_sizing() -> None:
 
 
 def test_unknown_engine_is_refused_by_name() -> None:
-    with pytest.raises(ProfileError, match=r"engine 'tgi': expected one of vllm, trtllm"):
+    with pytest.raises(ProfileError, match=r"engine 'tgi': expected one of vllm, trtllm, sglang"):
         load_profile("llama-3.1-8b@h100:engine=tgi")
     with pytest.raises(ProfileError, match="kv_cache_free_gpu_mem_fraction"):
         load_profile("llama-3.1-8b@h100:engine=trtllm:kv_cache_free_gpu_mem_fraction=1.5")
@@ -110,3 +111,34 @@ def test_trtllm_runs_a_prompt_longer_than_the_budget_on_its_own() -> None:
     ]
     scheduler.complete(step, 1.0)
     assert long.output_len == 1 and long.first_token_time == 1.0
+
+
+def test_sglang_chunk_size_follows_its_gpu_memory_rule() -> None:
+    # 8192-token chunks from 35 GiB up (an L40S qualifies, unlike vLLM's 70 GiB rule)
+    sizes = {
+        gpu: load_profile(f"llama-3.1-8b@{gpu}:fp8:engine=sglang").scheduler_max_num_batched_tokens
+        for gpu in ("h100", "l40s", "l4")
+    }
+    assert sizes == {"h100": 8192, "l40s": 8192, "l4": 2048}
+    assert load_profile("llama-3.1-8b@l40s:fp8").scheduler_max_num_batched_tokens == 2048
+
+
+def test_sglang_overlap_takes_the_step_overhead_off_each_decode_step() -> None:
+    def run(engine: str):
+        profile = load_profile(f"llama-3.1-8b@h100:fp8:engine={engine}")
+        return simulate_closed_loop(
+            profile, concurrency=8, input_tokens=200, output_tokens=50, requests=24
+        )
+
+    vllm, sglang = run("vllm"), run("sglang")
+    step_overhead = load_profile("llama-3.1-8b@h100").efficiency.step_overhead_s
+    assert vllm.tpot_mean_s - sglang.tpot_mean_s == pytest.approx(step_overhead, rel=0.05)
+    assert sglang.ttft_mean_s < vllm.ttft_mean_s
+
+
+def test_sglang_retracts_like_vllm_when_the_cache_runs_out() -> None:
+    profile = load_profile("llama-3.1-8b@h100:fp8", engine="sglang", **SMALL_KV)
+    result = simulate_closed_loop(
+        profile, concurrency=32, input_tokens=1000, output_tokens=1000, requests=64
+    )
+    assert result.preemptions > 0

@@ -150,3 +150,20 @@ def test_custom_profile_file(tmp_path) -> None:
     with pytest.raises(ProfileError, match="at least 'model' and 'gpu'"):
         (tmp_path / "bad.yaml").write_text("model: llama-3.1-8b\n")
         load_profile(str(tmp_path / "bad.yaml"))
+
+
+def test_gpu_efficiency_overrides_the_defaults_and_a_file_overrides_the_gpu(tmp_path) -> None:
+    defaults = load_profile("llama-3.1-8b@h100").efficiency
+    a100 = load_profile("llama-3.1-8b@a100").efficiency
+    assert a100.matmul == load_profile("llama-3.1-8b@a100").gpu.efficiency["matmul"]
+    assert a100.matmul != defaults.matmul
+    assert a100.bandwidth == defaults.bandwidth  # the rest stays calibrated globally
+    path = tmp_path / "a100.yaml"
+    path.write_text("model: llama-3.1-8b\ngpu: a100\nefficiency: {matmul: 0.5}\n")
+    assert load_profile(str(path)).efficiency.matmul == 0.5
+    path.write_text(
+        "model: llama-3.1-8b\ngpu:\n  key: odd\n  memory_mib: 81920\n  hbm_gbps: 2000\n"
+        "  tflops: {bf16: 300}\n  efficiency: {bandwidth: 1.5}\n"
+    )
+    with pytest.raises(ProfileError, match=r"GPU 'odd': efficiency.bandwidth must be in \(0, 1\]"):
+        load_profile(str(path))

@@ -9,7 +9,7 @@ import pytest
 from reportdata import bucket, run_of
 from scipy.stats import binomtest
 
-from slogate.analysis.percentiles import min_samples
+from slogate.analysis.percentiles import binomial_quantile, min_samples
 from slogate.analysis.recorder import Bucket
 from slogate.analysis.slo import (
     EXIT_FAIL,
@@ -20,6 +20,7 @@ from slogate.analysis.slo import (
     evaluate,
     evaluate_run,
     percentile_of_stat,
+    proportion_interval,
     thresholds_of,
 )
 from slogate.scenarios.model import Threshold
@@ -240,3 +241,25 @@ def test_a_run_where_every_request_failed_is_invalid_even_without_slos():
     assert verdict.verdict is Verdict.INVALID
     assert verdict.exit_code == 3
     assert "all 20 measured requests failed" in verdict.reasons[0]
+
+
+@pytest.mark.parametrize("n", [1, 7, 37, 100, 1_000, 54_321])
+@pytest.mark.parametrize("p", [0.01, 0.5, 0.9, 0.95, 0.99, 0.999])
+@pytest.mark.parametrize("q", [0.0005, 0.025, 0.5, 0.975, 0.9995])
+def test_the_binomial_quantile_is_scipy_stats_binom_ppf(n: int, p: float, q: float) -> None:
+    """Computed from scipy.special; equal to scipy.stats' except where the CDF
+    meets q exactly and the two round its last bit differently."""
+    from scipy.stats import binom
+
+    expected = int(binom.ppf(q, n, p))
+    got = binomial_quantile(q, n, p)
+    assert got == expected or abs(binom.cdf(min(got, expected), n, p) - q) < 1e-12
+
+
+def test_the_proportion_interval_is_clopper_pearson() -> None:
+    from scipy.stats import beta
+
+    for hits, n in ((1, 10), (5, 100), (99, 100), (3, 100_000)):
+        lower, upper = proportion_interval(hits, n)
+        assert lower == pytest.approx(beta.ppf(0.025, hits, n - hits + 1), rel=1e-12)
+        assert upper == pytest.approx(beta.ppf(0.975, hits + 1, n - hits), rel=1e-12)

@@ -1,5 +1,6 @@
 """Images: made locally at the scenario's resolution and format, sent as data:
-URLs in chat parts, counted by the engine (tokens per tile, encoder time)."""
+URLs in each API's image parts, counted by the engine (tokens per tile,
+encoder time)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ from slogate.analysis.records import ErrorKind
 from slogate.locustfiles.client import StreamClient
 from slogate.locustfiles.protocol import chat_messages
 from slogate.scenarios.images import POOL_SIZE, image_pool
-from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
+from slogate.scenarios.model import Api, PlannedTurn, RequestOptions, Timeouts
 from slogate.scenarios.planner import Planner
 from slogate.simengine.launch import EngineProcess, start_engine
 from slogate.simengine.profiles import load_profile
 from slogate.simengine.vision import vision_cost
+
+APIS: list[Api] = ["chat", "responses", "messages"]
 
 
 def decode(url: str) -> Image.Image:
@@ -69,19 +72,29 @@ def engine() -> Iterator[EngineProcess]:
         running.stop()
 
 
-def send(url: str, images: tuple[str, ...], model: str = "Qwen/Qwen2.5-VL-7B-Instruct"):
-    client = StreamClient(url, "chat", model, RequestOptions(ignore_eos=True), Timeouts(), 1)
+def send(
+    url: str,
+    images: tuple[str, ...],
+    model: str = "Qwen/Qwen2.5-VL-7B-Instruct",
+    api: Api = "chat",
+):
+    client = StreamClient(url, api, model, RequestOptions(ignore_eos=True), Timeouts(), 1)
     try:
         return client.send(PlannedTurn("v", 0, 0, "describe this", 8, 4, 8, images=images))
     finally:
         client.close()
 
 
-def test_engine_counts_image_tokens_in_usage(engine: EngineProcess) -> None:
+@pytest.mark.parametrize("api", APIS)
+def test_engine_counts_image_tokens_in_usage(engine: EngineProcess, api: Api) -> None:
+    """Each API carries images its own way (chat ``image_url`` parts, Responses
+    ``input_image``, Messages ``image`` blocks with a base64 source); the engine
+    charges the same tile tokens for each."""
     pool = image_pool(448, 448, "png", 3)
-    plain = send(engine.url, ()).record
-    one = send(engine.url, pool[:1]).record
-    two = send(engine.url, pool[:2]).record
+    model = "Qwen/Qwen2.5-VL-7B-Instruct"
+    plain = send(engine.url, (), model, api).record
+    one = send(engine.url, pool[:1], model, api).record
+    two = send(engine.url, pool[:2], model, api).record
     for rec in (plain, one, two):
         assert rec.ok, rec.error_message
     per_image = (448 // 28) ** 2
@@ -89,8 +102,9 @@ def test_engine_counts_image_tokens_in_usage(engine: EngineProcess) -> None:
     assert two.input_tokens - plain.input_tokens == 2 * per_image
 
 
-def test_engine_refuses_image_urls_it_would_download(engine: EngineProcess) -> None:
-    rec = send(engine.url, ("https://example.com/cat.png",)).record
+@pytest.mark.parametrize("api", APIS)
+def test_engine_refuses_image_urls_it_would_download(engine: EngineProcess, api: Api) -> None:
+    rec = send(engine.url, ("https://example.com/cat.png",), api=api).record
     assert rec.error is ErrorKind.HTTP_4XX
     assert "no downloads" in rec.error_message
 

@@ -11,19 +11,13 @@ only ever counted once and never go stale.
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from slogate.scenarios.cache import cache_dir, store
 from slogate.scenarios.text import count_batch
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "slogate" / "token-counts"
 
 
 def token_counts(tokenizer: str, texts: Sequence[str]) -> list[int]:
@@ -33,7 +27,7 @@ def token_counts(tokenizer: str, texts: Sequence[str]) -> list[int]:
     for text in texts:
         digest.update(text.encode("utf-8", "surrogatepass"))
         digest.update(b"\0")
-    path = cache_dir() / f"{digest.hexdigest()}.npy"
+    path = cache_dir("token-counts") / f"{digest.hexdigest()}.npy"
     try:
         cached = np.load(path)
         if cached.shape == (len(texts),):
@@ -41,16 +35,5 @@ def token_counts(tokenizer: str, texts: Sequence[str]) -> list[int]:
     except (OSError, ValueError):
         pass
     counts = count_batch(tokenizer, texts)
-    _store(path, np.array(counts, dtype=np.int64))
+    store(path, lambda f: np.save(f, np.array(counts, dtype=np.int64)))
     return counts
-
-
-def _store(path: Path, counts: np.ndarray) -> None:
-    """Write atomically; a cache that cannot be written only costs the next load time."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as f:
-            np.save(f, counts)
-        os.replace(f.name, path)
-    except OSError:
-        pass

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from slogate.scenarios.datasets.table import DatasetError, Skip
+from slogate.scenarios.datasets.table import DatasetError, Skip, message_objects, string_field
 
 KEY = "messages"
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
@@ -18,19 +18,9 @@ def messages(record: dict[str, Any], where: str) -> list[tuple[str, str]]:
     """``(role, text)`` of each message; ``where`` is ``file line N``.
     Raises ``DatasetError`` for a malformed record, ``Skip`` for one that
     cannot be replayed (tools, images, unknown roles)."""
-    items = record.get(KEY)
-    if not isinstance(items, list):
-        raise DatasetError(f"{where}, field {KEY!r}: expected a list of messages, got {items!r}")
     out = []
-    for i, item in enumerate(items):
-        field = f"{KEY}[{i}]"
-        if not isinstance(item, dict):
-            raise DatasetError(
-                f"{where}, field {field!r}: expected an object with role and content, got {item!r}"
-            )
-        role = item.get("role")
-        if not isinstance(role, str):
-            raise DatasetError(f"{where}, field '{field}.role': expected a string, got {role!r}")
+    for field, item in message_objects(record, KEY, where, "role and content"):
+        role = string_field(item, "role", where, field)
         if role in TOOL_ROLES or item.get("tool_calls") or item.get("function_call"):
             raise Skip("tool calls")
         if role not in ROLES:

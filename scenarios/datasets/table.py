@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import functools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,3 +147,29 @@ def json_lines(path: Path) -> list[tuple[int, Any]]:
 class Skip(Exception):
     """A row (or conversation) that is well-formed but cannot be replayed; the
     message is the reason ``slogate scenario check`` counts it under."""
+
+
+def message_objects(
+    record: dict[str, Any], key: str, where: str, keys: str
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each message of a conversation record's ``key`` list with its field path
+    (``key[i]``), for the format's own checks; ``keys`` names what a message
+    holds, for the error. ``where`` is ``file line N``."""
+    items = record.get(key)
+    if not isinstance(items, list):
+        raise DatasetError(f"{where}, field {key!r}: expected a list of messages, got {items!r}")
+    for i, item in enumerate(items):
+        field = f"{key}[{i}]"
+        if not isinstance(item, dict):
+            raise DatasetError(
+                f"{where}, field {field!r}: expected an object with {keys}, got {item!r}"
+            )
+        yield field, item
+
+
+def string_field(item: dict[str, Any], name: str, where: str, field: str) -> str:
+    """``item[name]``, which must be a string."""
+    value = item.get(name)
+    if not isinstance(value, str):
+        raise DatasetError(f"{where}, field '{field}.{name}': expected a string, got {value!r}")
+    return value

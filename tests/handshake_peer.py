@@ -1,0 +1,43 @@
+"""The worker's side of slogate's handshake, spoken by hand to a real master:
+``python tests/handshake_peer.py PORT VERSION`` connects as a Locust worker
+does, greets, takes the scenario, answers ready with VERSION (and the
+master's own digest) and prints one JSON line: the shipped files' names and
+text, the master's version, and its refusal reason (empty if none in 5 s).
+Its own process: importing Locust monkey-patches the interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import gevent
+import locust
+from locust.rpc import Message, rpc
+
+ID = "peer"
+
+
+def until(client: rpc.Client, kind: str) -> dict:
+    while True:
+        msg = client.recv()
+        if msg.type == kind:
+            return msg.data
+
+
+def main(port: int, version: str) -> None:
+    client = rpc.Client("127.0.0.1", port, ID)
+    client.send(Message("client_ready", locust.__version__, ID))
+    client.send(Message("slogate_hello", {}, ID))
+    shipment = gevent.with_timeout(60, until, client, "slogate_scenario")
+    ready = {"version": version, "digest": shipment["digest"], "error": None,
+             "pid": os.getpid(), "host": "peer-host", "clock": None}  # fmt: skip
+    client.send(Message("slogate_ready", ready, ID))
+    answer = gevent.with_timeout(5, until, client, "slogate_refused", timeout_value={})
+    client.close()
+    files = {name: data.decode() for name, data in shipment["files"].items()}
+    print(json.dumps({"files": files, "version": shipment["version"], **answer}))
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), sys.argv[2])
