@@ -62,10 +62,10 @@ def judge(
 
 
 def preload_statistics() -> None:
-    """Import what the live judge computes with (scipy.stats, for the intervals)
+    """Import what the live judge computes with (scipy.special, for the intervals)
     before the load starts: imported on the first live verdict, it would hold a
     single-process run's load loop for about a second mid-run."""
-    importlib.import_module("scipy.stats")
+    importlib.import_module("scipy.special")
 
 
 def judge_live(
