@@ -302,7 +302,8 @@ def _measure(
         rss_start = _rss_mb()
         cpu_before = _cpu_s()
         watch.start()
-        events, wall_s, counts = _drive(client, recorder, streams, duration_s, itl_ms, turn)
+        spread_s = (ttft_ms + (tokens - 1) * itl_ms) / 1000.0
+        events, wall_s, counts = _drive(client, recorder, streams, duration_s, spread_s, turn)
         watch.stop()
         client_cpu = _cpu_s() - cpu_before
         memory = (_peak_rss_mb(), rss_start, _rss_mb())
@@ -326,20 +327,24 @@ def _drive(
     recorder: Recorder,
     streams: int,
     duration_s: float,
-    itl_ms: float,
+    spread_s: float,
     turn: PlannedTurn,
 ) -> tuple[int, float, list[int]]:
     """Closed loop: each greenlet sends again as soon as its stream ends, until the
-    duration is over (streams in flight then finish). Starts are spread over one
-    ITL so streams do not move in lockstep. Returns (events, wall seconds, the
-    usage output-token count of every successful request)."""
+    duration is over (streams in flight then finish). Starts are spread evenly
+    over ``spread_s``, one request's length on the server's schedule: every
+    request lasts as long, so streams started within one ITL would end and
+    send again together every cycle, hundreds of sends and records in a burst
+    that holds the loop for tens of milliseconds; real traffic, of mixed
+    lengths, sends at a steady rate. Returns (events, wall seconds, the usage
+    output-token count of every successful request)."""
     deadline = time.perf_counter() + duration_s
     counts: list[int] = []
     events = 0
 
     def stream(index: int) -> None:
         nonlocal events
-        gevent.sleep(index * itl_ms / 1000.0 / streams)
+        gevent.sleep(index * spread_s / streams)
         while time.perf_counter() < deadline:
             record = client.send(turn).record
             events += len(record.chunk_ns)
