@@ -37,6 +37,13 @@ CAPACITY = 256
 GUARD_MIN_NS = 2_000_000  # the dispatcher's own wake-up is about 1 ms late (libev's epoll)
 GUARD_FACTOR = 2
 RECENT = 16  # preparations the guard remembers
+# The last stretch before an instant is spent yielding to the loop instead of
+# asleep: a sleeping process wakes up to milliseconds late (BENCHMARKS.md, an
+# idle process here: p99 2.3 ms), one that keeps yielding runs on time. At most
+# the guard (no preparation starts meanwhile) and a twentieth of the time
+# between two sends (5% of a core at any rate).
+SPIN_MAX_NS = GUARD_MIN_NS
+SPIN_SHARE = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +96,7 @@ class LookAhead(Generic[T, P]):
 
     def __iter__(self) -> Iterator[Due[P]]:
         self._filler = gevent.spawn(self._fill)
+        previous_ns = time.perf_counter_ns()
         try:
             while True:
                 while not self._buffer:
@@ -99,7 +107,9 @@ class LookAhead(Generic[T, P]):
                     self._added.clear()
                     self._added.wait()
                 head = self._buffer[0]
-                _sleep_until(head.due_ns)
+                spin_ns = min(SPIN_MAX_NS, max(head.due_ns - previous_ns, 0) // SPIN_SHARE)
+                _sleep_until(head.due_ns, spin_ns)
+                previous_ns = head.due_ns
                 self._buffer.popleft()
                 yield head
                 # Set only now, after the caller spawned the request's send: that
@@ -150,11 +160,15 @@ class LookAhead(Generic[T, P]):
             self._taken.wait(wait_s)
 
 
-def _sleep_until(due_ns: int) -> None:
-    """Sleep until ``due_ns``, never waking before it. The loop's clock is
-    refreshed first: libev times a sleep from the instant its current loop
-    iteration began, so a greenlet that ran a while would otherwise wake early."""
+def _sleep_until(due_ns: int, spin_ns: int = 0) -> None:
+    """Sleep until ``spin_ns`` before ``due_ns``, then yield to the loop (reads
+    and other greenlets run) until ``due_ns``; never return before it. The
+    loop's clock is refreshed first: libev times a sleep from the instant its
+    current loop iteration began, so a greenlet that ran a while would
+    otherwise wake early."""
     loop = gevent.get_hub().loop
-    while (delay_ns := due_ns - time.perf_counter_ns()) > 0:
+    while (delay_ns := due_ns - spin_ns - time.perf_counter_ns()) > 0:
         loop.update_now()
         gevent.sleep(delay_ns / 1e9)
+    while time.perf_counter_ns() < due_ns:
+        gevent.idle()  # one turn of the loop: its I/O and timers run first

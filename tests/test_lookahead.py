@@ -8,9 +8,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import gevent
 import pytest
 
-from slogate.locustfiles.lookahead import GUARD_MIN_NS, LookAhead
+from slogate.locustfiles.lookahead import (
+    GUARD_MIN_NS,
+    SPIN_MAX_NS,
+    SPIN_SHARE,
+    LookAhead,
+    _sleep_until,
+)
 
 MS = 1_000_000
 
@@ -130,3 +137,21 @@ def test_a_failed_preparation_is_raised_to_the_dispatcher_after_the_earlier_plan
 def test_bad_bounds_are_refused():
     with pytest.raises(ValueError, match="capacity"):
         LookAhead(iter(()), int, str, until_ns=0, capacity=0)
+
+
+def test_the_last_stretch_before_an_instant_keeps_the_loop_running():
+    """Waiting out the spin before an instant yields to the loop: a greenlet
+    woken inside that stretch runs before the wait returns, and the wait never
+    returns early."""
+    due = time.perf_counter_ns() + 30 * MS
+    ran_at: list[int] = []
+    gevent.spawn_later(0.027, lambda: ran_at.append(time.perf_counter_ns()))  # inside the spin
+    _sleep_until(due, spin_ns=10 * MS)
+    returned = time.perf_counter_ns()
+    assert returned >= due
+    assert ran_at and ran_at[0] <= returned
+
+
+def test_the_spin_is_at_most_the_guard_and_a_share_of_the_gap():
+    assert SPIN_MAX_NS <= GUARD_MIN_NS  # no preparation can start while it spins
+    assert SPIN_SHARE >= 10  # a tenth of a core at most, at any rate of sends
