@@ -83,17 +83,23 @@ def test_processes_2_counts_every_request_the_server_answered(engine, tmp_path):
 
 def assert_requests_saved(out) -> None:
     """Both processes' lines are in requests.jsonl, whole, one per finished
-    request, with the server's known schedule (TTFT 50 ms, ITL 20 ms, 16 tokens)."""
+    request, with the server's schedule (16 tokens, none before 50 ms) and the
+    same timings the histograms hold (a busy machine may delay the server's
+    sends: the line then says so, as the histogram does)."""
     lines = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
     measured = [line for line in lines if not line["warmup"]]
-    r = scenario_stats(out)["requests"]
+    stats = scenario_stats(out)
+    r = stats["requests"]
     assert len(measured) == r["ok"] + r["failed"]
     assert sum(line["ok"] for line in measured) == r["ok"]
+    ttft = stats["metrics"]["ttft_ms"]
     for line in lines:
         assert line["scenario"] == "exact-chat" and line["stage"] is not None
         assert line["output_tokens"] == 16 == len(line["chunk_ms"])
-        assert line["ttft_ms"] == pytest.approx(50, abs=15)
+        assert line["ttft_ms"] >= 49.0  # milliseconds, never before the server's first token
         assert line["chunk_ms"][0] == line["ttft_ms"]
+    for line in measured:  # the histogram's range, to its 0.1% resolution
+        assert ttft["min"] * 0.998 <= line["ttft_ms"] <= ttft["max"] * 1.002
 
 
 def test_master_and_two_workers_lose_nothing_at_shutdown(engine, tmp_path):

@@ -89,11 +89,11 @@ def test_a_stall_with_no_request_in_flight_is_no_error():
     gevent.sleep(0.05)
     in_flight[0] = 1
     gevent.sleep(0.05)
-    hold_loop(0.030)
+    start, end = hold_loop(0.030)
     gevent.sleep(0.05)
     watch.stop()
     block = stall_block(watch.health())
-    assert 29.0 <= block["max"] <= 45.0
+    assert 29.0 <= block["max"] <= (end - start) / 1e6 + 15.0  # the hold, with any preemption
     # the idle part sampled nothing: about 100 ms of busy time, 30 of them held
     assert 60 <= block["samples"] <= 160
 

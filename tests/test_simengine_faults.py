@@ -84,7 +84,9 @@ def test_stream_cut_without_done(engine: EngineProcess) -> None:
 def test_stall_once(engine: EngineProcess) -> None:
     engine.set_faults(stall_s=0.4, stall_count=1)
     first, second = stream(engine), stream(engine)
-    assert max(gaps(first[0])) >= 0.4 and first[0].done
+    # the stall runs from the previous chunk's due instant: a chunk sent late by a
+    # busy machine shortens the gap the client sees by that lateness
+    assert max(gaps(first[0])) >= 0.39 and first[0].done
     assert max(gaps(second[0])) < 0.3
 
 
