@@ -53,6 +53,7 @@ from slogate.analysis.percentiles import CONFIDENCE, estimate, min_samples
 from slogate.analysis.recorder import ANSWER_TWINS, Bucket, Counters
 from slogate.analysis.rundata import RunData
 from slogate.scenarios.model import Threshold
+from slogate.scenarios.sections import COUNT_METRICS  # the count metrics a scenario may gate
 
 US_PER_MS = 1000.0
 LATENCY_METRICS = (
@@ -70,13 +71,6 @@ GAP_METRICS = ("itl", "chunk_gap", "max_stall")
 # Chunks read together over this share of the gaps blur ITL's p99 (diagnosis).
 SAME_READ_SHARE = 0.01
 ANSWER_METRICS = ("ttfa", "reasoning", "answer_itl", "answer_tpot", "ttftc", "session")
-COUNT_METRICS = (
-    "reasoning_tokens",
-    "answer_tokens",
-    "output_tokens",
-    "tool_arg_bytes",
-    "session_steps",
-)
 RATE_METRICS = ("error_rate", "goodput")
 THROUGHPUT_METRICS = ("requests_per_s", "output_tokens_per_s", "input_tokens_per_s")
 

@@ -19,7 +19,14 @@ from typing import Any
 
 import orjson
 
-from slogate.locustfiles.openai_stream import Chunk, ChunkKind, error_message, malformed, usage_int
+from slogate.locustfiles.openai_stream import (
+    Chunk,
+    ChunkKind,
+    error_message,
+    event_object,
+    malformed,
+    usage_int,
+)
 from slogate.locustfiles.protocol import Protocol, chat_messages, common_options
 from slogate.scenarios.model import PlannedTurn, RequestOptions
 
@@ -110,12 +117,9 @@ def _empty() -> Chunk:
 
 def parse_event(data: bytes) -> Chunk:
     """Classify the data of one Messages API stream event."""
-    try:
-        obj: Any = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        return malformed(f"invalid JSON in stream ({exc})", data)
-    if type(obj) is not dict:
-        return malformed("stream event is not an object", data)
+    obj = event_object(data)
+    if type(obj) is Chunk:
+        return obj
     kind = obj.get("type")
     if kind == "content_block_delta":
         return _block_delta(obj, data)

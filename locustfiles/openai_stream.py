@@ -214,6 +214,18 @@ def malformed(what: str, data: bytes) -> Chunk:
     return Chunk(ChunkKind.MALFORMED, message=f"{what}: {data[:200]!r}")
 
 
+def event_object(data: bytes) -> dict | Chunk:
+    """The JSON object an API's stream event holds, or the malformed chunk
+    saying why it holds none."""
+    try:
+        obj = _loads(data)
+    except orjson.JSONDecodeError as exc:
+        return malformed(f"invalid JSON in stream ({exc})", data)
+    if type(obj) is not dict:
+        return malformed("stream event is not an object", data)
+    return obj
+
+
 def parse_chunk(data: bytes) -> Chunk:
     """Classify the data of one SSE event of a chat or completions stream.
 

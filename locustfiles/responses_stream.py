@@ -16,11 +16,14 @@ boundaries) carries no output.
 
 from __future__ import annotations
 
-from typing import Any
-
-import orjson
-
-from slogate.locustfiles.openai_stream import Chunk, ChunkKind, error_message, malformed, usage_int
+from slogate.locustfiles.openai_stream import (
+    Chunk,
+    ChunkKind,
+    error_message,
+    event_object,
+    malformed,
+    usage_int,
+)
 from slogate.locustfiles.protocol import Protocol, bearer, chat_messages, common_options
 from slogate.scenarios.model import PlannedTurn, RequestOptions
 
@@ -88,12 +91,9 @@ def parse_event(data: bytes) -> Chunk:
     """Classify the data of one Responses API stream event."""
     if data == _DONE:
         return Chunk(ChunkKind.DONE)
-    try:
-        obj: Any = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        return malformed(f"invalid JSON in stream ({exc})", data)
-    if type(obj) is not dict:
-        return malformed("stream event is not an object", data)
+    obj = event_object(data)
+    if type(obj) is Chunk:
+        return obj
     kind = obj.get("type")
     if type(kind) is not str:
         return malformed("stream event has no 'type'", data)

@@ -17,12 +17,31 @@ PERCENTILES = ("p50", "p90", "p95", "p99", "max")
 EXIT = {"pass": 0, "fail": 1, "invalid": 3, "inconclusive": 4}
 
 
-def test_reasoning_scenario_reports_ttfa_above_ttft(tmp_path: Path) -> None:
+def judged(tmp_path: Path, scenario: str, name: str, duration: str) -> tuple[dict, dict]:
+    """Run ``scenario`` into ``tmp_path/out``; (the summary, the block of scenario
+    ``name``), once the exit code is checked against the verdict."""
     out = tmp_path / "out"
-    done = slogate("run", "reasoning", "--duration", "20s", "--out", str(out))
+    done = slogate("run", scenario, "--duration", duration, "--out", str(out))
     s = summary(out)
     assert done.returncode == EXIT[s["verdict"]], done.stderr[-3000:]
-    r = s["scenarios"]["reasoning"]
+    return s, s["scenarios"][name]
+
+
+def over_api(tmp_path: Path, builtin: str, api: str, **load: object) -> tuple[str, str]:
+    """(what to run, the scenario's name): the built-in scenario, or a copy of
+    it that speaks another API (and takes these ``load`` settings)."""
+    if api == "chat" and not load:
+        return builtin, builtin
+    data = yaml.safe_load((ROOT / "scenarios" / f"{builtin}.yaml").read_text())
+    data.update(api=api, name=f"{builtin}-{api}")
+    data["load"].update(load)
+    path = tmp_path / f"{builtin}-{api}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path), data["name"]
+
+
+def test_reasoning_scenario_reports_ttfa_above_ttft(tmp_path: Path) -> None:
+    _, r = judged(tmp_path, "reasoning", "reasoning", "20s")
     assert r["requests"]["ok"] > 5 and r["requests"]["failed"] == 0
     m = r["metrics"]
     for p in PERCENTILES:
@@ -31,22 +50,14 @@ def test_reasoning_scenario_reports_ttfa_above_ttft(tmp_path: Path) -> None:
     assert r["tokens"]["reasoning"] > 0 and r["tokens"]["answer"] > 0
     assert r["tokens"]["reasoning"] + r["tokens"]["answer"] == r["tokens"]["output"]
     assert {e["metric"] for e in r["slo"]} >= {"ttfa_ms", "answer_itl_ms", "answer_tpot_ms"}
-    assert "Reasoning and answer" in (out / "report.html").read_text()
+    assert "Reasoning and answer" in (tmp_path / "out" / "report.html").read_text()
 
 
 @pytest.mark.parametrize("api", ["responses", "messages"])
 def test_chat_scenario_over_another_api(tmp_path: Path, api: str) -> None:
-    data = yaml.safe_load((ROOT / "scenarios" / "chat.yaml").read_text())
-    data.update(api=api, name=f"chat-{api}")
-    data["load"].update(users=8, warmup="2s")
-    path = tmp_path / f"chat-{api}.yaml"
-    path.write_text(yaml.safe_dump(data))
-    out = tmp_path / "out"
-    done = slogate("run", str(path), "--duration", "15s", "--out", str(out))
-    s = summary(out)
-    assert done.returncode == EXIT[s["verdict"]], done.stderr[-3000:]
+    scenario, name = over_api(tmp_path, "chat", api, users=8, warmup="2s")
+    s, c = judged(tmp_path, scenario, name, "15s")
     assert s["verdict"] in ("pass", "inconclusive")  # a 15 s run may not bound p99
-    c = s["scenarios"][f"chat-{api}"]
     assert c["api"] == api
     assert c["requests"]["failed"] == 0 and c["requests"]["ok"] > 5
     assert c["tokens"]["count_method"] == "usage"
@@ -59,11 +70,7 @@ def test_chat_scenario_over_another_api(tmp_path: Path, api: str) -> None:
 
 
 def test_embeddings_scenario_gates_request_latency(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    done = slogate("run", "embeddings", "--duration", "15s", "--out", str(out))
-    s = summary(out)
-    assert done.returncode == EXIT[s["verdict"]], done.stderr[-3000:]
-    e = s["scenarios"]["embeddings"]
+    _, e = judged(tmp_path, "embeddings", "embeddings", "15s")
     assert e["api"] == "embeddings"
     assert e["requests"]["ok"] > 20 and e["requests"]["failed"] == 0
     assert e["metrics"]["e2e_ms"]["count"] == e["requests"]["ok"]
@@ -74,26 +81,9 @@ def test_embeddings_scenario_gates_request_latency(tmp_path: Path) -> None:
     assert {x["metric"] for x in e["slo"]} == {"e2e_ms", "error_rate", "input_tokens_per_s"}
 
 
-def over_api(tmp_path: Path, builtin: str, api: str) -> tuple[str, str]:
-    """(what to run, the scenario's name): the built-in scenario, or a copy of
-    it that speaks another API."""
-    if api == "chat":
-        return builtin, builtin
-    data = yaml.safe_load((ROOT / "scenarios" / f"{builtin}.yaml").read_text())
-    data.update(api=api, name=f"{builtin}-{api}")
-    path = tmp_path / f"{builtin}-{api}.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return str(path), data["name"]
-
-
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
 def test_agent_scenario_records_sessions(tmp_path: Path, api: str) -> None:
-    out = tmp_path / "out"
-    scenario, name = over_api(tmp_path, "agent", api)
-    done = slogate("run", scenario, "--duration", "20s", "--out", str(out))
-    s = summary(out)
-    assert done.returncode == EXIT[s["verdict"]], done.stderr[-3000:]
-    a = s["scenarios"][name]
+    _, a = judged(tmp_path, *over_api(tmp_path, "agent", api), "20s")
     assert a["api"] == api
     assert a["requests"]["failed"] == 0
     sessions = a["sessions"]
@@ -110,12 +100,7 @@ def test_agent_scenario_records_sessions(tmp_path: Path, api: str) -> None:
 
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
 def test_vision_scenario_counts_image_tokens(tmp_path: Path, api: str) -> None:
-    out = tmp_path / "out"
-    scenario, name = over_api(tmp_path, "vision", api)
-    done = slogate("run", scenario, "--duration", "15s", "--out", str(out))
-    s = summary(out)
-    assert done.returncode == EXIT[s["verdict"]], done.stderr[-3000:]
-    v = s["scenarios"][name]
+    _, v = judged(tmp_path, *over_api(tmp_path, "vision", api), "15s")
     assert v["api"] == api
     assert v["requests"]["ok"] > 5 and v["requests"]["failed"] == 0
     # two 1024x768 images are 2 x 37 x 28 prompt tokens the text plan does not hold

@@ -10,45 +10,35 @@ engine is not installed, ``SLOGATE_SKIP_LLAMACPP=1`` opts out.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
+from llamaservers import llama_server
 
 from slogate.analysis.metrics import request_metrics
 from slogate.analysis.records import ErrorKind
-from slogate.engines.llamacpp import MODEL_ALIAS, LlamaCppMissing, LlamaServer, LlamaServerConfig
+from slogate.engines.llamacpp import MODEL_ALIAS, LlamaServer
 from slogate.locustfiles.client import StreamClient
 from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
 
 # One worker runs them all: a second llama.cpp server would halve both.
 pytestmark = [pytest.mark.llamacpp, pytest.mark.xdist_group("llamacpp")]
 
-SKIP_ENV = "SLOGATE_SKIP_LLAMACPP"
+SLOTS = 2
 TOKENS = 24
 TURN = PlannedTurn("m", 0, 0, "Write a short poem about the sea.", TOKENS, 16, TOKENS, "Be brief.")
 BATCH = PlannedTurn("e", 0, 0, "x", 1, 20, 0, inputs=("the sea", "a poem about it", "waves"))
 
 
-def server(extra: tuple[str, ...], tmp: pytest.TempPathFactory) -> LlamaServer:
-    if os.environ.get(SKIP_ENV) == "1":
-        pytest.skip(f"{SKIP_ENV}=1: llama.cpp end-to-end tests skipped")
-    log = tmp.mktemp("llama-server") / "server.log"
-    try:
-        return LlamaServer(LlamaServerConfig(slots=2, extra_args=extra), log_path=log)
-    except LlamaCppMissing as exc:
-        pytest.fail(f"{exc} (or set {SKIP_ENV}=1 to skip these tests)", pytrace=False)
-
-
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
-    with server((), tmp_path_factory) as running:
+    with llama_server(tmp_path_factory, SLOTS) as running:
         yield running
 
 
 @pytest.fixture(scope="module")
 def embedder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
-    with server(("--embeddings", "--pooling", "mean"), tmp_path_factory) as running:
+    with llama_server(tmp_path_factory, SLOTS, ("--embeddings", "--pooling", "mean")) as running:
         yield running
 
 
@@ -67,15 +57,9 @@ def send(url: str, api: str, turn: PlannedTurn, **options: object):
         client.close()
 
 
-def skip_when_missing(record, route: str) -> None:
-    if record.http_status == 404:
-        pytest.skip(f"this llama-server build has no {route}: {record.error_message}")
-
-
 def test_messages_api_streams_and_counts(llama: LlamaServer) -> None:
     result = send(llama.url, "messages", TURN, ignore_eos=True)
     rec = result.record
-    skip_when_missing(rec, "/v1/messages")
     assert rec.ok, rec.error_message
     assert rec.output_tokens is not None and 0 < rec.output_tokens <= TOKENS
     assert rec.input_tokens and rec.input_tokens > 10  # message_start usage
@@ -89,14 +73,12 @@ def test_messages_api_streams_and_counts(llama: LlamaServer) -> None:
 def test_messages_api_error_is_an_http_error(llama: LlamaServer) -> None:
     bad = {"messages": [{"role": "user", "content": 5}]}  # content must be text or blocks
     rec = send(llama.url, "messages", TURN, extra_body=bad).record
-    skip_when_missing(rec, "/v1/messages")
     assert rec.error is ErrorKind.HTTP_4XX
     assert rec.error_message == "HTTP 400: Expected 'content' to be a string or an array"
 
 
 def test_embeddings_batch(embedder: LlamaServer) -> None:
     rec = send(embedder.url, "embeddings", BATCH).record
-    skip_when_missing(rec, "/v1/embeddings")
     assert rec.ok, rec.error_message
     assert rec.inputs == 3
     assert rec.input_tokens and rec.input_tokens >= 3

@@ -8,7 +8,6 @@ opt out with ``SLOGATE_SKIP_LLAMACPP=1`` (or ``-m "not llamacpp"``).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -18,15 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from llamaservers import llama_server
 
 from slogate.analysis.server_metrics import snapshot
-from slogate.engines.llamacpp import MODEL_ALIAS, LlamaCppMissing, LlamaServer, LlamaServerConfig
+from slogate.engines.llamacpp import MODEL_ALIAS, LlamaServer
 from slogate.locustfiles.scraper import MetricsScraper, metrics_url_for
 
 # One worker runs them all: a second llama.cpp server would halve both.
 pytestmark = [pytest.mark.llamacpp, pytest.mark.xdist_group("llamacpp")]
 
-SKIP_ENV = "SLOGATE_SKIP_LLAMACPP"
 REPO = Path(__file__).resolve().parents[1]
 SLOTS = 4
 RUN_USERS = 4
@@ -38,14 +37,7 @@ RUN_TIMEOUT_S = 240
 
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
-    if os.environ.get(SKIP_ENV) == "1":
-        pytest.skip(f"{SKIP_ENV}=1: llama.cpp end-to-end tests skipped")
-    log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    try:
-        server = LlamaServer(LlamaServerConfig(slots=SLOTS), log_path=log)
-    except LlamaCppMissing as exc:
-        pytest.fail(f"{exc} (or set {SKIP_ENV}=1 to skip these tests)", pytrace=False)
-    with server:
+    with llama_server(tmp_path_factory, SLOTS) as server:
         yield server
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from streams import interpret
 
 from slogate.analysis.records import ErrorKind, RequestRecord
-from slogate.locustfiles.openai_stream import ChunkKind, StreamInterpreter, parse_chunk
-from slogate.locustfiles.sse import SSEParser
+from slogate.locustfiles.openai_stream import ChunkKind, parse_chunk
 
 
 def event(obj: object) -> bytes:
@@ -40,24 +40,6 @@ def usage(completion: int, prompt: int = 7) -> dict:
 
 USAGE_CHUNK = event({"choices": [], "usage": usage(3)})
 DONE = b"data: [DONE]\n\n"
-
-
-def interpret(stream: bytes, piece: int) -> tuple[RequestRecord, StreamInterpreter]:
-    """Feed ``stream`` in pieces of ``piece`` bytes; a piece arrives at the index of
-    its last byte. The stream closes (EOF) at ``len(stream)`` unless it ended."""
-    record = RequestRecord(scenario="s", start_ns=0)
-    interpreter = StreamInterpreter(record)
-    parser = SSEParser()
-    for i in range(0, len(stream), piece):
-        at = min(i + piece, len(stream)) - 1
-        for ev in parser.feed(stream[i : i + piece]):
-            if interpreter.on_event(ev, at):
-                return record, interpreter
-    for ev in parser.close():
-        if interpreter.on_event(ev, len(stream)):
-            return record, interpreter
-    interpreter.on_close(len(stream))
-    return record, interpreter
 
 
 def interpret_both_ways(stream: bytes) -> tuple[RequestRecord, str]:
