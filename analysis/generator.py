@@ -147,8 +147,8 @@ def merged(per_process: Mapping[str, ProcessHealth]) -> ProcessHealth | None:
     measured = [p for p in per_process.values() if p.measured]
     if not measured:
         return None
-    total = ProcessHealth.from_dict(measured[0].to_dict())
-    for health in measured[1:]:
+    total = ProcessHealth(held_split=True)  # split only if every process's is
+    for health in measured:
         total.add(health)
     return total
 
