@@ -51,6 +51,5 @@ def parse_stream(reads: list[bytes], scenario: str = "calibration") -> RequestRe
     interpreter = StreamInterpreter(record)
     parser = SSEParser()
     for i, read in enumerate(reads):
-        for event in parser.feed(read):
-            interpreter.on_event(event, 1 + i * CHUNK_GAP_NS)
+        interpreter.on_piece(parser, read, 1 + i * CHUNK_GAP_NS)
     return record

@@ -93,6 +93,9 @@ def error_kind_for_status(status: int) -> ErrorKind:
     return ErrorKind.PROTOCOL
 
 
+_feed_body = HTTPResponseParser.feed
+
+
 class _Response(HTTPResponseParser):
     """geventhttpclient's llhttp parser; keeps the status, the headers and the body
     pieces as they come out of the chunked framing.
@@ -307,11 +310,15 @@ class _Exchange:
     __slots__ = (
         "client",
         "conn",
+        "ended_by_event",
         "eof",
+        "first_deadline",
         "got_bytes",
         "record",
         "response",
         "reused",
+        "sse",
+        "stall_ns",
         "stream",
         "turn",
     )
@@ -332,6 +339,11 @@ class _Exchange:
         self.response = _Response()
         self.got_bytes = False
         self.eof = False
+        self.sse = SSEParser()
+        self.ended_by_event = False
+        timeouts = client.timeouts
+        self.first_deadline = 0
+        self.stall_ns = int(timeouts.stall_s * 1e9)
 
     def run(self, request: bytes) -> None:
         """The connection goes back to the pool only when the response was read to
@@ -347,7 +359,9 @@ class _Exchange:
 
     def _run(self, request: bytes) -> bool:
         timeouts = self.client.timeouts
-        first_deadline = self.record.start_ns + int(timeouts.first_token_s * 1e9)
+        first_deadline = self.first_deadline = self.record.start_ns + int(
+            timeouts.first_token_s * 1e9
+        )
         try:
             self.conn.send(request, first_deadline)
             response = self.response
@@ -362,7 +376,7 @@ class _Exchange:
             if "event-stream" not in content_type:
                 message = f"expected a text/event-stream response, got {content_type!r}"
                 raise _Failure(ErrorKind.PROTOCOL, message)
-            return self._stream(first_deadline, int(timeouts.stall_s * 1e9))
+            return self._stream()
         except TimeoutError as exc:
             if self.record.chunk_ns:
                 message = f"no output for {timeouts.stall_s:g} s"
@@ -383,7 +397,9 @@ class _Exchange:
     def _read(self, deadline: int) -> None:
         """Feed what has arrived (waiting until ``deadline``) to the HTTP parser;
         ``eof`` once the server closed."""
-        data = self.conn.read(deadline)
+        self._feed(self.conn.read(deadline))
+
+    def _feed(self, data: bytes) -> None:
         if data:
             self.got_bytes = True
             self.response.feed(data)
@@ -398,30 +414,46 @@ class _Exchange:
         except HTTPParseError:
             return  # closed mid-body: the stream is truncated, the parser has no say
 
-    def _stream(self, first_deadline: int, stall_ns: int) -> bool:
-        """Follow the event stream to its end; True when the connection is clean."""
-        response = self.response
-        body = response.body
-        stream = self.stream
-        conn = self.conn
+    def _stream(self) -> bool:
+        """Follow the event stream to its end; True when the connection is clean.
+        Plain connections are read by the pool's reader greenlet, TLS ones here."""
+        if not self.take(None):
+            if self.conn.tls:
+                while not self.take(self.conn.read(self.deadline())):
+                    pass
+            else:
+                self.conn.follow(self.take, self.deadline)
+        return self._drain() if self.ended_by_event and self.record.ok else False
+
+    def deadline(self) -> int:
+        """First token, then stall: when the stream times out if nothing comes."""
         chunks = self.record.chunk_ns
-        sse = SSEParser()
-        while True:
-            at = conn.at
-            for piece in body:
-                for event in sse.feed(piece):
-                    if stream.on_event(event, at):
-                        body.clear()
-                        return self._drain() if self.record.ok else False
-            body.clear()
-            if response.complete or self.eof:
-                break
-            self._read(chunks[-1] + stall_ns if chunks else first_deadline)
-        for event in sse.close():
-            if stream.on_event(event, conn.at):
-                return False
-        stream.on_close(conn.at)
-        return False
+        return chunks[-1] + self.stall_ns if chunks else self.first_deadline
+
+    def take(self, data: bytes | None) -> bool:
+        """Apply one read (None: only what the headers' read brought); True once
+        the stream is over, by an event (``ended_by_event``) or by its end."""
+        if data:
+            _feed_body(self.response, data)  # headers are done: no read counting
+        elif data is not None:
+            self._feed(data)
+        body = self.response.body
+        stream = self.stream
+        at = self.conn.at
+        sse = self.sse
+        for piece in body:
+            if stream.on_piece(sse, piece, at):
+                body.clear()
+                self.ended_by_event = True
+                return True
+        body.clear()
+        if not (self.response.complete or self.eof):
+            return False
+        for event in self.sse.close():
+            if stream.on_event(event, at):
+                return True
+        stream.on_close(at)
+        return True
 
     def _whole(self, deadline: int, content_type: str) -> bool:
         """A reply in one JSON body (embeddings): read it all, then check it; the

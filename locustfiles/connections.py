@@ -7,12 +7,17 @@ Linux over plain TCP that is the kernel's receive timestamp of the data
 event by its arrival, not by when it got round to reading it; elsewhere, and
 over TLS, the instant the read returned.
 
-The read path is lean because it runs once per event: every read waits on the
-connection's own io watcher first (no EAGAIN round trip; a socket with bytes
-ready returns at once, after one pass of the event loop), and the wait arms no
-timer. Deadlines are enforced by one
-watchdog greenlet per pool that wakes every ``WATCHDOG_S`` and throws
-``TimeoutError`` into reads past theirs, so a timeout fires up to that much late.
+Two ways to read. ``read`` waits in the calling greenlet (the headers, TLS,
+the end of a body): every read waits on the connection's own io watcher first
+(no EAGAIN round trip; a socket with bytes ready returns at once, after one
+pass of the event loop), and the wait arms no timer. ``follow`` reads an event
+stream from the event loop's own callback, so an event costs no greenlet
+switch: at one event per read the two switches of a read in the user's
+greenlet, and the cache misses of hopping between hundreds of greenlet stacks,
+were most of the client's CPU per event (BENCHMARKS.md, "Hot path"). Deadlines
+are enforced by one watchdog greenlet per pool that wakes every
+``WATCHDOG_S`` and throws ``TimeoutError`` into reads and followings past
+theirs, so a timeout fires up to that much late.
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ import ssl as ssl_module
 import struct
 import sys
 import time
+from collections.abc import Callable
 
 import gevent
 import gevent.lock
 import gevent.socket
+from gevent.hub import Waiter
 
 __all__ = ["READ_SIZE", "ConnectError", "Connection", "Pool"]
 
@@ -61,8 +68,11 @@ class Connection:
     """One connection. ``read`` leaves the arrival instant of its bytes in ``at``."""
 
     __slots__ = (
+        "_following",
         "_full",
         "_offset",
+        "_recv",
+        "_recvmsg",
         "at",
         "deadline",
         "kernel_timestamps",
@@ -80,6 +90,10 @@ class Connection:
         self.at = 0
         self._full = False
         self._offset = 0
+        self._following: tuple[Callable[[], int], Waiter] | None = None
+        raw = getattr(sock, "_sock", sock)  # gevent's wrapper only adds a wait we never need
+        self._recv = raw.recv
+        self._recvmsg = raw.recvmsg
 
     def send(self, data: bytes, deadline_ns: int) -> None:
         """Send all of ``data`` by ``deadline_ns`` (TimeoutError past it)."""
@@ -103,27 +117,88 @@ class Connection:
         reading while timers, timeouts, signals and every other user wait."""
         if self.tls:
             return self._read_tls(deadline_ns)
-        sock = self.sock
         while True:
             if deadline_ns <= time.perf_counter_ns():
                 raise TimeoutError("deadline passed")
             self.deadline = deadline_ns
             gevent.socket.wait(self.watcher)
             try:
-                if self.kernel_timestamps:
-                    data, ancillary, _, _ = sock.recvmsg(READ_SIZE, _ANCILLARY_SIZE)
-                else:
-                    data, ancillary = sock.recv(READ_SIZE), None
+                return self.receive()
             except BlockingIOError:
                 continue
-            now = time.perf_counter_ns()
-            self.at = now
-            if ancillary:
-                seconds, nanos = _TIMESPEC.unpack_from(ancillary[0][2])
-                kernel = seconds * 1_000_000_000 + nanos - self._offset
-                if now - 10_000_000_000 < kernel <= now:
-                    self.at = kernel
-            return data
+
+    def receive(self) -> bytes:
+        """The bytes that have arrived on a plain connection, without waiting
+        (BlockingIOError when there are none), their arrival instant in ``at``."""
+        if self.kernel_timestamps:
+            data, ancillary, _, _ = self._recvmsg(READ_SIZE, _ANCILLARY_SIZE)
+        else:
+            data, ancillary = self._recv(READ_SIZE), None
+        now = time.perf_counter_ns()
+        self.at = now
+        if ancillary:
+            seconds, nanos = _TIMESPEC.unpack_from(ancillary[0][2])
+            kernel = seconds * 1_000_000_000 + nanos - self._offset
+            if now - 10_000_000_000 < kernel <= now:
+                self.at = kernel
+        return data
+
+    def follow(self, take: Callable[[bytes], bool], deadline: Callable[[], int]) -> None:
+        """Read a plain connection from the event loop itself until ``take``, given
+        each read's bytes (``b""``: the server closed), says the stream is over;
+        raise here what reading or ``take`` raised, or TimeoutError once
+        ``deadline()`` (checked by the pool's watchdog) has passed.
+
+        The calling greenlet sleeps meanwhile: each arrival is read and taken in
+        the loop's own callback, once per pass of the loop (bounded work: the
+        other users, timers and signals run between passes), without the two
+        greenlet switches a read in the caller costs. ``take`` must not wait."""
+        waiter = Waiter()
+        self._following = (deadline, waiter)
+        self.watcher.start(self._arrived, take, waiter)
+        try:
+            error = waiter.get()
+        finally:
+            self.watcher.stop()
+            self._following = None
+        if error is not None:
+            raise error
+
+    def _arrived(self, take: Callable[[bytes], bool], waiter: Waiter) -> None:
+        """The loop's callback while following: one read, one take."""
+        try:
+            data = self.receive()
+        except BlockingIOError:
+            return
+        except Exception as exc:
+            self._stop_following(waiter, exc)
+            return
+        try:
+            over = take(data)
+        except Exception as exc:
+            self._stop_following(waiter, exc)
+            return
+        if over:
+            self._stop_following(waiter, None)
+
+    def _stop_following(self, waiter: Waiter, error: Exception | None) -> None:
+        self.watcher.stop()
+        self._following = None
+        waiter.switch(error)
+
+    def expire(self, now_ns: int) -> None:
+        """The pool watchdog's check: a read or a following past its deadline ends
+        in TimeoutError."""
+        following = self._following
+        if following is not None:
+            deadline, waiter = following
+            if deadline() <= now_ns:
+                self.watcher.stop()
+                self._following = None
+                gevent.get_hub().loop.run_callback(waiter.switch, TimeoutError("deadline passed"))
+        elif self.deadline <= now_ns and self.watcher.callback is not None:
+            self.deadline = _NEVER
+            gevent.socket.cancel_wait(self.watcher, TimeoutError("deadline passed"))
 
     def _read_tls(self, deadline_ns: int) -> bytes:
         if self._full:
@@ -250,8 +325,6 @@ class Pool:
                 gevent.sleep(WATCHDOG_S)
                 now = time.perf_counter_ns()
                 for conn in list(self._busy):
-                    if conn.deadline <= now and conn.watcher.callback is not None:
-                        conn.deadline = _NEVER
-                        gevent.socket.cancel_wait(conn.watcher, TimeoutError("deadline passed"))
+                    conn.expire(now)
         finally:
             self._watchdog = None

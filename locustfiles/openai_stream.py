@@ -29,8 +29,9 @@ from typing import Any
 import orjson
 
 from slogate.analysis.records import ErrorKind, RequestRecord
+from slogate.locustfiles.chunk_template import ChunkTemplate, learn_template
 from slogate.locustfiles.protocol import Protocol, bearer, chat_messages, common_options
-from slogate.locustfiles.sse import Event
+from slogate.locustfiles.sse import Event, SSEParser
 from slogate.locustfiles.think_tags import ThinkTags
 from slogate.scenarios.model import PlannedTurn, RequestOptions
 
@@ -41,6 +42,8 @@ __all__ = [
     "ChunkKind",
     "ChunkParser",
     "StreamInterpreter",
+    "as_chunk",
+    "chunk_object",
     "parse_chunk",
 ]
 
@@ -67,6 +70,10 @@ _DONE = ChunkKind.DONE
 _ERROR = ChunkKind.ERROR
 _REASONING_KEYS = ("reasoning_content", "reasoning")
 _loads = orjson.loads
+TEMPLATE_LESSONS = 3
+"""Plain text events a stream may learn its template from: an engine whose
+chunks differ in more than their text (a changing id or time) stops paying
+for learning after this many."""
 
 
 class Chunk:
@@ -115,7 +122,9 @@ class Chunk:
         self.tools = tools
 
 
-ChunkParser = Callable[[bytes], Chunk]
+ChunkParser = Callable[[bytes], "Chunk | str"]
+"""A protocol's event reader: a Chunk, or only answer text as a plain str (the
+hot path: no Chunk built)."""
 
 
 def error_message(error: Any) -> str:
@@ -226,8 +235,39 @@ def event_object(data: bytes) -> dict | Chunk:
     return obj
 
 
-def parse_chunk(data: bytes) -> Chunk:
-    """Classify the data of one SSE event of a chat or completions stream.
+def as_chunk(parsed: Chunk | str) -> Chunk:
+    """What a ChunkParser returned, as a Chunk (plain text is an output chunk)."""
+    if type(parsed) is str:
+        return Chunk(_OUTPUT, len(parsed), parsed)
+    return parsed
+
+
+def _plain_text(obj: dict) -> str | None:
+    """The text of the usual chunk: one choice whose delta (or completions
+    choice) holds nothing but non-empty text, no finish reason, no usage, no
+    error; None for any other shape. Exactly what the general reading below
+    would make of such a chunk, without building a Chunk."""
+    choices = obj.get("choices")
+    if type(choices) is not list or len(choices) != 1:
+        return None
+    choice = choices[0]
+    if type(choice) is not dict or choice.get("finish_reason") is not None:
+        return None
+    delta = choice.get("delta")
+    if delta is None:
+        text = choice.get("text")
+    elif type(delta) is dict and len(delta) == 1:
+        text = delta.get("content")
+    else:
+        return None
+    if type(text) is not str or not text or obj.get("error") is not None:
+        return None
+    return text if type(obj.get("usage")) is not dict else None
+
+
+def parse_chunk(data: bytes) -> Chunk | str:
+    """Classify the data of one SSE event of a chat or completions stream: a
+    Chunk, or for the usual chunk (only answer text) the text itself.
 
     orjson yields exact built-in types, so the hot path tests ``type(x) is``."""
     if data == DONE:
@@ -238,6 +278,13 @@ def parse_chunk(data: bytes) -> Chunk:
         return malformed(f"invalid JSON in stream ({exc})", data)
     if type(obj) is not dict:
         return malformed("stream chunk is not an object", data)
+    text = _plain_text(obj)
+    return text if text is not None else chunk_object(obj, data)
+
+
+def chunk_object(obj: dict, data: bytes) -> Chunk:
+    """Classify a chat or completions chunk's JSON object (``data``: its bytes,
+    quoted when it is malformed): the general reading, for every shape."""
     error = obj.get("error")
     if error is not None:
         return Chunk(ChunkKind.ERROR, message=error_message(error))
@@ -300,10 +347,12 @@ class StreamInterpreter:
     __slots__ = (
         "_calls",
         "_carried",
+        "_lessons",
         "_parse",
         "_per_chunk",
         "_seen_tokens",
         "_tags",
+        "_template",
         "_texts",
         "finished",
         "record",
@@ -324,6 +373,8 @@ class StreamInterpreter:
         self._carried = 0
         self._per_chunk = True
         self._calls: dict[int, list] = {}  # index -> [id, name, argument pieces]
+        self._template: ChunkTemplate | None = None
+        self._lessons = TEMPLATE_LESSONS
 
     @property
     def tool_calls(self) -> list[dict]:
@@ -351,9 +402,52 @@ class StreamInterpreter:
             return self._fail(ErrorKind.STREAM_ERROR, event.error[:MESSAGE_CHARS], at_ns)
         if event.event == "error":
             return self._fail(ErrorKind.STREAM_ERROR, _event_error(event.data), at_ns)
-        chunk = self._parse(event.data)
-        kind = chunk.kind
+        return self.on_data(event.data, at_ns)
+
+    def on_piece(self, sse: SSEParser, piece: bytes | bytearray, at_ns: int) -> bool:
+        """Apply the events one piece of the body completes, all arrived at
+        ``at_ns``; True once the stream is over (later events are ignored).
+
+        The usual piece is one plain text event: read through the stream's
+        template once one was learnt (:mod:`slogate.locustfiles.chunk_template`),
+        else parsed and, the first few times, learnt from."""
+        plain = self._tags is None and not self.record.chunk_reasoning and sse.idle
+        if plain and self._template is not None:
+            text = self._template.text_of(piece, sse.max_event_bytes)
+            if text is not None:
+                self._plain(text, at_ns)
+                return False
+        data = sse.lone_data(piece)
+        if data is None:
+            return any(self.on_event(event, at_ns) for event in sse.feed(piece))
+        chunk = self._parse(data)
+        if not plain or type(chunk) is not str:
+            return self._apply(as_chunk(chunk), at_ns)
+        self._plain(chunk, at_ns)
+        if self._template is None and self._lessons:
+            self._lessons -= 1
+            self._template = learn_template(piece, chunk, self._parse, sse.max_event_bytes)
+        return False
+
+    def on_data(self, data: bytes | bytearray, at_ns: int) -> bool:
+        """Apply the data of a plain event (no event name, no error field)."""
+        chunk = self._parse(data)
+        if type(chunk) is str and self._tags is None and not self.record.chunk_reasoning:
+            self._plain(chunk, at_ns)
+            return False
+        return self._apply(as_chunk(chunk), at_ns)
+
+    def _plain(self, text: str, at_ns: int) -> None:
+        """An output chunk of answer text only (what the general reading does with it)."""
         record = self.record
+        record.chunk_ns.append(at_ns)
+        record.chunk_chars.append(len(text))
+        self._texts.append(text)
+        self._per_chunk = False
+
+    def _apply(self, chunk: Chunk, at_ns: int) -> bool:
+        record = self.record
+        kind = chunk.kind
         if kind is _OUTPUT:
             record.chunk_ns.append(at_ns)
             record.chunk_chars.append(chunk.chars)

@@ -28,7 +28,7 @@ that never sends the blank line cannot grow the client without limit.
 
 from __future__ import annotations
 
-__all__ = ["MAX_EVENT_BYTES", "Event", "SSEParser", "SSEProtocolError"]
+__all__ = ["MAX_EVENT_BYTES", "Event", "SSEParser", "SSEProtocolError", "lone_event_data"]
 
 MAX_EVENT_BYTES = 1024 * 1024
 """The default bound on one event (docs/reliability.md): OpenAI-style chunks are a
@@ -39,6 +39,7 @@ _LF = b"\n"
 _CR = b"\r"
 _COLON = 58  # ord(":")
 _SPACE = b" "
+_SPACE_BYTE = 32
 
 
 class SSEProtocolError(ValueError):
@@ -86,6 +87,20 @@ class Event:
     __hash__ = None  # mutable value object
 
 
+def lone_event_data(chunk: bytes | bytearray, max_event_bytes: int) -> bytes | bytearray | None:
+    """The data of ``chunk`` when it is exactly one event of one data line (what
+    a parser with nothing pending makes of it), else None."""
+    if (
+        chunk.startswith(b"data:")
+        and chunk.endswith(b"\n\n")
+        and chunk.find(_LF) == len(chunk) - 2
+        and _CR not in chunk
+        and len(chunk) <= max_event_bytes
+    ):
+        return chunk[6:-2] if chunk[5] == _SPACE_BYTE else chunk[5:-2]
+    return None
+
+
 class SSEParser:
     """Feed it the body bytes as they arrive; it returns the events they complete.
 
@@ -99,6 +114,7 @@ class SSEParser:
         "_error",
         "_event",
         "_held",
+        "_idle",
         "_skip_lf",
         "_tail",
         "comments",
@@ -114,6 +130,7 @@ class SSEParser:
         self._tail: list[bytes | bytearray] = []  # the pieces of the unfinished line
         self._held = 0  # bytes of the event so far: data, error and unfinished line
         self._skip_lf = False
+        self._idle = True  # nothing pending: no unfinished line or event, no CR to pair
         self._data: list[bytes] = []
         self._event: str | None = None
         self._error: str | None = None
@@ -126,24 +143,36 @@ class SSEParser:
         """True while bytes of an unfinished line or event wait for more input."""
         return bool(self._tail or self._data or self._event or self._error is not None)
 
+    @property
+    def idle(self) -> bool:
+        """Nothing pending: no unfinished line or event, no CR waiting for its LF."""
+        return self._idle
+
+    def lone_data(self, chunk: bytes | bytearray) -> bytes | bytearray | None:
+        """The data of ``chunk`` when it is the usual read: exactly one event of one
+        data line, nothing pending; None otherwise (then ``feed`` it). The hot path
+        asks this first and skips building an Event."""
+        return lone_event_data(chunk, self.max_event_bytes) if self._idle else None
+
     def feed(self, chunk: bytes | bytearray) -> list[Event]:
         """Parse ``chunk`` (the next bytes of the stream); return completed events.
         Their ``data`` is of ``chunk``'s type (bytes or bytearray) when the event
         came in one read. SSEProtocolError when the event grows past the bound."""
-        if (
-            chunk[-2:] == b"\n\n"
-            and chunk[:5] == b"data:"
-            and chunk.find(_LF) == len(chunk) - 2
-            and not self._tail
-            and not self._data
-            and not self._skip_lf
-            and self._event is None
-            and self._error is None
-            and _CR not in chunk
-            and len(chunk) <= self.max_event_bytes
-        ):  # the usual read: exactly one event of one data line, nothing pending
-            data = chunk[6:-2] if chunk[5:6] == _SPACE else chunk[5:-2]
+        data = self.lone_data(chunk)
+        if data is not None:
             return [Event(data, None, self.last_id, self.retry)]
+        try:
+            return self._feed(chunk)
+        finally:
+            self._idle = not (
+                self._tail
+                or self._data
+                or self._skip_lf
+                or self._event is not None
+                or self._error is not None
+            )
+
+    def _feed(self, chunk: bytes | bytearray) -> list[Event]:
         if self._skip_lf:
             self._skip_lf = False
             if chunk[:1] == _LF:
@@ -201,6 +230,7 @@ class SSEParser:
         self._held -= sum(map(len, self._tail))
         self._tail.clear()
         self._skip_lf = False
+        self._idle = True
         if self._data or self._error is not None:
             return [self._dispatch()]
         self._event = None

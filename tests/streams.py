@@ -29,9 +29,8 @@ def interpret(
     parser = SSEParser()
     for i in range(0, len(stream), piece):
         at = min(i + piece, len(stream)) - 1
-        for ev in parser.feed(stream[i : i + piece]):
-            if interpreter.on_event(ev, at):
-                return rec, interpreter
+        if interpreter.on_piece(parser, stream[i : i + piece], at):
+            return rec, interpreter
     for ev in parser.close():
         if interpreter.on_event(ev, len(stream)):
             return rec, interpreter

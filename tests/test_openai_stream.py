@@ -13,7 +13,17 @@ import pytest
 from streams import interpret
 
 from slogate.analysis.records import ErrorKind, RequestRecord
-from slogate.locustfiles.openai_stream import ChunkKind, parse_chunk
+from slogate.locustfiles.openai_stream import (
+    Chunk,
+    ChunkKind,
+    as_chunk,
+    chunk_object,
+    parse_chunk,
+)
+
+
+def classify(data: bytes) -> Chunk:
+    return as_chunk(parse_chunk(data))
 
 
 def event(obj: object) -> bytes:
@@ -104,24 +114,68 @@ def ends(stream: bytes, *events: bytes) -> list[int]:
     ],
 )
 def test_chat_deltas(delta: dict, kind: ChunkKind, chars: int, text: str) -> None:
-    chunk = parse_chunk(chat(delta)[6:-2])
+    chunk = classify(chat(delta)[6:-2])
     assert (chunk.kind, chunk.chars, chunk.text) == (kind, chars, text)
 
 
+CHUNK_FIELDS = (
+    "kind", "chars", "text", "finish_reason", "completion_tokens", "prompt_tokens", "message",
+    "reasoning", "reasoning_tokens", "tools",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        {"choices": [{"index": 0, "delta": {"content": " word"}, "finish_reason": None}]},
+        {"choices": [{"index": 0, "delta": {"content": "x"}}], "id": "c", "model": "m"},
+        {"choices": [{"index": 0, "text": " world", "finish_reason": None}]},
+        {"choices": [{"index": 0, "delta": {"content": "é\n"}, "logprobs": None}]},
+        {"choices": [{"index": 0, "delta": {"content": ""}}]},
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}}]},
+        {"choices": [{"index": 0, "delta": {"content": "hi", "reasoning_content": None}}]},
+        {"choices": [{"index": 0, "delta": {"reasoning": "hm"}}]},
+        {"choices": [{"index": 0, "delta": {"content": "end"}, "finish_reason": "stop"}]},
+        {"choices": [{"index": 0, "delta": {"content": "a"}}], "usage": {"completion_tokens": 3}},
+        {"choices": [{"index": 0, "delta": {"content": "a"}}], "usage": None},
+        {"choices": [{"index": 0, "delta": {"content": "a"}}], "error": {"message": "boom"}},
+        {"choices": [{"delta": {"content": "a"}}, {"delta": {"content": "b"}}]},
+        {"choices": [{"index": 0, "delta": {"content": 5}}]},
+        {"choices": [{"index": 0, "delta": "content"}]},
+        {"choices": ["not a choice"]},
+        {"choices": []},
+        {"choices": {"0": {"delta": {"content": "a"}}}},
+    ],
+)
+def test_the_plain_text_shortcut_reads_every_chunk_as_the_general_reading(obj: dict) -> None:
+    """Whether parse_chunk returns the bare text or a Chunk, the chunk is the one
+    the general reading makes of it: every field the same."""
+    data = json.dumps(obj).encode()
+    fast, general = as_chunk(parse_chunk(data)), chunk_object(obj, data)
+    assert [getattr(fast, f) for f in CHUNK_FIELDS] == [getattr(general, f) for f in CHUNK_FIELDS]
+
+
+def test_the_usual_chunks_take_the_plain_text_shortcut() -> None:
+    """vLLM's and completions' text chunks come back as their bare text (the hot path)."""
+    assert parse_chunk(chat({"content": " word"})[6:-2]) == " word"
+    completion = {"choices": [{"index": 0, "text": " w", "finish_reason": None}]}
+    assert parse_chunk(json.dumps(completion).encode()) == " w"
+
+
 def test_completions_text_chunk_is_output() -> None:
-    chunk = parse_chunk(
+    chunk = classify(
         json.dumps({"choices": [{"index": 0, "text": " world", "finish_reason": None}]}).encode()
     )
     assert (chunk.kind, chunk.chars, chunk.text) == (ChunkKind.OUTPUT, 6, " world")
 
 
 def test_finish_reason_in_an_empty_delta_sglang_style() -> None:
-    chunk = parse_chunk(chat({}, finish="stop")[6:-2])
+    chunk = classify(chat({}, finish="stop")[6:-2])
     assert (chunk.kind, chunk.finish_reason) == (ChunkKind.EMPTY, "stop")
 
 
 def test_usage_chunk_with_empty_choices() -> None:
-    chunk = parse_chunk(USAGE_CHUNK[6:-2])
+    chunk = classify(USAGE_CHUNK[6:-2])
     assert (chunk.kind, chunk.completion_tokens, chunk.prompt_tokens) == (ChunkKind.EMPTY, 3, 7)
 
 
@@ -134,7 +188,7 @@ def test_several_choices_add_up() -> None:
             ]
         }
     ).encode()
-    chunk = parse_chunk(data)
+    chunk = classify(data)
     assert (chunk.kind, chunk.chars, chunk.text) == (ChunkKind.OUTPUT, 3, "abc")
 
 
@@ -147,7 +201,7 @@ def test_several_choices_add_up() -> None:
     ],
 )
 def test_error_objects(data: bytes, message: str) -> None:
-    chunk = parse_chunk(data)
+    chunk = classify(data)
     assert (chunk.kind, chunk.message) == (ChunkKind.ERROR, message)
 
 
@@ -162,13 +216,13 @@ def test_error_objects(data: bytes, message: str) -> None:
     ],
 )
 def test_malformed_chunks(data: bytes) -> None:
-    chunk = parse_chunk(data)
+    chunk = classify(data)
     assert chunk.kind is ChunkKind.MALFORMED
     assert chunk.message
 
 
 def test_done_sentinel() -> None:
-    assert parse_chunk(b"[DONE]").kind is ChunkKind.DONE
+    assert classify(b"[DONE]").kind is ChunkKind.DONE
 
 
 # ---- whole streams applied to a record
