@@ -120,6 +120,28 @@ class RunInfo(Contract):
     baseline: str | None = None
 
 
+class EngineLatencyStat(Contract):
+    """One latency as the engine's histogram logged it over the measured window
+    (count, mean in ms, the bucket each percentile falls in) beside the
+    client's count and mean, and the client's mean minus the engine's."""
+
+    count: int
+    mean: Number = None
+    buckets: dict[str, Interval | None] = Field(default_factory=dict)
+    client_count: int = 0
+    client_mean: Number = None
+    client_minus_engine: Number = None
+
+
+class EngineLatency(Contract):
+    """The engine's own TTFT and ITL (from its scraped histograms), when it exports them."""
+
+    engine: str | None = None
+    window_s: Interval = (None, None)
+    ttft_ms: EngineLatencyStat | None = None
+    itl_ms: EngineLatencyStat | None = None
+
+
 class Summary(Contract):
     """summary.json: a run's verdict, exit code and numbers per scenario."""
 
@@ -131,6 +153,7 @@ class Summary(Contract):
     run: RunInfo = Field(default_factory=RunInfo)
     scenarios: dict[str, ScenarioSummary]
     baseline: dict[str, Any] | None = None
+    engine_latency: EngineLatency | None = None
 
 
 class SweepPoint(Contract):

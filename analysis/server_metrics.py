@@ -17,6 +17,16 @@ Canonical series (gauges are instantaneous, ``*_total`` are monotonic counters):
 - ``prefix_cache_hits_total``, ``prefix_cache_queries_total``: tokens;
 - ``gpu_utilization`` (0..1, mean over GPUs), ``gpu_memory_used_bytes`` (sum over
   GPUs): from NVIDIA's DCGM exporter.
+
+Latency histograms (vLLM's and SGLang's, in seconds) are kept whole, as their
+``sum``, ``count`` and cumulative buckets summed over label sets:
+
+- ``ttft_seconds``: time to first token, as the engine logs it;
+- ``itl_seconds``: the gaps between output tokens.
+
+The difference of two scrapes is the engine's own view of the requests served
+between them: :func:`histogram_delta` gives it, :func:`bucket_bounds` what its
+buckets say about a percentile.
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -64,6 +74,14 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class HistogramRule:
+    """A latency histogram's sample base name per release (the first present wins)."""
+
+    canonical: str
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Dialect:
     """One engine's metric names: how to recognise them and how to map them.
 
@@ -74,6 +92,7 @@ class Dialect:
     name: str
     prefix: str
     rules: tuple[Rule, ...]
+    histograms: tuple[HistogramRule, ...] = ()
 
     def recognises(self, sample_name: str) -> bool:
         if self.prefix:
@@ -106,6 +125,15 @@ VLLM = Dialect(
             ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
         ),
     ),
+    # time_per_output_token_seconds held the token gaps until V1 named them
+    # inter_token_latency_seconds (and gave the old name to per-request TPOT)
+    (
+        HistogramRule("ttft_seconds", ("vllm:time_to_first_token_seconds",)),
+        HistogramRule(
+            "itl_seconds",
+            ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+        ),
+    ),
 )
 
 # SGLang (--enable-metrics): docs.sglang.io "Production Metrics".
@@ -120,6 +148,13 @@ SGLANG = Dialect(
         Rule("generation_tokens_total", ("sglang:generation_tokens_total",)),
         Rule("preemptions_total", ("sglang:num_retracted_requests_total",)),
         Rule("prefix_cache_hits_total", ("sglang:cached_tokens_total",)),
+    ),
+    (
+        HistogramRule("ttft_seconds", ("sglang:time_to_first_token_seconds",)),
+        HistogramRule(
+            "itl_seconds",
+            ("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
+        ),
     ),
 )
 
@@ -197,25 +232,52 @@ class Snapshot:
     engine: str
     series: dict[str, float] = field(default_factory=dict)
     counters: dict[str, float] = field(default_factory=dict)
+    histograms: dict[str, Histogram] = field(default_factory=dict)
 
 
 class Sample(NamedTuple):
     name: str
     value: float
     kind: str
+    le: float | None = None  # a histogram bucket's upper bound
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """A Prometheus histogram: total, count and cumulative (upper bound, count) buckets."""
+
+    sum: float
+    count: float
+    buckets: tuple[tuple[float, float], ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able, infinite bound as ``"+Inf"``."""
+        buckets = [["+Inf" if math.isinf(le) else le, n] for le, n in self.buckets]
+        return {"sum": self.sum, "count": self.count, "buckets": buckets}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Histogram:
+        buckets = tuple((float(le), float(n)) for le, n in data["buckets"])
+        return cls(float(data["sum"]), float(data["count"]), buckets)
 
 
 def parse_samples(text: str) -> list[Sample]:
     """Every finite sample in the text, with its family's type; NaN and Inf say nothing."""
     try:
         samples = [
-            Sample(s.name, float(s.value), family.type)
+            Sample(s.name, float(s.value), family.type, _bucket_bound(s.name, s.labels))
             for family in text_string_to_metric_families(text)
             for s in family.samples
         ]
     except (ValueError, TypeError, IndexError) as exc:
         raise MetricsParseError(f"not Prometheus text format: {exc}") from exc
     return [s for s in samples if math.isfinite(s.value)]
+
+
+def _bucket_bound(name: str, labels: Mapping[str, str]) -> float | None:
+    if not name.endswith("_bucket") or "le" not in labels:
+        return None
+    return float(labels["le"])  # "+Inf" parses to inf
 
 
 def detect_dialect(names: Iterable[str]) -> Dialect | None:
@@ -269,4 +331,63 @@ def snapshot(text: str, dialect: Dialect | None = None) -> Snapshot:
     for s in samples:
         if s.kind == "counter" and s.name.endswith("_total") and chosen.recognises(s.name):
             counters[s.name] = counters.get(s.name, 0.0) + s.value
-    return Snapshot(engine=chosen.name, series=map_samples(chosen, samples), counters=counters)
+    return Snapshot(
+        engine=chosen.name,
+        series=map_samples(chosen, samples),
+        counters=counters,
+        histograms=map_histograms(chosen, samples),
+    )
+
+
+def map_histograms(dialect: Dialect, samples: Iterable[Sample]) -> dict[str, Histogram]:
+    """The dialect's latency histograms, each summed over its label sets
+    (models, data-parallel engines: they share the bounds)."""
+    totals: dict[str, float] = {}
+    buckets: dict[str, dict[float, float]] = {}
+    for sample in samples:
+        if sample.le is not None:
+            base = sample.name.removesuffix("_bucket")
+            per_bound = buckets.setdefault(base, {})
+            per_bound[sample.le] = per_bound.get(sample.le, 0.0) + sample.value
+        else:
+            totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
+    out = {}
+    for rule in dialect.histograms:
+        present = [n for n in rule.names if f"{n}_count" in totals and f"{n}_sum" in totals]
+        if present:
+            name = present[0]
+            out[rule.canonical] = Histogram(
+                totals[f"{name}_sum"],
+                totals[f"{name}_count"],
+                tuple(sorted(buckets.get(name, {}).items())),
+            )
+    return out
+
+
+def histogram_delta(before: Histogram, after: Histogram) -> Histogram | None:
+    """What was observed between two scrapes of one histogram; None when the
+    engine restarted in between (its counts went down) or the bounds changed."""
+    bounds = [le for le, _ in after.buckets]
+    if after.count < before.count or bounds != [le for le, _ in before.buckets]:
+        return None
+    buckets = tuple(
+        (le, n1 - n0) for (le, n1), (_, n0) in zip(after.buckets, before.buckets, strict=True)
+    )
+    if any(n < 0 for _, n in buckets):
+        return None
+    return Histogram(after.sum - before.sum, after.count - before.count, buckets)
+
+
+def bucket_bounds(histogram: Histogram, quantile: float) -> tuple[float, float] | None:
+    """The bucket the ``quantile`` (0..1) falls in: (lower, upper) bound, upper
+    infinite in the last; None without observations or buckets. A histogram
+    says no more than that (interpolating inside a bucket is a guess)."""
+    if histogram.count <= 0 or not histogram.buckets:
+        return None
+    rank = max(math.ceil(quantile * histogram.count), 1)
+    lower = 0.0
+    for le, cumulative in histogram.buckets:
+        if cumulative >= rank:
+            return lower, le
+        lower = le
+    return lower, math.inf

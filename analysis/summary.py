@@ -19,6 +19,7 @@ from hdrh.histogram import HdrHistogram
 
 from slogate.analysis.capacity import Pricing, throughput_cost
 from slogate.analysis.diagnosis import diagnose, findings_to_dicts
+from slogate.analysis.engine_view import engine_latency
 from slogate.analysis.generator import generator_block
 from slogate.analysis.judge import Judgement, judge
 from slogate.analysis.percentiles import STANDARD_PERCENTILES, estimate, summarize
@@ -434,6 +435,7 @@ def build_summary(run: RunData, judgement: Judgement | None = None) -> dict[str,
         "generator": generator_summary(run),
         "scenarios": {name: scenario_block(run, name, verdict) for name in run.scenario_names()},
         "models": models_block(run),
+        "engine_latency": engine_latency(run),
     }
     summary["diagnosis"] = findings_to_dicts(diagnose(run, verdict))
     if judgement.comparison is not None:

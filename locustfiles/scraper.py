@@ -45,8 +45,9 @@ class MetricsScraper:
 
     Each sample is ``{"t_s": seconds since origin_s, "source": "engine"|"dcgm",
     "engine": dialect name, "series": {canonical: value}, "counters": {raw
-    counter: value}}``. ``origin_s`` is the run's wall-clock origin, so scrape
-    times line up with the client's time series.
+    counter: value}, "histograms": {canonical: Histogram.as_dict()}}``.
+    ``origin_s`` is the run's wall-clock origin, so scrape times line up with
+    the client's time series.
     """
 
     def __init__(
@@ -141,6 +142,7 @@ class MetricsScraper:
             "engine": snap.engine,
             "series": snap.series,
             "counters": snap.counters,
+            "histograms": {name: h.as_dict() for name, h in snap.histograms.items()},
         }
         with self._lock:
             self.scrapes[target.source] += 1

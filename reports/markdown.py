@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from slogate.reports.html import DASH, margin, metric_value, signed_pct
+from slogate.reports.html import DASH, margin, metric_value, num, signed_pct
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 VERDICT_MARK = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️", "invalid": "⛔"}
@@ -77,6 +77,21 @@ def regression_lines(baseline: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def engine_latency_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The client's mean TTFT and ITL beside the engine's own, when it logs them."""
+    latency = summary.get("engine_latency") or {}
+    lines = []
+    for key, label in (("ttft_ms", "TTFT"), ("itl_ms", "ITL")):
+        x = latency.get(key)
+        if x:
+            lines.append(
+                f"- {label} mean: client {num(x['client_mean'])} ms "
+                f"({num(x['client_count'])}), engine {num(x['mean'])} ms ({num(x['count'])}), "
+                f"client minus engine {num(x['client_minus_engine'])} ms"
+            )
+    return ["", *lines] if lines else []
+
+
 def summary_markdown(summary: Mapping[str, Any], report_link: str) -> str:
     """The Markdown job summary of a run; ``report_link`` is where its report.html is."""
     verdict = summary["verdict"]
@@ -99,6 +114,7 @@ def summary_markdown(summary: Mapping[str, Any], report_link: str) -> str:
     ]
     lines += [f"- {md(reason)}" for reason in summary.get("invalid_reasons") or []]
     lines += ["", *slo_rows(summary)]
+    lines += engine_latency_lines(summary)
     if summary.get("baseline"):
         lines += ["", *regression_lines(summary["baseline"])]
     lines += ["", f"[Full report]({report_link.replace(' ', '%20').replace(')', '%29')})", ""]

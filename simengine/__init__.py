@@ -8,7 +8,8 @@ concurrency and quantization change latency the way they do on a real GPU
 - ``profiles``: model x GPU x dtype x tensor-parallel deployments, capacity math
 - ``model``: step time (roofline); ``kvcache``, ``scheduler``: batching, KV, preemption
 - ``simulate``, ``calibration``: the same scheduler on a virtual clock
-- ``engine``, ``server``, ``sse``: the real-time loop and the HTTP/SSE layer
+- ``engine``, ``server``, ``sse``: the real-time loop and the HTTP/SSE layer;
+  ``receipt``: the connection protocol that stamps when a request arrives
 - ``launch``: start one in a child process; ``python -m slogate.simengine`` runs one
 
 See docs/simengine.md.

@@ -42,7 +42,16 @@ FINE_SLEEP_S = 0.001  # the last part of a step's wait, slept precisely
 
 
 class TokenStream:
-    """One request's link between its handler and the engine loop."""
+    """One request's link between its handler and the engine loop.
+
+    ``writes_first_token``: the stream sends each token as it comes, so the
+    request's TTFT ends when its first token's bytes are written (the stream
+    calls :meth:`Engine.first_token_written`), not when the step that made it
+    ended: under load, writing the other streams' tokens of the same step, or
+    a step that woke late, comes between the two. A whole reply has no such
+    instant; its TTFT ends with the step."""
+
+    writes_first_token = False
 
     __slots__ = ("adapter", "last_time", "seq", "waiter", "want")
 
@@ -104,9 +113,11 @@ class Engine:
         self._stats_since = (time.monotonic(), time.process_time(), 0, 0)
 
     # -- clock ------------------------------------------------------------------------
-    def model_time(self) -> float:
-        """The model clock now (seconds since start at ``speedup``)."""
-        return self._anchor_model + (time.monotonic() - self._anchor_real) * self._speedup
+    def model_time(self, at: float | None = None) -> float:
+        """The model clock (seconds since start at ``speedup``) at the
+        ``time.monotonic()`` instant ``at``, by default now."""
+        real = time.monotonic() if at is None else at
+        return self._anchor_model + (real - self._anchor_real) * self._speedup
 
     def _real_time(self, model: float) -> float:
         return self._anchor_real + (model - self._anchor_model) / self._speedup
@@ -152,6 +163,10 @@ class Engine:
         self._in_front_end.discard(seq)
         self.scheduler.add(seq)
         self._work.set()
+
+    def first_token_written(self, seq: Sequence) -> None:
+        """``seq``'s first token is on the wire: its TTFT ends now."""
+        self.metrics.ttft.observe(self.model_time() - seq.arrival)
 
     def abort(self, seq: Sequence) -> None:
         if seq in self._in_front_end:
@@ -220,7 +235,8 @@ class Engine:
         for seq in emitted:
             stream: TokenStream = seq.sink
             if seq.output_len == 1:
-                metrics.ttft.observe(now - seq.arrival)
+                if not stream.writes_first_token:
+                    metrics.ttft.observe(now - seq.arrival)
             elif stream.last_time == prev_end:
                 same_gap += 1
             else:

@@ -42,6 +42,7 @@ from slogate.simengine.faults import FaultError, FaultInjector, FaultPlan
 from slogate.simengine.kvcache import block_hashes
 from slogate.simengine.messages_sse import MessagesEncoder
 from slogate.simengine.profiles import DEFAULT_PROFILE
+from slogate.simengine.receipt import listen, receipt
 from slogate.simengine.replies import Reply, whole_body
 from slogate.simengine.requests import (
     ID_PREFIXES,
@@ -241,7 +242,7 @@ async def embeddings(request: web.Request) -> web.Response:
 
 async def _generate(request: web.Request, api: str) -> web.StreamResponse:
     state = request.app[STATE]
-    received = state.engine.model_time()  # TTFT runs from here, as the client's does
+    received = state.engine.model_time(receipt(request))  # TTFT runs from here, as the client's
     try:
         body = await _json_body(request)
         _check_model(state, body, embedding=False)
@@ -321,6 +322,7 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
                 text_start=text_start,
                 interval=config.stream_interval,
                 faults=faults,
+                first_written=state.engine.first_token_written,
                 reasoning_tokens=thinking,
             )
             sink.adapter = adapter
@@ -566,9 +568,8 @@ async def serve(
         shutdown_timeout=1.0,  # streams in flight are cut on shutdown, not awaited
     )
     await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=4096, reuse_address=True)
-    await site.start()
-    bound_host, bound_port = runner.addresses[0][:2]
+    server = await listen(runner, host, port)
+    bound_host, bound_port = server.sockets[0].getsockname()[:2]
     url_host = f"[{bound_host}]" if ":" in bound_host else bound_host
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -595,6 +596,7 @@ async def serve(
     try:
         await stop.wait()
     finally:
+        server.close()
         await runner.cleanup()
 
 

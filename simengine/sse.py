@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from typing import Protocol
 
 import orjson
@@ -233,12 +234,19 @@ class SseStream(TokenStream):
     token at once) and the socket is not backed up; tokens that wait merge
     into the next chunk, as vLLM merges them for a lagging client. The handler
     awaits :attr:`over`, which resolves to ``done``, ``error``, ``cut`` or
-    ``gone`` (client disconnected)."""
+    ``gone`` (client disconnected). ``first_written`` is called as the
+    first token's bytes are handed to the socket, just before the write: the
+    request's TTFT ends there. Read after it, the clock would count the time
+    the kernel gives the client woken by the write (on a busy machine,
+    milliseconds) to the engine."""
+
+    writes_first_token = True
 
     __slots__ = (
         "_chunked",
         "_encoder",
         "_faults",
+        "_first_written",
         "_interval",
         "_malformed_at",
         "_paused",
@@ -262,10 +270,12 @@ class SseStream(TokenStream):
         text_start: int,
         interval: int,
         faults: FaultPlan,
+        first_written: Callable[[Sequence], None],
         reasoning_tokens: int = 0,
     ) -> None:
         super().__init__(seq)
         self._encoder = encoder
+        self._first_written = first_written
         self._reasoning_tokens = reasoning_tokens
         self._prose = prose
         self._text_start = text_start
@@ -341,8 +351,10 @@ class SseStream(TokenStream):
             outcome = "error"
         elif upto == faults.cut_at:
             outcome = "cut"
-        self.sent = upto
         payload = b"".join(parts)
+        if self.sent == 0:
+            self._first_written(seq)
+        self.sent = upto
         transport.write(b"%x\r\n%b\r\n" % (len(payload), payload) if self._chunked else payload)
         if outcome == "cut":
             transport.close()  # after the buffered bytes: the body never ends properly

@@ -8,12 +8,16 @@ own text, reproduced as they print it.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from slogate.analysis.server_metrics import (
     DCGM,
     MetricsParseError,
+    bucket_bounds,
+    histogram_delta,
     snapshot,
 )
 
@@ -278,3 +282,59 @@ def test_unknown_exporter_maps_to_nothing() -> None:
 def test_text_that_is_not_prometheus_is_a_clear_error() -> None:
     with pytest.raises(MetricsParseError, match="not Prometheus text format"):
         snapshot("<html><body>502 Bad Gateway</body></html>")
+
+
+VLLM_TTFT_BOUNDS = (0.01, 0.02, 0.04, 0.06, 0.08, 0.1)
+
+
+def ttft_scrapes(itl_name: str) -> tuple[str, str]:
+    """Two scrapes of a vLLM with two data-parallel engines: 10 first tokens
+    (and 3 token gaps) before the first, 30 more (and 6) by the second."""
+    r = CollectorRegistry()
+    labels = ["engine", "model_name"]
+    ttft = Histogram(
+        "vllm:time_to_first_token_seconds", "ttft", labels, registry=r, buckets=VLLM_TTFT_BOUNDS
+    )
+    itl = Histogram(itl_name, "gaps", labels, registry=r, buckets=(0.01, 0.025))
+    model = "meta-llama/Llama-3.1-8B-Instruct"
+    for value in (0.005,) * 10:
+        ttft.labels("0", model).observe(value)
+    for value in (0.009, 0.009, 0.011):
+        itl.labels("1", model).observe(value)
+    before = generate_latest(r).decode()
+    for engine, value in [("0", 0.03)] * 20 + [("1", 0.05)] * 9 + [("1", 0.5)]:
+        ttft.labels(engine, model).observe(value)
+    for value in (0.009,) * 6:
+        itl.labels("0", model).observe(value)
+    return before, generate_latest(r).decode()
+
+
+@pytest.mark.parametrize(
+    "itl_name", ["vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"]
+)
+def test_latency_histograms_differ_between_scrapes(itl_name: str) -> None:
+    before, after = (snapshot(text) for text in ttft_scrapes(itl_name))
+    assert before.histograms["ttft_seconds"].count == 10
+    ttft = histogram_delta(before.histograms["ttft_seconds"], after.histograms["ttft_seconds"])
+    assert ttft is not None
+    assert ttft.count == 30
+    assert ttft.sum == pytest.approx(20 * 0.03 + 9 * 0.05 + 0.5)
+    assert dict(ttft.buckets)[0.04] == 20  # both engines' buckets added
+    assert bucket_bounds(ttft, 0.5) == (0.02, 0.04)
+    assert bucket_bounds(ttft, 0.9) == (0.04, 0.06)
+    assert bucket_bounds(ttft, 0.99) == (0.1, math.inf)  # past the last bound: unknown
+    itl = histogram_delta(before.histograms["itl_seconds"], after.histograms["itl_seconds"])
+    assert itl is not None and itl.count == 6
+    assert type(ttft).from_dict(ttft.as_dict()) == ttft  # as saved in run.json
+
+
+def test_an_engine_restart_between_scrapes_gives_no_difference() -> None:
+    before, after = (snapshot(t) for t in ttft_scrapes("vllm:inter_token_latency_seconds"))
+    assert (
+        histogram_delta(after.histograms["ttft_seconds"], before.histograms["ttft_seconds"]) is None
+    )
+
+
+def test_engines_without_latency_histograms_have_none() -> None:
+    assert snapshot(sglang_text()).histograms == {}
+    assert snapshot(vllm_text()).histograms["ttft_seconds"].count == 2

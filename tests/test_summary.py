@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import math
+from pathlib import Path
 
 import pytest
 from reportdata import bucket, realistic_run, run_of
 
 from slogate.analysis.recorder import Bucket
+from slogate.analysis.server_metrics import Histogram
 from slogate.analysis.summary import SCHEMA, build_summary, redact, redact_text
+from slogate.reports import write_results
 
 CONTRACT_STATS = ("count", "p50", "p90", "p95", "p99", "p999", "max", "mean")
 
@@ -138,3 +142,50 @@ def test_an_empty_run_summarizes_as_invalid() -> None:
     assert s["verdict"] == "invalid"
     assert s["exit_code"] == 3
     assert s["scenarios"]["a"]["requests"]["error_rate"] is None
+
+
+def engine_scrape(t_s: float, ttft_sum: float, counts: tuple[int, int, int]) -> dict:
+    """A scrape as the scraper saves it: a TTFT histogram of bounds 0.1 and 0.25 s."""
+    cumulative = (counts[0], counts[0] + counts[1], sum(counts))
+    histogram = Histogram(
+        ttft_sum, sum(counts), tuple(zip((0.1, 0.25, math.inf), cumulative, strict=True))
+    )
+    return {
+        "t_s": t_s,
+        "source": "engine",
+        "engine": "vllm",
+        "series": {},
+        "histograms": {"ttft_seconds": histogram.as_dict()},
+    }
+
+
+def test_engine_latency_is_the_histograms_growth_over_the_measured_window(tmp_path: Path) -> None:
+    run = run_of(
+        {"a": bucket({"ttft": [100.0, 200.0]}), "b": bucket({"ttft": [330.0]})}, warmup_s=10.0
+    )
+    run.server_metrics = [
+        engine_scrape(5.0, 0.1, (1, 0, 0)),  # in the warm-up: not the window's start
+        engine_scrape(10.2, 0.2, (2, 0, 0)),
+        engine_scrape(70.0, 0.2 + 0.09 + 0.2 + 0.3, (3, 1, 1)),
+    ]
+    latency = build_summary(run)["engine_latency"]
+    assert latency["engine"] == "vllm" and latency["window_s"] == [10.2, 70.0]
+    ttft = latency["ttft_ms"]
+    assert ttft["count"] == 3 and ttft["mean"] == pytest.approx(196.667, abs=1e-3)
+    assert ttft["buckets"] == {"p50": [100.0, 250.0], "p90": [250.0, None], "p99": [250.0, None]}
+    # the client's requests of every scenario (the engine served them all)
+    assert ttft["client_count"] == 3 and ttft["client_mean"] == pytest.approx(210.0, rel=1e-3)
+    assert ttft["client_minus_engine"] == pytest.approx(13.333, abs=0.3)
+    assert "itl_ms" not in latency  # not exported by this engine
+    write_results(tmp_path, run)  # validates the summary against its contract
+    report = (tmp_path / "report.html").read_text()
+    assert "Client and engine latency" in report and "250&ndash;&infin;" in report
+    markdown = (tmp_path / "summary.md").read_text()
+    assert "- TTFT mean: client 210.0 ms (3), engine 196.7 ms (3), client minus" in markdown
+
+
+def test_no_engine_latency_without_two_scrapes_of_its_histograms() -> None:
+    run = run_of({"a": bucket({"ttft": [100.0]})}, warmup_s=10.0)
+    run.server_metrics = [engine_scrape(5.0, 0.1, (1, 0, 0)), engine_scrape(20.0, 0.2, (2, 0, 0))]
+    assert build_summary(run)["engine_latency"] is None
+    assert build_summary(realistic_run())["engine_latency"] is None  # scrapes without histograms

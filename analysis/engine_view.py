@@ -1,0 +1,105 @@
+"""The engine's own TTFT and ITL over the measured window, beside the client's.
+
+An engine that exports vLLM's (or SGLang's) latency histograms says how long
+it thinks its first tokens and token gaps took. The scrapes taken during the
+run bracket the measured window: the histogram's growth from the first scrape
+at or after the warm-up's end to the last one (taken after the load stopped)
+is the engine's view of the requests the client measured. The two differ by
+what lies between them (the network, the HTTP server before the engine's
+clock starts, the client's reading), so a gap larger than that says one of
+them is not measuring what the other is.
+
+The engine's histogram counts every client's requests, and its window edges
+are those of the scrapes (every few seconds), not of the client's requests;
+both counts are shown so the comparison can be judged. Its percentiles are
+given as the bucket each falls in: the buckets are coarse (vLLM's TTFT
+buckets are 20 ms wide around 50 ms) and any value inside is a guess.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hdrh.histogram import HdrHistogram
+
+from slogate.analysis.recorder import Bucket
+from slogate.analysis.rundata import RunData
+from slogate.analysis.server_metrics import Histogram, bucket_bounds, histogram_delta
+
+ENGINE_SOURCE = "engine"
+# the engine's histogram, and the client's of the same quantity
+COMPARED = {"ttft_ms": ("ttft_seconds", "ttft"), "itl_ms": ("itl_seconds", "itl")}
+QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
+MS_PER_S = 1000.0
+US_PER_MS = 1000.0
+
+
+def engine_latency(run: RunData) -> dict[str, Any] | None:
+    """``{"engine", "window_s", "ttft_ms", "itl_ms"}`` (a quantity the engine
+    does not export is left out), or None when no two scrapes with latency
+    histograms bracket the measured window."""
+    scrapes = [
+        s
+        for s in run.server_metrics
+        if s.get("source") == ENGINE_SOURCE and s.get("histograms") and s.get("t_s") is not None
+    ]
+    start_s = float(run.meta.get("warmup_s") or 0.0)
+    measured = sorted((s for s in scrapes if s["t_s"] >= start_s), key=lambda s: s["t_s"])
+    if len(measured) < 2:
+        return None
+    first, last = measured[0], measured[-1]
+    client = _client_bucket(run)
+    out: dict[str, Any] = {"engine": last.get("engine"), "window_s": [first["t_s"], last["t_s"]]}
+    for key, (engine_name, client_name) in COMPARED.items():
+        if engine_name not in first["histograms"] or engine_name not in last["histograms"]:
+            continue
+        delta = histogram_delta(
+            Histogram.from_dict(first["histograms"][engine_name]),
+            Histogram.from_dict(last["histograms"][engine_name]),
+        )
+        if delta is not None:
+            out[key] = compared(delta, _client_histogram(client, client_name))
+    return out
+
+
+def compared(engine: Histogram, client: HdrHistogram | None) -> dict[str, Any]:
+    """One quantity: the engine's count, mean and percentile buckets (ms), the
+    client's count and mean, and the client's mean minus the engine's."""
+    count = int(engine.count)
+    mean = round(engine.sum / engine.count * MS_PER_S, 3) if count else None
+    client_count = client.get_total_count() if client is not None else 0
+    client_mean = round(client.get_mean_value() / US_PER_MS, 3) if client_count else None
+    difference = (
+        round(client_mean - mean, 3) if client_mean is not None and mean is not None else None
+    )
+    return {
+        "count": count,
+        "mean": mean,
+        "buckets": {key: _in_ms(bucket_bounds(engine, q)) for key, q in QUANTILES.items()},
+        "client_count": client_count,
+        "client_mean": client_mean,
+        "client_minus_engine": difference,
+    }
+
+
+def _in_ms(bounds: tuple[float, float] | None) -> list[float | None] | None:
+    """A bucket's bounds in ms; the last bucket's upper bound, infinite, as None."""
+    if bounds is None:
+        return None
+    lower, upper = bounds
+    return [
+        round(lower * MS_PER_S, 3),
+        None if upper == float("inf") else round(upper * MS_PER_S, 3),
+    ]
+
+
+def _client_bucket(run: RunData) -> Bucket:
+    """Every scenario's measured requests together: the engine served them all."""
+    merged = Bucket()
+    for name in run.scenario_names():
+        merged.add(run.overall(name))
+    return merged
+
+
+def _client_histogram(bucket: Bucket, name: str) -> HdrHistogram | None:
+    return bucket.histograms.histogram(name) if name in bucket.histograms else None
