@@ -22,8 +22,10 @@ from slogate.locustfiles.argtypes import (
     port,
     positive_float,
     positive_int,
+    processes,
 )
 from slogate.locustfiles.request_log import REQUESTS_FILE
+from slogate.scenarios.limits import MAX_PROCESSES
 
 MASTER_PORT = 5557  # Locust's own default
 
@@ -121,6 +123,17 @@ OPTIONS = (
         env_var="SLOGATE_OUT",
         cli=("--out",),
         forward=False,
+    ),
+    Option(
+        "--processes",
+        f"load-generating worker processes (<= {MAX_PROCESSES}), or auto (default): "
+        "enough that none needs more than half a core for the planned load",
+        processes,
+        default="auto",
+        example="2",
+        cli=("--processes",),
+        forward=False,  # `slogate run` plans auto, and links the processes itself
+        locust_own=True,
     ),
     Option(
         "-u",

@@ -19,10 +19,8 @@ from slogate.locustfiles.argtypes import (
     non_negative_int,
     positive_duration,
     positive_int,
-    processes,
 )
 from slogate.locustfiles.options import add_cli_options
-from slogate.scenarios.limits import MAX_PROCESSES
 
 
 def add_run_parser(sub: argparse._SubParsersAction) -> None:
@@ -30,13 +28,6 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("scenario", help="scenario or mix YAML file, or a built-in name (chat, rag...)")
     p.add_argument("--host", help="engine base URL; without it the simulated engine is started")
     p.add_argument("--profile", default=None, help="simulated engine profile (without --host)")
-    p.add_argument(
-        "--processes",
-        type=processes,
-        default="auto",
-        help=f"load-generating worker processes (<= {MAX_PROCESSES}), or auto (default): "
-        "enough that none needs more than half a core for the planned load",
-    )
     p.add_argument("--web-ui", action="store_true", help="run with Locust's web UI, not headless")
     add_cli_options(p)
 

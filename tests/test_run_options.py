@@ -83,3 +83,11 @@ def test_the_web_ui_shows_slogates_options_but_the_internal_ones(locust) -> None
     shown = {o.locust_dest for o in OPTIONS if not o.locust_own and o.web_ui}
     assert locust["web_ui"] == sorted(shown)
     assert "scenario" in shown and not any(name.startswith("slogate_") for name in shown)
+
+
+def test_the_load_docs_list_every_option_slogate_adds_to_locust() -> None:
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "load.md").read_text()
+    table = docs.split("## Options slogate adds to Locust")[1].split("\n## ")[0]
+    listed = {o.flag for o in OPTIONS if f"`{o.flag}" in table or f" {o.flag} " in table}
+    user_options = {o.flag for o in OPTIONS if not o.locust_own and o.web_ui}
+    assert user_options - listed == set()
