@@ -3,6 +3,8 @@
 Importing this module (every locustfile of slogate does) registers listeners on
 Locust's events, which are its extension seam:
 
+- ``init_command_line_parser``: slogate's options, generated from
+  :mod:`slogate.locustfiles.options` (a bad value exits 2 as Locust parses it);
 - ``init``: the local runner or master loads and validates the scenarios
   (exit 2 when they are bad), finds the engine's model (exit 3 when the host
   cannot be reached) and prepares the run session;
@@ -50,6 +52,7 @@ from slogate.locustfiles.distributed import Coordinator, WorkerSide, lost_reason
 from slogate.locustfiles.engine_info import EngineError, discover
 from slogate.locustfiles.loopwatch import freeze_spawned, freeze_startup
 from slogate.locustfiles.memory import release_freed_memory
+from slogate.locustfiles.options import add_locust_options, scenario_overrides
 from slogate.locustfiles.request_log import REQUESTS_FILE, RequestLog
 from slogate.locustfiles.session import RunSession
 from slogate.locustfiles.shipping import ShippingError, pack
@@ -84,131 +87,7 @@ def scenario_path(options: Any) -> Path:
     return resolve(options.scenario or _default_scenario)
 
 
-def overrides(options: Any) -> dict[str, Any]:
-    """Command-line values that replace the scenario's own."""
-    given = {
-        "users": options.num_users,
-        "spawn_rate": options.spawn_rate,
-        "duration": options.slogate_duration,
-        "rate": options.rate,
-        "seed": options.seed,
-        "warmup": options.warmup,
-    }
-    return {k: v for k, v in given.items() if v is not None}
-
-
-@events.init_command_line_parser.add_listener
-def add_options(parser: Any) -> None:
-    # Locust's own parser, not a group of it: only it accepts include_in_web_ui.
-    parser.add_argument(
-        "--scenario",
-        env_var="SLOGATE_SCENARIO",
-        default="",
-        help="scenario or mix YAML file (default: the locustfile's own)",
-    )
-    parser.add_argument(
-        "--out",
-        env_var="SLOGATE_OUT",
-        default="",
-        help="results folder (default: results/<run-id>)",
-    )
-    parser.add_argument(
-        "--rate",
-        type=float,
-        default=None,
-        help="open loop: requests per second (replaces the scenario's load)",
-    )
-    parser.add_argument("--seed", type=int, default=None, help="workload seed")
-    parser.add_argument(
-        "--warmup",
-        type=float,
-        default=None,
-        help="seconds of warm-up left out of the measurement (replaces the scenario's)",
-    )
-    parser.add_argument(
-        "--baseline",
-        default="",
-        help="results folder to compare this run with, or 'auto' (the newest earlier run of "
-        "the same scenarios and target in the results root)",
-    )
-    parser.add_argument(
-        "--push-metrics", default="", help="Prometheus Pushgateway URL to push the run's metrics to"
-    )
-    parser.add_argument("--window", type=float, default=5.0, help="time-series window, seconds")
-    parser.add_argument(
-        "--max-lag-ms",
-        type=float,
-        default=None,
-        help="open loop: generator lag p99 above this makes the run invalid",
-    )
-    parser.add_argument(
-        "--metrics-url",
-        default="",
-        help="engine Prometheus URL (default HOST/metrics; 'off' disables)",
-    )
-    parser.add_argument("--dcgm-url", default="", help="NVIDIA DCGM exporter metrics URL")
-    parser.add_argument(
-        "--gpu-price-per-hour",
-        type=float,
-        default=None,
-        help="price of one GPU-hour: the report gives cost per million tokens",
-    )
-    parser.add_argument("--gpus", type=int, default=None, help="GPUs the engine runs on")
-    parser.add_argument(
-        "--selftest",
-        type=int,
-        default=0,
-        metavar="STREAMS",
-        help="before the run, measure the generator's own error at this many streams "
-        "and record it in the summary",
-    )
-    parser.add_argument(
-        "--status-interval", type=float, default=10.0, help="headless: seconds between status lines"
-    )
-    parser.add_argument(
-        "--locust-stats",
-        action="store_true",
-        default=False,
-        help="also print Locust's own statistics tables (its percentiles are rounded; "
-        "the verdict uses slogate's)",
-    )
-    parser.add_argument(
-        "--save-requests",
-        action="store_true",
-        default=False,
-        help=f"write every request's record to {REQUESTS_FILE} in the results folder",
-    )
-    hidden = {"include_in_web_ui": False}
-    parser.add_argument(
-        "--slogate-duration",
-        type=float,
-        default=None,
-        **hidden,
-        help="internal: the run time Locust was given, in seconds",
-    )
-    parser.add_argument(
-        "--slogate-origin",
-        type=float,
-        default=0.0,
-        **hidden,
-        help="internal: the run's origin, set by the master",
-    )
-    parser.add_argument(
-        "--slogate-model", default="", **hidden, help="internal: the model the master resolved"
-    )
-    parser.add_argument(
-        "--slogate-processes-reason",
-        default="",
-        **hidden,
-        help="internal: why `slogate run` chose its number of processes",
-    )
-    parser.add_argument(
-        "--slogate-shards",
-        type=int,
-        default=1,
-        **hidden,
-        help="internal: number of load-generating processes",
-    )
+events.init_command_line_parser.add_listener(add_locust_options)
 
 
 def build_context(
@@ -271,9 +150,8 @@ def start_session(options: Any, runner: Any) -> RunSession:
     if not options.host:
         fail(EXIT_CONFIG, "no host: pass --host URL")
     try:
-        loaded = scenarios.load(scenario_path(options), overrides(options))
+        loaded = scenarios.load(scenario_path(options), scenario_overrides(options))
         pricing = Pricing.from_options(options.gpu_price_per_hour, options.gpus)
-        check_options(options)
         engine = discover(options.host, loaded[0].request.api_key_env, timeout=10.0)
     except (scenarios.ScenarioError, ValueError, OSError) as error:
         fail(EXIT_CONFIG, error)
@@ -318,7 +196,7 @@ def coordinate(runner: MasterRunner, options: Any, session: RunSession) -> None:
     or refuses it (``distributed``)."""
     global _coordinator
     try:
-        shipment = pack(scenario_path(options), overrides(options), session.ctx.scenarios)
+        shipment = pack(scenario_path(options), scenario_overrides(options), session.ctx.scenarios)
     except (ShippingError, OSError) as error:
         fail(EXIT_CONFIG, error)
     _coordinator = Coordinator(runner, shipment, options.expect_workers)
@@ -347,20 +225,6 @@ def load_baseline(
         return (given, RunData.load(given)) if given else None
     except (ValueError, OSError) as error:
         fail(EXIT_CONFIG, f"--baseline {given}: {error}")
-
-
-def check_options(options: Any) -> None:
-    """The flags no scenario file checks (ValueError naming the flag)."""
-    positive = {
-        "--window": options.window,
-        "--status-interval": options.status_interval,
-        "--max-lag-ms": options.max_lag_ms,
-    }
-    for flag, value in positive.items():
-        if value is not None and not value > 0:
-            raise ValueError(f"{flag}: expected a number > 0, got {value:g}")
-    if options.selftest < 0:
-        raise ValueError(f"--selftest: expected a number of streams >= 0, got {options.selftest}")
 
 
 def measure_generator(streams: int) -> dict[str, Any]:

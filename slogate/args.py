@@ -1,63 +1,8 @@
-"""argparse types shared by the subcommands: a bad value stops the command at
-once, with the flag's name, before any engine is started."""
+"""The argparse types of :mod:`slogate.locustfiles.argtypes`, under the name the
+sweep and experiment commands import them by."""
 
 from __future__ import annotations
 
-import argparse
-import math
-from collections.abc import Callable
+from slogate.locustfiles.argtypes import positive_duration, positive_float, positive_int
 
-from slogate.scenarios.limits import MAX_PROCESSES
-from slogate.scenarios.units import parse_duration
-
-
-def duration(text: str) -> float:
-    """Seconds from ``30s``, ``5m``, ``1m30s`` or a bare number."""
-    try:
-        return parse_duration(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from error
-
-
-def _checked(text: str, kind: type, ok: Callable[[float], bool], what: str) -> int | float:
-    try:
-        value = kind(text)
-    except ValueError:
-        value = None
-    if value is None or not math.isfinite(value) or not ok(value):
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    return _checked(text, int, lambda v: v >= 1, "an integer >= 1")
-
-
-def process_count(text: str) -> int:
-    return _checked(
-        text, int, lambda v: 1 <= v <= MAX_PROCESSES, f"an integer from 1 to {MAX_PROCESSES}"
-    )
-
-
-def non_negative_int(text: str) -> int:
-    return _checked(text, int, lambda v: v >= 0, "an integer >= 0")
-
-
-def positive_float(text: str) -> float:
-    return _checked(text, float, lambda v: v > 0, "a number > 0")
-
-
-def non_negative_float(text: str) -> float:
-    return _checked(text, float, lambda v: v >= 0, "a number >= 0")
-
-
-def positive_duration(text: str) -> float:
-    seconds = duration(text)
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"expected a duration > 0, got {text!r}")
-    return seconds
-
-
-def processes(text: str) -> int | str:
-    """``auto`` or a number of load processes."""
-    return text if text == "auto" else process_count(text)
+__all__ = ["positive_duration", "positive_float", "positive_int"]

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from slogate.args import positive_duration, positive_float, positive_int
+from slogate.locustfiles.argtypes import positive_duration, positive_float, positive_int
 
 DEFAULT_BOUND_MS = 1.0
 

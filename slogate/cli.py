@@ -14,16 +14,13 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 
-from slogate.args import (
+from slogate.locustfiles.argtypes import (
     non_negative_float,
     non_negative_int,
     positive_duration,
     positive_int,
-    processes,
 )
-from slogate.run_options import add_run_options
-from slogate.scenarios.limits import MAX_PROCESSES
-from slogate.worker import add_master_options
+from slogate.locustfiles.options import add_cli_options
 
 
 def add_run_parser(sub: argparse._SubParsersAction) -> None:
@@ -31,17 +28,8 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("scenario", help="scenario or mix YAML file, or a built-in name (chat, rag...)")
     p.add_argument("--host", help="engine base URL; without it the simulated engine is started")
     p.add_argument("--profile", default=None, help="simulated engine profile (without --host)")
-    p.add_argument(
-        "--processes",
-        type=processes,
-        default="auto",
-        help=f"load-generating worker processes (<= {MAX_PROCESSES}), or auto (default): "
-        "enough that none needs more than half a core for the planned load",
-    )
-    add_master_options(p)
-    p.add_argument("--out", help="results folder (default results/<time>-<scenario>)")
     p.add_argument("--web-ui", action="store_true", help="run with Locust's web UI, not headless")
-    add_run_options(p)
+    add_cli_options(p)
 
 
 def add_engine_parser(sub: argparse._SubParsersAction) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from slogate.analysis.capacity import Pricing, cost_block, kv_formula, kv_plan
 from slogate.analysis.slo import EXIT_CONFIG
-from slogate.run_options import PRICE
+from slogate.locustfiles.options import PRICE
 from slogate.simengine.profiles import Profile, ProfileError, load_profile
 from slogate.simengine.simulate import simulate_closed_loop
 
@@ -60,7 +60,7 @@ def add_plan_parser(sub: argparse._SubParsersAction) -> None:
         default=256,
         help="output tokens per request for the throughput estimate (default 256)",
     )
-    PRICE.add_to(p)
+    PRICE.add_to_cli(p)
     p.add_argument(
         "--worked-example",
         action="store_true",

@@ -13,9 +13,9 @@ import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from slogate.analysis.history import read_runs, runs_to_prune
+from slogate.analysis.history import RESULTS_ROOT, read_runs, runs_to_prune
 from slogate.analysis.slo import EXIT_CONFIG
-from slogate.args import duration, non_negative_int
+from slogate.locustfiles.argtypes import duration, non_negative_int
 from slogate.reports import write_index
 
 DAY_S = 86_400.0
@@ -31,7 +31,9 @@ def age(text: str) -> timedelta:
 
 def add_prune_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("prune", help="remove old runs from a results root and rewrite its index")
-    p.add_argument("root", nargs="?", default="results", help="results root (default results)")
+    p.add_argument(
+        "root", nargs="?", default=str(RESULTS_ROOT), help=f"results root (default {RESULTS_ROOT})"
+    )
     p.add_argument("--keep", type=non_negative_int, help="newest runs kept per scenario and target")
     p.add_argument("--older-than", type=age, help="also remove runs older than this: 30d, 12h")
     p.add_argument("--dry-run", action="store_true", help="list what would go, remove nothing")

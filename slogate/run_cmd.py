@@ -17,26 +17,13 @@ from pathlib import Path
 from slogate import locustfiles, scenarios, waiter
 from slogate.analysis.history import results_folder
 from slogate.analysis.slo import EXIT_CONFIG
+from slogate.locustfiles.options import forwarded, scenario_overrides
 from slogate.locustfiles.processes import plan_processes
-from slogate.run_options import forwarded
 from slogate.scenarios.loader import resolve
 from slogate.scenarios.model import Scenario
 from slogate.target import TargetError, target_engine
-from slogate.worker import master_command
 
 RUN_LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "run.py"
-
-
-def scenario_overrides(args: argparse.Namespace) -> dict:
-    given = {
-        "users": args.users,
-        "spawn_rate": args.spawn_rate,
-        "rate": args.rate,
-        "duration": args.duration,
-        "warmup": args.warmup,
-        "seed": args.seed,
-    }
-    return {k: v for k, v in given.items() if v is not None}
 
 
 def choose_processes(args: argparse.Namespace, loaded: list[Scenario]) -> tuple[int, str]:
@@ -58,9 +45,7 @@ def locust_command(
     if not args.web_ui:
         cmd += ["--headless", "--only-summary"]
     cmd += [*forwarded(args), "--slogate-processes-reason", processes[1]]
-    if args.master:
-        cmd += master_command(args)
-    elif processes[0] > 1:
+    if not args.master and processes[0] > 1:
         cmd += ["--processes", str(processes[0]), *worker_link()]
     return cmd
 
@@ -78,7 +63,7 @@ def worker_link() -> list[str]:
 def run(args: argparse.Namespace) -> int:
     scenario = resolve(args.scenario)
     try:
-        loaded = scenarios.load(scenario, scenario_overrides(args))
+        loaded = scenarios.load(scenario, scenario_overrides(args, cli=True))
     except scenarios.ScenarioError as error:
         print(f"slogate: {error}", file=sys.stderr)
         return EXIT_CONFIG

@@ -23,8 +23,8 @@ from slogate.analysis.capacity import Pricing, throughput_cost
 from slogate.analysis.contracts import ScenarioSummary, Summary, read_document
 from slogate.analysis.experiment import point_block
 from slogate.analysis.rundata import RunData
-from slogate.args import positive_duration, positive_float, positive_int
-from slogate.run_options import PRICE
+from slogate.locustfiles.argtypes import positive_duration, positive_float, positive_int
+from slogate.locustfiles.options import PRICE
 from slogate.simengine.profiles import load_profile
 
 
@@ -47,7 +47,7 @@ def add_trial_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--seed", type=int, help="workload seed")
     p.add_argument("--out", help="results folder (default results/<time>-<name>)")
-    PRICE.add_to(p)
+    PRICE.add_to_cli(p)
     p.add_argument(
         "--gpus", type=positive_int, help="GPUs the deployment uses (default 1, or the profile's)"
     )

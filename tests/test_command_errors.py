@@ -79,6 +79,34 @@ def test_plain_locust_rejects_bad_flags_before_any_load(engine, tmp_path, flags,
     assert engine.truth() == []
 
 
+def error_line(stderr: str) -> str:
+    """argparse's message, without the program's name (``locust``, ``slogate run``)."""
+    return next(line for line in stderr.splitlines() if ": error: " in line).split(": error: ")[1]
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "says"),
+    [
+        ("--max-lag-ms", "-1", "expected a number > 0, got '-1'"),
+        ("--warmup", "soon", "expected a duration such as 500ms"),
+        ("--gpus", "0", "expected an integer >= 1, got '0'"),
+    ],
+)
+def test_a_bad_value_gets_one_error_from_plain_locust_and_slogate_run(engine, flag, value, says):
+    """One declaration, one validation: the same message, naming the flag and the
+    value, whichever command took it, and no request sent."""
+    plain = subprocess.run(
+        locust_command("--headless", "--host", engine.url, "--scenario", SCENARIO, flag, value),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    run = slogate("run", SCENARIO, "--host", engine.url, flag, value, timeout=60)
+    assert plain.returncode == run.returncode == 2, plain.stderr[-2000:] + run.stderr[-2000:]
+    message = error_line(run.stderr)
+    assert error_line(plain.stderr) == message
+    assert message.startswith(f"argument {flag}: ") and says in message and repr(value) in message
+    assert engine.truth() == []
+
+
 class _NotFound(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.send_error(404)

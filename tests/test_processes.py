@@ -3,7 +3,6 @@ its reason, from the scenario files themselves and a real run."""
 
 from __future__ import annotations
 
-import itertools
 import math
 from pathlib import Path
 
@@ -104,21 +103,6 @@ def test_worker_processes_get_a_master_port_of_their_own():
     port = cmd[cmd.index("--master-bind-port") + 1]
     assert cmd[cmd.index("--master-port") + 1] == port != "5557"
     assert cmd[cmd.index("--processes") + 1] == "2"
-
-
-def test_every_run_option_given_reaches_locust_under_its_locust_flag():
-    from slogate.cli import build_parser
-    from slogate.run_cmd import locust_command
-
-    given = ["-u", "3", "--spawn-rate", "2", "-t", "1.5s", "--seed", "7", "--gpus", "2",
-             "--gpu-price-per-hour", "2.5", "--baseline", "auto", "--save-requests"]  # fmt: skip
-    args = build_parser().parse_args(["run", "tests/data/exact-chat.yaml", *given])
-    cmd = locust_command(args, Path("s.yaml"), "http://h", Path("out"), (1, "one"))
-    pairs = dict(itertools.pairwise(cmd))
-    assert pairs["-u"] == "3" and pairs["-r"] == "2.0" and pairs["--slogate-duration"] == "1.5"
-    assert pairs["--seed"] == "7" and pairs["--gpus"] == "2" and pairs["--baseline"] == "auto"
-    assert pairs["--gpu-price-per-hour"] == "2.5" and "--save-requests" in cmd
-    assert "--locust-stats" not in cmd and "--rate" not in cmd and "--warmup" not in cmd
 
 
 def test_the_calibration_stream_parses_as_an_engine_stream():

@@ -1,0 +1,71 @@
+"""argparse types of every command line: a bad value stops the command at once,
+with the flag's name and the value, before any engine is started or load sent.
+
+They live in the load room because Locust's parser (plain ``locust -f``) uses
+them too, through :mod:`slogate.locustfiles.options`; the CLI imports them from
+here, so a flag gives the same error whichever command took it."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+from slogate.scenarios.limits import MAX_PROCESSES
+from slogate.scenarios.units import parse_duration
+
+
+def duration(text: str) -> float:
+    """Seconds from ``30s``, ``5m``, ``1m30s`` or a bare number."""
+    try:
+        return parse_duration(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
+def _checked(text: str, kind: type, ok: Callable[[float], bool], what: str) -> int | float:
+    try:
+        value = kind(text)
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value) or not ok(value):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    return _checked(text, int, lambda v: v >= 1, "an integer >= 1")
+
+
+def process_count(text: str) -> int:
+    return _checked(
+        text, int, lambda v: 1 <= v <= MAX_PROCESSES, f"an integer from 1 to {MAX_PROCESSES}"
+    )
+
+
+def non_negative_int(text: str) -> int:
+    return _checked(text, int, lambda v: v >= 0, "an integer >= 0")
+
+
+def positive_float(text: str) -> float:
+    return _checked(text, float, lambda v: v > 0, "a number > 0")
+
+
+def non_negative_float(text: str) -> float:
+    return _checked(text, float, lambda v: v >= 0, "a number >= 0")
+
+
+def positive_duration(text: str) -> float:
+    seconds = duration(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"expected a duration > 0, got {text!r}")
+    return seconds
+
+
+def port(text: str) -> int:
+    return _checked(text, int, lambda v: 1 <= v <= 65535, "a port from 1 to 65535")
+
+
+def processes(text: str) -> int | str:
+    """``auto`` or a number of load processes."""
+    return text if text == "auto" else process_count(text)

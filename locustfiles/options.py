@@ -1,0 +1,374 @@
+"""Every option of a load run, declared once.
+
+Three things are generated from :data:`OPTIONS`: the options slogate adds to
+Locust's parser (what plain ``locust -f locustfiles/...`` takes and its web UI
+shows), the options of ``slogate run``, and the Locust arguments ``slogate run``
+passes on. So a flag has one name, one validation and one error message
+whichever command took it. The load room owns them because it consumes them;
+the CLI imports this module, which imports no Locust (``slogate --help`` stays
+fast and unpatched).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from slogate.locustfiles.argtypes import (
+    duration,
+    non_negative_int,
+    port,
+    positive_float,
+    positive_int,
+    processes,
+)
+from slogate.locustfiles.request_log import REQUESTS_FILE
+from slogate.scenarios.limits import MAX_PROCESSES
+
+MASTER_PORT = 5557  # Locust's own default
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a run.
+
+    ``flag`` is the flag Locust takes; ``cli`` the flags ``slogate run`` takes
+    for it (none: ``slogate run`` does not offer it). ``forward``: ``slogate
+    run`` passes the value on when it differs from ``default`` (``--out`` it
+    resolves and passes itself). ``locust_own``: a flag of Locust's own parser,
+    which slogate does not add; ``dest`` is Locust's name for its value.
+    ``scenario_key`` is the scenario's load setting the value replaces.
+    ``example`` is a valid value, which the tests give both parsers."""
+
+    flag: str
+    help: str
+    type: Callable[[str], Any] | None = None
+    default: Any = None
+    example: str = ""
+    switch: bool = False
+    metavar: str | None = None
+    env_var: str | None = None
+    web_ui: bool = True
+    cli: tuple[str, ...] = ()
+    forward: bool = True
+    locust_own: bool = False
+    dest: str = ""
+    scenario_key: str | None = None
+
+    @property
+    def locust_dest(self) -> str:
+        return self.dest or _dest(self.flag)
+
+    @property
+    def cli_dest(self) -> str:
+        return _dest(self.cli[0])
+
+    def _kwargs(self) -> dict[str, Any]:
+        if self.switch:
+            return {"action": "store_true", "default": False, "help": self.help}
+        return {
+            "type": self.type,
+            "default": self.default,
+            "metavar": self.metavar,
+            "help": self.help,
+        }
+
+    def add_to_locust(self, parser: Any) -> None:
+        """Add to Locust's own parser (configargparse), which alone takes
+        ``env_var`` and ``include_in_web_ui``."""
+        extra = {"env_var": self.env_var} if self.env_var else {}
+        parser.add_argument(self.flag, **self._kwargs(), **extra, include_in_web_ui=self.web_ui)
+
+    def add_to_cli(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(*self.cli, **self._kwargs())
+
+    def forward_from(self, args: argparse.Namespace) -> list[str]:
+        """The Locust arguments for this option's value in ``args`` (none when
+        it is the default, which Locust has too)."""
+        value = getattr(args, self.cli_dest)
+        if self.switch:
+            return [self.flag] if value else []
+        return [] if value == self.default else [self.flag, str(value)]
+
+
+def _dest(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
+
+
+# Also taken by the commands that price what they measure or plan (sweep, experiment, plan).
+PRICE = Option(
+    "--gpu-price-per-hour",
+    "price of one GPU-hour: the report gives the cost per million tokens",
+    positive_float,
+    example="2.5",
+    cli=("--gpu-price-per-hour",),
+)
+
+OPTIONS = (
+    # `slogate run` takes it as its first argument, and passes it on resolved.
+    Option(
+        "--scenario",
+        "scenario or mix YAML file, or a built-in name (default: the locustfile's own)",
+        default="",
+        example="chat",
+        env_var="SLOGATE_SCENARIO",
+    ),
+    Option(
+        "--out",
+        "results folder (default results/<time>-<scenario>)",
+        default="",
+        example="results/mine",
+        env_var="SLOGATE_OUT",
+        cli=("--out",),
+        forward=False,
+    ),
+    Option(
+        "--processes",
+        f"load-generating worker processes (<= {MAX_PROCESSES}), or auto (default): "
+        "enough that none needs more than half a core for the planned load",
+        processes,
+        default="auto",
+        example="2",
+        cli=("--processes",),
+        forward=False,  # `slogate run` plans auto, and links the processes itself
+        locust_own=True,
+    ),
+    Option(
+        "-u",
+        "closed loop: concurrent users",
+        int,
+        example="4",
+        cli=("--users", "-u"),
+        locust_own=True,
+        dest="num_users",
+        scenario_key="users",
+    ),
+    Option(
+        "-r",
+        "users started per second",
+        float,
+        example="2",
+        cli=("--spawn-rate", "-r"),
+        locust_own=True,
+        dest="spawn_rate",
+        scenario_key="spawn_rate",
+    ),
+    Option(
+        "--rate",
+        "open loop: requests per second (replaces the scenario's load)",
+        float,
+        example="5",
+        cli=("--rate",),
+        scenario_key="rate",
+    ),
+    Option(
+        "--slogate-duration",
+        "run time, e.g. 30s, 5m",
+        duration,
+        example="1m30s",
+        web_ui=False,
+        cli=("--duration", "-t"),
+        scenario_key="duration",
+    ),
+    Option(
+        "--warmup",
+        "warm-up left out of the measurement, e.g. 5s (replaces the scenario's)",
+        duration,
+        example="5s",
+        cli=("--warmup",),
+        scenario_key="warmup",
+    ),
+    Option(
+        "--seed",
+        "workload seed",
+        non_negative_int,
+        example="7",
+        cli=("--seed",),
+        scenario_key="seed",
+    ),
+    Option(
+        "--baseline",
+        "results folder of a run to compare with, or 'auto': the newest earlier run of "
+        "the same scenarios and target in the results root; a regression exits 1",
+        default="",
+        example="auto",
+        metavar="DIR",
+        cli=("--baseline",),
+    ),
+    Option(
+        "--push-metrics",
+        "Prometheus Pushgateway URL to push the run's metrics to",
+        default="",
+        example="http://127.0.0.1:9091",
+        metavar="URL",
+        cli=("--push-metrics",),
+    ),
+    Option(
+        "--window",
+        "time-series window, seconds",
+        positive_float,
+        default=5.0,
+        example="2.5",
+        cli=("--window",),
+    ),
+    Option(
+        "--max-lag-ms",
+        "open loop: generator lag p99 above this makes the run invalid",
+        positive_float,
+        example="20",
+        cli=("--max-lag-ms",),
+    ),
+    Option(
+        "--metrics-url",
+        "engine Prometheus URL (default HOST/metrics; 'off' disables)",
+        default="",
+        example="off",
+        metavar="URL",
+        cli=("--metrics-url",),
+    ),
+    Option(
+        "--dcgm-url",
+        "NVIDIA DCGM exporter metrics URL",
+        default="",
+        example="http://127.0.0.1:9400/metrics",
+        metavar="URL",
+        cli=("--dcgm-url",),
+    ),
+    PRICE,
+    Option(
+        "--gpus",
+        "GPUs the engine runs on (with the price)",
+        positive_int,
+        example="2",
+        cli=("--gpus",),
+    ),
+    Option(
+        "--selftest",
+        "before the run, measure the generator's own error at STREAMS streams "
+        "and record it in the summary",
+        non_negative_int,
+        default=0,
+        example="16",
+        metavar="STREAMS",
+        cli=("--selftest",),
+    ),
+    Option(
+        "--status-interval",
+        "headless: seconds between status lines",
+        positive_float,
+        default=10.0,
+        example="1.5",
+        cli=("--status-interval",),
+    ),
+    Option(
+        "--locust-stats",
+        "also print Locust's own statistics tables (its percentiles are rounded; "
+        "the verdict uses slogate's)",
+        switch=True,
+        cli=("--locust-stats",),
+    ),
+    Option(
+        "--save-requests",
+        f"write every request's record to {REQUESTS_FILE} in the results folder",
+        switch=True,
+        cli=("--save-requests",),
+    ),
+    Option(
+        "--master",
+        "run as the master of workers started with `slogate worker` (any host)",
+        switch=True,
+        cli=("--master",),
+        locust_own=True,
+    ),
+    Option(
+        "--expect-workers",
+        "with --master: workers to wait for",
+        positive_int,
+        default=1,
+        example="3",
+        cli=("--expect-workers",),
+        locust_own=True,
+    ),
+    Option(
+        "--master-bind-host",
+        "with --master: interface to listen on (default all)",
+        default="*",
+        example="127.0.0.1",
+        cli=("--master-bind-host",),
+        locust_own=True,
+    ),
+    Option(
+        "--master-bind-port",
+        f"with --master: port (default {MASTER_PORT})",
+        port,
+        default=MASTER_PORT,
+        example="5600",
+        cli=("--master-bind-port",),
+        locust_own=True,
+    ),
+    # Set by `slogate run` or the master, never by hand.
+    Option(
+        "--slogate-origin",
+        "internal: the run's origin, set by the master",
+        float,
+        default=0.0,
+        example="12.5",
+        web_ui=False,
+    ),
+    Option(
+        "--slogate-model",
+        "internal: the model the master resolved",
+        default="",
+        example="m",
+        web_ui=False,
+    ),
+    Option(
+        "--slogate-processes-reason",
+        "internal: why `slogate run` chose its number of processes",
+        default="",
+        example="--processes 2",
+        web_ui=False,
+    ),
+    Option(
+        "--slogate-shards",
+        "internal: number of load-generating processes",
+        int,
+        default=1,
+        example="2",
+        web_ui=False,
+    ),
+)
+
+
+def add_locust_options(parser: Any) -> None:
+    """slogate's options on Locust's parser (the ``init_command_line_parser`` event)."""
+    for option in OPTIONS:
+        if not option.locust_own:
+            option.add_to_locust(parser)
+
+
+def cli_options() -> Iterator[Option]:
+    return (option for option in OPTIONS if option.cli)
+
+
+def add_cli_options(parser: argparse.ArgumentParser) -> None:
+    for option in cli_options():
+        option.add_to_cli(parser)
+
+
+def forwarded(args: argparse.Namespace) -> list[str]:
+    """Every option of ``slogate run`` the user set, as Locust's arguments."""
+    return [arg for option in cli_options() if option.forward for arg in option.forward_from(args)]
+
+
+def scenario_overrides(values: Any, *, cli: bool = False) -> dict[str, Any]:
+    """The scenario's load settings the command line replaces, from Locust's
+    parsed options (or ``slogate run``'s with ``cli``)."""
+    given = {
+        option.scenario_key: getattr(values, option.cli_dest if cli else option.locust_dest)
+        for option in OPTIONS
+        if option.scenario_key
+    }
+    return {key: value for key, value in given.items() if value is not None}
