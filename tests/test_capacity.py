@@ -21,7 +21,8 @@ from slogate.analysis.capacity import (
 )
 from slogate.cli import main
 from slogate.plan import add_plan_parser, plan_command
-from slogate.simengine.profiles import load_profile
+from slogate.simengine.profiles import ProfileError, load_profile
+from slogate.studies.plan import PlanRequest, request_profile
 
 MIB, GIB = 1024**2, 1024**3
 
@@ -284,3 +285,18 @@ def test_every_command_refuses_a_price_that_is_not_positive(command, capsys) -> 
         main([command, "--gpu-price-per-hour", "-2"])
     assert stopped.value.code == 2
     assert "--gpu-price-per-hour: expected a number > 0, got '-2'" in capsys.readouterr().err
+
+
+def test_plan_request_names_the_profile_and_the_worked_example_fills_only_gaps():
+    request = PlanRequest(model="llama-3.1-8b", gpu="h100", gpus=2, dtype="fp8", kv_dtype="fp8")
+    assert request_profile(request).name == load_profile("llama-3.1-8b@2xh100:fp8:kv=fp8").name
+    example = PlanRequest(gpu="h100", batch=8).worked_example()
+    assert (example.model, example.gpu, example.dtype, example.batch, example.context) == (
+        "llama-2-7b",
+        "h100",
+        "fp16",
+        8,
+        4096,
+    )
+    with pytest.raises(ProfileError, match="--set 'x': expected KEY=VALUE"):
+        request_profile(PlanRequest(profile="llama-3.1-8b@h100", settings=("x",)))
