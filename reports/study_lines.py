@@ -1,4 +1,4 @@
-"""What a sweep or experiment prints: a line per trial as it ends, and the findings last.
+"""What a study prints: a line per trial (or selftest step) as it ends, and the findings last.
 
 Plain text for a terminal or CI log, rendered from the trial's summary and the
 study's document; nothing is decided here.
@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slogate.analysis.contracts import ScenarioSummary
+
+if TYPE_CHECKING:
+    from slogate.studies.generator_capacity import CapacityResult, Step
 
 
 def sweep_trial_line(
@@ -61,3 +64,32 @@ def experiment_trial_line(
 def experiment_closing_lines(doc: Mapping[str, Any], report: Path) -> list[str]:
     """Each trend as read, then the report's path."""
     return [f"slogate: {t['text']}" for t in doc["trends"]] + [f"slogate: report {report}"]
+
+
+def capacity_step_line(step: Step) -> str:
+    """One selftest step as it ends."""
+    return (
+        f"slogate capacity: {step.streams} streams: {step.events_per_s:,.0f} events/s, "
+        f"max error {step.max_abs_error_ms:.3f} ms, {step.client_cores:.2f} cores"
+    )
+
+
+def capacity_text(result: CapacityResult, start: int, most: int) -> str:
+    """What one worker process holds here, why the search stopped, and the workers
+    a scenario needs."""
+    best, bound = result.best, result.bound_ms
+    if best is None:
+        return f"not even {start} streams stay within {bound:g} ms here"
+    text = (
+        f"one worker process holds {best.events_per_s:,.0f} output events/s within "
+        f"{bound:g} ms here ({best.streams} streams, {best.client_cores:.2f} cores)"
+    )
+    if result.stopped_at_most:
+        text += f"; the search stopped at --max-streams {most}, not at the bound"
+    sizing = result.sizing
+    if sizing is not None:
+        text += (
+            f"\n{sizing.scenario}: up to {sizing.planned_events_per_s:,.0f} output events/s "
+            f"planned -> {sizing.workers} worker(s)"
+        )
+    return text
