@@ -149,7 +149,7 @@ def write_files(
         "summary": write_atomic(
             out / SUMMARY_FILE, json.dumps(summary, indent=1, ensure_ascii=False) + "\n"
         ),
-        "junit": write_atomic(out / JUNIT_FILE, junit_xml(summary)),
+        "junit": write_atomic(out / JUNIT_FILE, junit_xml(contract)),
         "percentiles": write_atomic(out / PERCENTILES_FILE, percentiles_csv(summary)),
         "timeseries": write_atomic(out / TIMESERIES_FILE, timeseries_csv(run.timeseries)),
         "report": write_atomic(out / REPORT_FILE, report_html(summary, contract, run, baseline)),

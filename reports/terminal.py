@@ -16,7 +16,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from slogate.analysis.contracts import SloEntry, Summary, parse
+from slogate.analysis.contracts import SloEntry, Summary, as_model
 
 Row = tuple[str, SloEntry]  # (scenario, SLO as judged)
 
@@ -73,8 +73,7 @@ def verdict_table(summary: Summary | Mapping[str, Any], report: Path | str) -> s
     """The lines to print last: the SLO table, why a run is invalid or a verdict
     undecided, and the exit code with the report's path. A summary given as a
     mapping (summary.json as written) is read through its contract."""
-    if not isinstance(summary, Summary):
-        summary = parse(Summary, summary, "summary")
+    summary = as_model(Summary, summary, "summary")
     rows = slo_rows(summary)
     lines = []
     if rows:
