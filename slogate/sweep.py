@@ -76,8 +76,9 @@ def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
     add_trial_options(p)
 
 
-def sweep_settings(args: argparse.Namespace, mode: str) -> SweepSettings:
+def sweep_settings(args: argparse.Namespace) -> SweepSettings:
     """The flags as the study's typed settings; bad load levels raise ValueError."""
+    mode = args.find_max or ("rate" if args.rates else "users")
     levels = () if args.find_max else tuple(load_levels(args.rates or args.users, mode == "users"))
     return SweepSettings(
         scenario=args.scenario,
@@ -96,7 +97,7 @@ def sweep_settings(args: argparse.Namespace, mode: str) -> SweepSettings:
     )
 
 
-def trial_runner(scenario: Path, host: str, out: Path, mode: str) -> TrialRunner:
+def trial_runner(scenario: Path, host: str, out: Path, unit: str) -> TrialRunner:
     """Each trial a `slogate run` under ``out/runs``, its verdict printed as it ends."""
 
     def run(spec: TrialSpec) -> TrialResult:
@@ -104,7 +105,6 @@ def trial_runner(scenario: Path, host: str, out: Path, mode: str) -> TrialRunner
         if result.exit_code == EXIT_CONFIG:
             raise ValueError(f"{scenario}: rejected by slogate run:\n{log_tail(result)}")
         limiting = limiting_of(result)
-        unit = UNITS[mode]
         print(
             sweep_trial_line(
                 spec.index, spec.value, unit, spec.confirmation, result.verdict, limiting
@@ -117,10 +117,9 @@ def trial_runner(scenario: Path, host: str, out: Path, mode: str) -> TrialRunner
 
 
 def sweep_command(args: argparse.Namespace) -> int:
-    mode = args.find_max or ("rate" if args.rates else "users")
     try:
         pricing = trial_pricing(args.gpu_price_per_hour, args.gpus, args.host, args.profile)
-        settings = sweep_settings(args, mode)
+        settings = sweep_settings(args)
         search = settings.search()
         scenario = scenarios.loader.resolve(args.scenario)
         declared = scenarios.load(scenario)
@@ -135,7 +134,7 @@ def sweep_command(args: argparse.Namespace) -> int:
         with target_engine(
             args.host, args.profile, declared[0].request.api_key_env, args.speedup
         ) as host:
-            run = run_sweep(settings, search, trial_runner(scenario, host, out, mode))
+            run = run_sweep(settings, search, trial_runner(scenario, host, out, settings.unit))
     except TargetError as error:
         print(f"slogate sweep: {error}", file=sys.stderr)
         return error.code
