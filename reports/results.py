@@ -153,7 +153,7 @@ def write_files(
         "percentiles": write_atomic(out / PERCENTILES_FILE, percentiles_csv(summary)),
         "timeseries": write_atomic(out / TIMESERIES_FILE, timeseries_csv(run.timeseries)),
         "report": write_atomic(out / REPORT_FILE, report_html(summary, contract, run, baseline)),
-        "markdown": write_atomic(out / MARKDOWN_FILE, summary_markdown(summary, REPORT_FILE)),
+        "markdown": write_atomic(out / MARKDOWN_FILE, summary_markdown(contract, REPORT_FILE)),
         "metrics": write_atomic(out / METRICS_FILE, openmetrics_text(summary)),
     }
     return Outcome(contract.verdict, contract.exit_code, out, files, summary, comparison)
