@@ -154,7 +154,7 @@ def write_files(
         "timeseries": write_atomic(out / TIMESERIES_FILE, timeseries_csv(run.timeseries)),
         "report": write_atomic(out / REPORT_FILE, report_html(summary, contract, run, baseline)),
         "markdown": write_atomic(out / MARKDOWN_FILE, summary_markdown(contract, REPORT_FILE)),
-        "metrics": write_atomic(out / METRICS_FILE, openmetrics_text(summary)),
+        "metrics": write_atomic(out / METRICS_FILE, openmetrics_text(contract)),
     }
     return Outcome(contract.verdict, contract.exit_code, out, files, summary, comparison)
 
