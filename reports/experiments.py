@@ -238,7 +238,7 @@ def write_experiment(out: Path, doc: Mapping[str, Any]) -> dict[str, Path]:
 
 def latency_slos(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The scenario's latency SLOs on a percentile (what a sweep plots against)."""
-    return [s for s in doc.get("slo") or [] if is_latency_percentile(s)]
+    return [s for s in doc.get("slo") or [] if is_latency_percentile(s["metric"], s["stat"])]
 
 
 def sweep_charts(doc: Mapping[str, Any]) -> list[Markup]:

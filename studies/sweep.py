@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from slogate.analysis.capacity import MaxSearch, Pricing, knee_index, limiting_slo, throughput_cost
-from slogate.analysis.contracts import Sweep, parse
+from slogate.analysis.contracts import SloEntry, Sweep, WorstSlo, parse
 from slogate.analysis.experiment import lookup
 from slogate.analysis.slo import is_latency_percentile
 from slogate.analysis.versions import SWEEP_SCHEMA
@@ -131,9 +131,7 @@ def longer_duration(result: TrialResult, duration: float, max_duration: float) -
     if result.verdict != "inconclusive" or duration >= max_duration:
         return None
     ratios = [
-        s["needed"] / max(s["n"] or 0, 1)
-        for s in slo_list(result)
-        if s["verdict"] == "inconclusive" and s.get("needed")
+        s.needed / max(s.n, 1) for s in slo_list(result) if s.verdict == "inconclusive" and s.needed
     ]
     if not ratios:
         return None
@@ -210,14 +208,19 @@ def run_sweep(settings: SweepSettings, search: MaxSearch, runner: TrialRunner) -
     return SweepRun(trials, search, not settings.find_max or search.next() is None)
 
 
-def slo_list(result: TrialResult) -> list[Mapping[str, Any]]:
+def slo_list(result: TrialResult) -> list[WorstSlo]:
     """Every SLO entry of a trial, each with its scenario's name."""
     scenarios = {} if result.summary is None else result.summary.scenarios
     return [
-        {"scenario": name, **slo.model_dump()}
+        WorstSlo.model_validate({"scenario": name, **slo.model_dump()})
         for name, block in scenarios.items()
         for slo in block.slo
     ]
+
+
+def slo_document(slo: WorstSlo) -> dict[str, Any]:
+    """An SLO entry as sweep.json holds it: its scenario first, then the entry."""
+    return {"scenario": slo.scenario, **slo.model_dump(exclude={"scenario"})}
 
 
 def limiting_of(result: TrialResult) -> str | None:
@@ -229,8 +232,8 @@ def limiting_of(result: TrialResult) -> str | None:
     slo = limiting_slo(slo_list(result))
     if slo is None:
         return None
-    value = "n/a" if slo["value"] is None else f"{slo['value']:.4g}"
-    return f"{slo['scenario']}: {slo['name']} (measured {value})"
+    value = "n/a" if slo.value is None else f"{slo.value:.4g}"
+    return f"{slo.scenario}: {slo.name} (measured {value})"
 
 
 def knee_of(points: list[dict[str, Any]], metric: str, stat: str) -> dict[str, Any] | None:
@@ -245,16 +248,16 @@ def knee_of(points: list[dict[str, Any]], metric: str, stat: str) -> dict[str, A
     return {"x": x, "y": y, "metric": metric, "stat": stat}
 
 
-def knee_metric(slos: list[Mapping[str, Any]], limiting: Mapping[str, Any] | None) -> dict:
+def knee_metric(slos: Sequence[SloEntry], limiting: SloEntry | None) -> dict[str, str]:
     """The curve to find the knee on: the limiting SLO's when it is on a latency
     percentile, else the first latency SLO's, else TTFT p99. ``limiting`` comes
     from a failed trial, so its numbers differ from the entries of ``slos``: it is
     matched by its metric and stat, not as a whole."""
-    if limiting is not None and is_latency_percentile(limiting):
-        return {"metric": limiting["metric"], "stat": limiting["stat"]}
-    latency = [s for s in slos if is_latency_percentile(s)]
+    if limiting is not None and is_latency_percentile(limiting.metric, limiting.stat):
+        return {"metric": limiting.metric, "stat": limiting.stat}
+    latency = [s for s in slos if is_latency_percentile(s.metric, s.stat)]
     if latency:
-        return {"metric": latency[0]["metric"], "stat": latency[0]["stat"]}
+        return {"metric": latency[0].metric, "stat": latency[0].stat}
     return DEFAULT_KNEE
 
 
@@ -348,10 +351,10 @@ def build_document(run: SweepRun, out: Path, pricing: Pricing | None) -> dict[st
         "scenario": settings.scenario,
         "created_at": datetime.now().isoformat(timespec="seconds"),
         "command": settings.command,
-        "slo": slos,
+        "slo": [slo_document(s) for s in slos],
         "points": points,
         "max": best,
-        "limiting_slo": limiting,
+        "limiting_slo": None if limiting is None else slo_document(limiting),
         "knee": knee,
         "find_max": search_block(run, out) if settings.find_max else None,
         "cost_at_max": cost,

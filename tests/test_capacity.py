@@ -19,6 +19,7 @@ from slogate.analysis.capacity import (
     kv_plan,
     limiting_slo,
 )
+from slogate.analysis.contracts import SloEntry
 from slogate.cli import main
 from slogate.plan import add_plan_parser, plan_command
 from slogate.simengine.profiles import ProfileError, load_profile
@@ -214,15 +215,29 @@ def test_no_knee_on_a_straight_line_or_too_few_points():
         knee_index([1, 2, 3], [1, 2])
 
 
+def judged(name: str, verdict: str, margin_pct: float | None) -> SloEntry:
+    metric, stat = name.split()[:2]
+    return SloEntry(
+        name=name,
+        metric=metric,
+        stat=stat,
+        kind="max",
+        threshold=1.0,
+        value=None,
+        verdict=verdict,
+        margin_pct=margin_pct,
+    )
+
+
 def test_limiting_slo_is_the_deepest_failure():
     slo = [
-        {"name": "ttft_ms p99 <= 2000", "verdict": "fail", "margin_pct": -40.0},
-        {"name": "tpot_ms p99 <= 100", "verdict": "fail", "margin_pct": -5.0},
-        {"name": "error_rate rate <= 0.01", "verdict": "pass", "margin_pct": 80.0},
+        judged("ttft_ms p99 <= 2000", "fail", -40.0),
+        judged("tpot_ms p99 <= 100", "fail", -5.0),
+        judged("error_rate rate <= 0.01", "pass", 80.0),
     ]
-    assert limiting_slo(slo)["name"] == "ttft_ms p99 <= 2000"
-    assert limiting_slo([{"verdict": "inconclusive", "margin_pct": None}]) is not None
-    assert limiting_slo([{"verdict": "pass", "margin_pct": 1.0}]) is None
+    assert limiting_slo(slo).name == "ttft_ms p99 <= 2000"
+    assert limiting_slo([judged("ttft_ms p99 <= 1", "inconclusive", None)]) is not None
+    assert limiting_slo([judged("ttft_ms p99 <= 1", "pass", 1.0)]) is None
 
 
 def plan(*argv: str) -> tuple[int, str, str]:

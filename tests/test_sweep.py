@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from slogate.analysis.contracts import SUMMARY_SCHEMA, Summary
+from slogate.analysis.contracts import SUMMARY_SCHEMA, SloEntry, Summary, WorstSlo
 from slogate.analysis.diagnosis import diagnose
 from slogate.analysis.rundata import RunData
 from slogate.reports.experiments import write_sweep
@@ -91,8 +91,10 @@ POINTS = [point(1, 100, 100), point(2, 104, 200), point(4, 110, 390), point(8, 2
 
 
 def test_knee_on_the_limiting_slo_curve():
-    slos = [TTFT_P99, TPOT_P95]
-    assert knee_metric(slos, TPOT_P95) == {"metric": "tpot_ms", "stat": "p95"}
+    slos = [
+        SloEntry.model_validate(slo_entry(base, 1.0, "pass", 50.0)) for base in (TTFT_P99, TPOT_P95)
+    ]
+    assert knee_metric(slos, slos[1]) == {"metric": "tpot_ms", "stat": "p95"}
     assert knee_metric(slos, None) == {"metric": "ttft_ms", "stat": "p99"}
     assert knee_metric([], None) == {"metric": "ttft_ms", "stat": "p99"}
     knee = knee_of(POINTS, "ttft_ms", "p99")
@@ -314,8 +316,9 @@ def test_each_level_runs_once_and_the_knee_follows_the_limiting_slo(tmp_path):
     doc = build_document(run, tmp_path, None)
     assert doc["max"] == 4 and doc["find_max"] is None
     assert doc["limiting_slo"]["metric"] == "tpot_ms"
-    limiting = doc["limiting_slo"]
-    assert knee_metric(doc["slo"], limiting) == {"metric": "tpot_ms", "stat": "p95"}
+    slos = [WorstSlo.model_validate(s) for s in doc["slo"]]
+    limiting = WorstSlo.model_validate(doc["limiting_slo"])
+    assert knee_metric(slos, limiting) == {"metric": "tpot_ms", "stat": "p95"}
 
 
 def test_a_search_or_level_list_offers_whole_users():
