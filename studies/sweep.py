@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from slogate.analysis.capacity import MaxSearch, Pricing, knee_index, limiting_slo, throughput_cost
 from slogate.analysis.contracts import SloEntry, Sweep, WorstSlo, parse
@@ -26,7 +26,8 @@ from slogate.analysis.versions import SWEEP_SCHEMA
 from slogate.scenarios import Scenario
 from slogate.studies.trials import TrialResult, point_of
 
-UNITS = {"rate": "requests/s", "users": "users"}
+Mode = Literal["rate", "users"]
+UNITS: dict[Mode, str] = {"rate": "requests/s", "users": "users"}
 DEFAULT_KNEE = {"metric": "ttft_ms", "stat": "p99"}
 KNEE_STATS = ("p50", "p90", "p95", "p99", "p999")
 EXTEND_MARGIN = 1.25
@@ -41,7 +42,7 @@ class SweepSettings:
     line as the document records it."""
 
     scenario: str
-    mode: str
+    mode: Mode
     duration: float
     levels: tuple[float, ...] = ()
     find_max: bool = False
@@ -118,7 +119,7 @@ def load_levels(text: str, integer: bool) -> list[float]:
     return sorted(set(values))
 
 
-def trial_load(mode: str, value: float, duration: float, seed: int | None) -> dict[str, Any]:
+def trial_load(mode: Mode, value: float, duration: float, seed: int | None) -> dict[str, Any]:
     """The `slogate run` settings of a trial at ``value``: users are whole."""
     key = "rate" if mode == "rate" else "users"
     return {key: value if mode == "rate" else int(value), "duration": duration, "seed": seed}
