@@ -11,7 +11,9 @@ RUN_ARGS ?=
 
 .PHONY: setup run check test lint lock llama-cpp chromium
 
-$(BIN)/slogate: pyproject.toml setup.py $(LOCK)
+# The rooms' __init__.py too: the editable install maps each room when it is
+# made, so a new room (a new top-level package) needs a fresh install.
+$(BIN)/slogate: pyproject.toml setup.py $(LOCK) $(wildcard */__init__.py)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --constraint $(LOCK) --upgrade pip
 	$(BIN)/pip install --quiet --constraint $(LOCK) -e '.[dev]'

@@ -23,10 +23,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from slogate.analysis.contracts import SloEntry
     from slogate.simengine.profiles import Profile
+
+E = TypeVar("E", bound="SloEntry")
 
 SECONDS_PER_HOUR = 3600.0
 MILLION = 1_000_000
@@ -372,13 +375,11 @@ def knee_index(xs: Sequence[float], ys: Sequence[float]) -> int | None:
     return best if distance[best] >= KNEE_MIN_DISTANCE else None
 
 
-def limiting_slo(slo: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+def limiting_slo(slo: Sequence[E]) -> E | None:
     """The SLO that limits a load: the deepest failure (lowest ``margin_pct``)
     among the failed ones, else the inconclusive one, else None."""
     for verdict in ("fail", "inconclusive"):
-        hits = [s for s in slo if s.get("verdict") == verdict]
+        hits = [s for s in slo if s.verdict == verdict]
         if hits:
-            return min(
-                hits, key=lambda s: s["margin_pct"] if s.get("margin_pct") is not None else 0.0
-            )
+            return min(hits, key=lambda s: s.margin_pct if s.margin_pct is not None else 0.0)
     return None

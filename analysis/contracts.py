@@ -249,6 +249,12 @@ def parse(model: type[T], data: Any, where: str) -> T:
         ) from None
 
 
+def as_model(model: type[T], data: T | Any, where: str) -> T:
+    """``data`` when it already is a ``model``; else parsed as one (a document as
+    written, such as summary.json's dict), so a reader takes either."""
+    return data if isinstance(data, model) else parse(model, data, where)
+
+
 def read_document(model: type[T], file: Path) -> T:
     """``file`` parsed as ``model``; ContractError naming the file and the bad fields."""
     try:

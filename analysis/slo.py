@@ -154,6 +154,12 @@ def percentile_of_stat(stat: str) -> float | None:
     return value
 
 
+def is_latency_percentile(metric: str, stat: str) -> bool:
+    """An SLO on a latency percentile (``ttft_ms p99``): what a latency curve can
+    be drawn and its knee found for; not a count, a rate or a mean."""
+    return metric.endswith("_ms") and percentile_of_stat(stat) is not None
+
+
 def proportion_interval(
     hits: int, n: int, confidence: float = CONFIDENCE
 ) -> tuple[float | None, float | None]:

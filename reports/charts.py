@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
@@ -18,6 +18,9 @@ from slogate.analysis.rundata import RunData
 from slogate.analysis.slo import percentile_of_stat
 from slogate.reports.curves import nines, nines_ticks, percentile_curve
 from slogate.reports.svg import Axis, Rule, Series, line_chart
+
+if TYPE_CHECKING:  # pydantic: not in load processes
+    from slogate.analysis.contracts import SloEntry
 
 CURVES = {
     "ttft": ("TTFT", ("ttft_sched",)),
@@ -47,20 +50,20 @@ LABELS = {
 }
 
 
-def threshold_rules(slos: Iterable[Mapping[str, Any]], metric: str, top: float) -> list[Rule]:
+def threshold_rules(slos: Iterable[SloEntry], metric: str, top: float) -> list[Rule]:
     """Lines for the latency SLOs of ``metric``; the point sits at their percentile."""
     rules = []
     for slo in slos:
-        if slo["metric"] != f"{metric}_ms":
+        if slo.metric != f"{metric}_ms":
             continue
-        percentile = percentile_of_stat(slo["stat"])
-        x = nines(percentile) if percentile is not None else top if slo["stat"] == "max" else None
-        rules.append(Rule(slo["threshold"], f"{slo['stat']} ≤ {slo['threshold']:g} ms", x))
+        percentile = percentile_of_stat(slo.stat)
+        x = nines(percentile) if percentile is not None else top if slo.stat == "max" else None
+        rules.append(Rule(slo.threshold, f"{slo.stat} ≤ {slo.threshold:g} ms", x))
     return rules
 
 
 def percentile_charts(
-    run: RunData, scenario: str, slos: Sequence[Mapping[str, Any]], baseline: RunData | None
+    run: RunData, scenario: str, slos: Sequence[SloEntry], baseline: RunData | None
 ) -> list[Markup]:
     """One HDR-style plot per headline metric: log latency against the nines."""
     charts = []
@@ -102,9 +105,7 @@ def column(rows: Sequence[Mapping[str, Any]], key: str, per_window: bool = False
     return points
 
 
-def timeseries_charts(
-    rows: Sequence[Mapping[str, Any]], slos: Sequence[Mapping[str, Any]]
-) -> list[Markup]:
+def timeseries_charts(rows: Sequence[Mapping[str, Any]], slos: Sequence[SloEntry]) -> list[Markup]:
     """Throughput, TTFT and ITL per window against their SLOs, load, errors."""
     if not rows:
         return []

@@ -10,6 +10,7 @@ sweep), renders one self-contained HTML page and flattens the points to CSV.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 from markupsafe import Markup
 
 from slogate.analysis.experiment import lookup, value_at
-from slogate.analysis.slo import percentile_of_stat
+from slogate.analysis.slo import is_latency_percentile
 from slogate.reports.html import render
 from slogate.reports.results import write_atomic
 from slogate.reports.svg import Axis, Rule, Series, line_chart
@@ -237,11 +238,7 @@ def write_experiment(out: Path, doc: Mapping[str, Any]) -> dict[str, Path]:
 
 def latency_slos(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The scenario's latency SLOs on a percentile (what a sweep plots against)."""
-    return [
-        s
-        for s in doc.get("slo") or []
-        if s["metric"].endswith("_ms") and percentile_of_stat(s["stat"]) is not None
-    ]
+    return [s for s in doc.get("slo") or [] if is_latency_percentile(s["metric"], s["stat"])]
 
 
 def sweep_charts(doc: Mapping[str, Any]) -> list[Markup]:
@@ -290,3 +287,8 @@ def write_sweep(out: Path, doc: Mapping[str, Any]) -> dict[str, Path]:
     page = render("sweep.html.j2", d=doc, charts=sweep_charts(doc))
     files["report"] = write_atomic(out / "report.html", page)
     return files
+
+
+def write_document(path: Path, doc: Mapping[str, Any]) -> Path:
+    """A study's JSON document (sweep.json, experiment.json), written whole."""
+    return write_atomic(path, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")

@@ -10,6 +10,7 @@ shows around it.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -57,15 +58,20 @@ def metric_value(value: float | None, metric: str) -> str:
     return f"{num(value)}/s"
 
 
-def margin(slo: dict[str, Any]) -> str:
-    if slo["margin"] is None:
+def margin_text(amount: float | None, pct: float | None, metric: str) -> str:
+    """An SLO's headroom in its metric's unit (points for fractions) and in percent."""
+    if amount is None:
         return DASH
-    if slo["metric"] in ("error_rate", "goodput"):
-        amount = f"{100.0 * slo['margin']:+.3f} pts"
+    if metric in ("error_rate", "goodput"):
+        text = f"{100.0 * amount:+.3f} pts"
     else:
-        sign = "+" if slo["margin"] >= 0 else "-"
-        amount = sign + metric_value(abs(slo["margin"]), slo["metric"])
-    return f"{amount} ({signed_pct(slo['margin_pct'])})"
+        text = ("+" if amount >= 0 else "-") + metric_value(abs(amount), metric)
+    return f"{text} ({signed_pct(pct)})"
+
+
+def margin(slo: Mapping[str, Any]) -> str:
+    """:func:`margin_text` of an SLO entry as the page's templates hold it."""
+    return margin_text(slo["margin"], slo["margin_pct"], slo["metric"])
 
 
 def pretty(value: Any) -> str:

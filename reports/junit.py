@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-NO_SCENARIO: dict[str, Any] = {"requests": {"total": 0}, "slo": []}
+if TYPE_CHECKING:  # pydantic: not in load processes
+    from slogate.analysis.contracts import SloEntry, Summary
+
 _XML_FORBIDDEN = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
@@ -22,24 +25,24 @@ def xml_text(value: object) -> str:
     return _XML_FORBIDDEN.sub("", str(value))
 
 
-def describe(slo: dict[str, Any]) -> str:
+def describe(slo: SloEntry) -> str:
     """One line a person reads in a CI log: value vs threshold, margin, interval, n."""
-    unit = " ms" if slo["metric"].endswith("_ms") else ""
-    ci = slo["ci"]
+    unit = " ms" if slo.metric.endswith("_ms") else ""
+    lower, upper = slo.ci
     parts = [
-        f"{slo['metric']} {slo['stat']} = {fmt(slo['value'])}{unit}",
-        f"threshold {'<=' if slo['kind'] == 'max' else '>='} {fmt(slo['threshold'])}{unit}",
+        f"{slo.metric} {slo.stat} = {fmt(slo.value)}{unit}",
+        f"threshold {'<=' if slo.kind == 'max' else '>='} {fmt(slo.threshold)}{unit}",
     ]
-    if slo["margin"] is not None:
-        pct = "" if slo["margin_pct"] is None else f" ({slo['margin_pct']:+.1f}%)"
-        parts.append(f"margin {slo['margin']:+.4g}{unit}{pct}")
-    if ci[0] is not None or ci[1] is not None:
-        parts.append(f"95% CI [{fmt(ci[0])}, {fmt(ci[1])}]")
-    parts.append(f"n={slo['n']}")
-    if slo.get("generator_error_ms") is not None:
-        parts.append(f"generator error ±{fmt(slo['generator_error_ms'])}{unit}")
-    if slo["note"]:
-        parts.append(slo["note"])
+    if slo.margin is not None:
+        pct = "" if slo.margin_pct is None else f" ({slo.margin_pct:+.1f}%)"
+        parts.append(f"margin {slo.margin:+.4g}{unit}{pct}")
+    if lower is not None or upper is not None:
+        parts.append(f"95% CI [{fmt(lower)}, {fmt(upper)}]")
+    parts.append(f"n={slo.n}")
+    if slo.generator_error_ms is not None:
+        parts.append(f"generator error ±{fmt(slo.generator_error_ms)}{unit}")
+    if slo.note:
+        parts.append(slo.note)
     return "; ".join(parts)
 
 
@@ -52,7 +55,12 @@ def testcase(suite: ET.Element, classname: str, name: str) -> ET.Element:
 
 
 def scenario_suite(
-    root: ET.Element, name: str, block: dict[str, Any], reasons: list[str], timestamp: str
+    root: ET.Element,
+    name: str,
+    requests: int,
+    slos: Sequence[SloEntry],
+    reasons: list[str],
+    timestamp: str,
 ) -> None:
     classname = xml_text(f"slogate.{name}")
     suite = ET.SubElement(root, "testsuite", name=classname, timestamp=timestamp)
@@ -60,17 +68,17 @@ def scenario_suite(
     if reasons:
         message = xml_text("; ".join(reasons))
         ET.SubElement(validity, "error", message=message, type="InvalidRun").text = message
-    if not block["requests"]["total"]:
+    if not requests:
         case = testcase(suite, classname, "requests measured")
         ET.SubElement(case, "error", message="no measured requests", type="NoRequests")
-    for slo in block["slo"]:
-        case = testcase(suite, classname, slo["name"])
+    for slo in slos:
+        case = testcase(suite, classname, slo.name)
         text = xml_text(describe(slo))
-        if slo["verdict"] == "fail":
+        if slo.verdict == "fail":
             ET.SubElement(case, "failure", message=text, type="SLOFailed").text = text
-        elif slo["verdict"] == "inconclusive":
+        elif slo.verdict == "inconclusive":
             ET.SubElement(case, "error", message=text, type="SLOInconclusive").text = text
-        elif slo["verdict"] == "invalid":
+        elif slo.verdict == "invalid":
             ET.SubElement(case, "error", message=text, type="SLOInvalid").text = text
         else:
             ET.SubElement(case, "system-out").text = text
@@ -82,14 +90,20 @@ def scenario_suite(
     suite.set("time", "0")
 
 
-def junit_xml(summary: dict[str, Any]) -> bytes:
-    """The JUnit document of a summary, UTF-8 with its XML declaration."""
-    run = summary["run"]
-    root = ET.Element("testsuites", name=xml_text(f"slogate {run.get('run_id') or ''}".strip()))
-    timestamp = xml_text((run.get("started_at") or "")[:19]) or "1970-01-01T00:00:00"
-    scenarios = summary["scenarios"] or {"run": NO_SCENARIO}
-    for name, block in scenarios.items():
-        scenario_suite(root, name, block, summary["invalid_reasons"], timestamp)
+def junit_xml(summary: Summary | Mapping[str, Any]) -> bytes:
+    """The JUnit document of a summary, UTF-8 with its XML declaration; a run
+    with no scenario still gets one suite, whose cases say why."""
+    from slogate.analysis.contracts import Summary, as_model
+
+    summary = as_model(Summary, summary, "summary")
+    run = summary.run
+    root = ET.Element("testsuites", name=xml_text(f"slogate {run.run_id or ''}".strip()))
+    timestamp = xml_text((run.started_at or "")[:19]) or "1970-01-01T00:00:00"
+    reasons = summary.invalid_reasons
+    for name, block in summary.scenarios.items():
+        scenario_suite(root, name, block.requests.total, block.slo, reasons, timestamp)
+    if not summary.scenarios:
+        scenario_suite(root, "run", 0, [], reasons, timestamp)
     for key in ("tests", "failures", "errors"):
         root.set(key, str(sum(int(s.get(key, "0")) for s in root.findall("testsuite"))))
     ET.indent(root)

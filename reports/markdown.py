@@ -13,9 +13,12 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from slogate.reports.html import DASH, margin, metric_value, num, signed_pct
+from slogate.reports.html import DASH, margin_text, metric_value, num, signed_pct
+
+if TYPE_CHECKING:  # pydantic: not in load processes
+    from slogate.analysis.contracts import SloEntry, Summary
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 VERDICT_MARK = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️", "invalid": "⛔"}
@@ -27,28 +30,27 @@ def md(text: object) -> str:
     return _SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
 
 
-def interval(slo: Mapping[str, Any]) -> str:
-    lower, upper = slo.get("ci") or (None, None)
+def interval(slo: SloEntry) -> str:
+    lower, upper = slo.ci
     if lower is None and upper is None:
         return DASH
-    metric = slo["metric"]
-    return f"[{metric_value(lower, metric)}, {metric_value(upper, metric)}]"
+    return f"[{metric_value(lower, slo.metric)}, {metric_value(upper, slo.metric)}]"
 
 
-def slo_rows(summary: Mapping[str, Any]) -> list[str]:
+def slo_rows(summary: Summary) -> list[str]:
     rows = [
         "| scenario | SLO | value | threshold | margin | 95% CI | n | verdict |",
         "|---|---|--:|--:|--:|---|--:|---|",
     ]
-    for name, block in summary["scenarios"].items():
-        for slo in block.get("slo") or []:
-            verdict = slo["verdict"]
+    for name, block in summary.scenarios.items():
+        for slo in block.slo:
             rows.append(
-                f"| {md(name)} | {md(slo['metric'])} {md(slo['stat'])} "
-                f"| {metric_value(slo['value'], slo['metric'])} "
-                f"| {metric_value(slo['threshold'], slo['metric'])} | {margin(slo)} "
-                f"| {interval(slo)} | {slo.get('n') or DASH} "
-                f"| {VERDICT_MARK.get(verdict, '')} {md(verdict)} |"
+                f"| {md(name)} | {md(slo.metric)} {md(slo.stat)} "
+                f"| {metric_value(slo.value, slo.metric)} "
+                f"| {metric_value(slo.threshold, slo.metric)} "
+                f"| {margin_text(slo.margin, slo.margin_pct, slo.metric)} "
+                f"| {interval(slo)} | {slo.n or DASH} "
+                f"| {VERDICT_MARK.get(slo.verdict, '')} {md(slo.verdict)} |"
             )
     return rows if len(rows) > 2 else ["No SLO declared."]
 
@@ -77,46 +79,45 @@ def regression_lines(baseline: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def engine_latency_lines(summary: Mapping[str, Any]) -> list[str]:
+def engine_latency_lines(summary: Summary) -> list[str]:
     """The client's mean TTFT and ITL beside the engine's own, when it logs them."""
-    latency = summary.get("engine_latency") or {}
+    latency = summary.engine_latency
     lines = []
-    for key, label in (("ttft_ms", "TTFT"), ("itl_ms", "ITL")):
-        x = latency.get(key)
+    for label, x in (("TTFT", latency and latency.ttft_ms), ("ITL", latency and latency.itl_ms)):
         if x:
             lines.append(
-                f"- {label} mean: client {num(x['client_mean'])} ms "
-                f"({num(x['client_count'])}), engine {num(x['mean'])} ms ({num(x['count'])}), "
-                f"client minus engine {num(x['client_minus_engine'])} ms"
+                f"- {label} mean: client {num(x.client_mean)} ms "
+                f"({num(x.client_count)}), engine {num(x.mean)} ms ({num(x.count)}), "
+                f"client minus engine {num(x.client_minus_engine)} ms"
             )
     return ["", *lines] if lines else []
 
 
-def summary_markdown(summary: Mapping[str, Any], report_link: str) -> str:
+def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> str:
     """The Markdown job summary of a run; ``report_link`` is where its report.html is."""
-    verdict = summary["verdict"]
-    run = summary.get("run") or {}
-    engine = run.get("engine") or {}
-    regressed = (summary.get("baseline") or {}).get("regressions")
+    from slogate.analysis.contracts import Summary, as_model
+
+    summary = as_model(Summary, summary, "summary")
+    verdict, run = summary.verdict, summary.run
+    engine = run.engine or {}
+    regressed = (summary.baseline or {}).get("regressions")
     mark = VERDICT_MARK["fail"] if regressed and verdict == "pass" else VERDICT_MARK.get(verdict)
     headline = md(verdict.upper()) + (", REGRESSION against the baseline" if regressed else "")
-    title = (
-        f"## {mark or ''} slogate {md(run.get('run_id') or '')}: "
-        f"{headline} (exit {summary['exit_code']})"
-    )
+    title = f"## {mark or ''} slogate {md(run.run_id or '')}: {headline} (exit {summary.exit_code})"
+    host = (run.model_extra or {}).get("host")  # around the contract: older runs lack it
     target = ", ".join(
-        md(part) for part in (engine.get("model"), engine.get("owned_by"), run.get("host")) if part
+        md(part) for part in (engine.get("model"), engine.get("owned_by"), host) if part
     )
     lines = [
         title,
         "",
-        f"Target: {target or DASH}; revision {md(run.get('git_revision') or DASH)}.",
+        f"Target: {target or DASH}; revision {md(run.git_revision or DASH)}.",
     ]
-    lines += [f"- {md(reason)}" for reason in summary.get("invalid_reasons") or []]
+    lines += [f"- {md(reason)}" for reason in summary.invalid_reasons]
     lines += ["", *slo_rows(summary)]
     lines += engine_latency_lines(summary)
-    if summary.get("baseline"):
-        lines += ["", *regression_lines(summary["baseline"])]
+    if summary.baseline:
+        lines += ["", *regression_lines(summary.baseline)]
     lines += ["", f"[Full report]({report_link.replace(' ', '%20').replace(')', '%29')})", ""]
     return "\n".join(lines)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, push_to_gateway
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric, StateSetMetricFamily
@@ -21,20 +21,23 @@ from prometheus_client.openmetrics.exposition import generate_latest
 
 from slogate.analysis.compare import LATENCY_METRICS
 
+if TYPE_CHECKING:  # pydantic: not in load processes
+    from slogate.analysis.contracts import Summary
+
 VERDICTS = ("pass", "fail", "inconclusive", "invalid")
 QUANTILES = {"p50": "0.5", "p90": "0.9", "p95": "0.95", "p99": "0.99", "p999": "0.999"}
 TARGET_LABELS = ("scenario", "engine", "model", "revision")
 PUSH_JOB = "slogate"
 
 
-def target_values(summary: Mapping[str, Any], scenario: str) -> list[str]:
-    run = summary.get("run") or {}
-    engine = run.get("engine") or {}
+def target_values(summary: Summary, scenario: str) -> list[str]:
+    run = summary.run
+    engine = run.engine or {}
     return [
         scenario,
         str(engine.get("owned_by") or ""),
         str(engine.get("model") or ""),
-        str(run.get("git_revision") or ""),
+        str(run.git_revision or ""),
     ]
 
 
@@ -47,7 +50,7 @@ def unit_of(metric: str) -> str:
 class SummaryCollector:
     """A ``prometheus-client`` collector that yields one run's summary as metric families."""
 
-    def __init__(self, summary: Mapping[str, Any]) -> None:
+    def __init__(self, summary: Summary) -> None:
         self.summary = summary
 
     def gauge(self, name: str, doc: str, extra: tuple[str, ...] = ()) -> GaugeMetricFamily:
@@ -55,7 +58,6 @@ class SummaryCollector:
 
     def collect(self) -> Iterator[Metric]:
         s = self.summary
-        names = list(s["scenarios"])
         slo_labels = ("slo", "unit")
         value = self.gauge("slo_value", "Measured value of an SLO statistic", slo_labels)
         threshold = self.gauge("slo_threshold", "The SLO's limit", slo_labels)
@@ -73,42 +75,44 @@ class SummaryCollector:
         goodput = self.gauge("goodput_ratio", "Share of requests within every per-request limit")
         regressions = self.gauge("regressions", "Gated percentiles worse than the baseline")
         stamp = start_timestamp(s)
-        regressed = regressions_by_scenario(s.get("baseline") or {})
-        for name in names:
+        regressed = regressions_by_scenario(s.baseline or {})
+        for name, block in s.scenarios.items():
             target = target_values(s, name)
-            block = s["scenarios"][name]
-            for slo in block.get("slo") or []:
-                key = [*target, f"{slo['metric']}:{slo['stat']}"]
-                for family, amount in ((value, slo["value"]), (threshold, slo["threshold"])):
+            for slo in block.slo:
+                key = [*target, f"{slo.metric}:{slo.stat}"]
+                for family, amount in ((value, slo.value), (threshold, slo.threshold)):
                     if amount is not None:
-                        family.add_metric([*key, unit_of(slo["metric"])], amount)
-                if slo.get("margin_pct") is not None:
-                    margin.add_metric([*key, unit_of(slo["metric"])], slo["margin_pct"] / 100)
-                slo_verdict.add_metric(key, {v: v == slo["verdict"] for v in VERDICTS})
-            verdict.add_metric(target, {v: v == block["verdict"] for v in VERDICTS})
-            exit_code.add_metric(target, s["exit_code"])
+                        family.add_metric([*key, unit_of(slo.metric)], amount)
+                if slo.margin_pct is not None:
+                    margin.add_metric([*key, unit_of(slo.metric)], slo.margin_pct / 100)
+                slo_verdict.add_metric(key, {v: v == slo.verdict for v in VERDICTS})
+            verdict.add_metric(target, {v: v == block.verdict for v in VERDICTS})
+            exit_code.add_metric(target, s.exit_code)
             if stamp is not None:
                 started.add_metric(target, stamp)
             for metric in LATENCY_METRICS:
-                stats = (block.get("metrics") or {}).get(f"{metric}_ms") or {}
+                stats = block.metrics.get(f"{metric}_ms")
                 for stat, quantile in QUANTILES.items():
-                    if stats.get(stat) is not None:
-                        latency.add_metric([*target, metric, quantile], stats[stat] / 1000)
-            rates = block.get("throughput") or {}
+                    seconds = None if stats is None else getattr(stats, stat)
+                    if seconds is not None:
+                        latency.add_metric([*target, metric, quantile], seconds / 1000)
             for what in ("requests", "output_tokens", "input_tokens", "goodput_requests"):
-                if rates.get(f"{what}_per_s") is not None:
-                    throughput.add_metric([*target, what], rates[f"{what}_per_s"])
-            fraction = (block.get("goodput") or {}).get("fraction")
+                rate = getattr(
+                    block.throughput, f"{what}_per_s", None
+                )  # goodput_requests: around the contract
+                if rate is not None:
+                    throughput.add_metric([*target, what], rate)
+            fraction = (getattr(block, "goodput", None) or {}).get("fraction")
             if fraction is not None:
                 goodput.add_metric(target, fraction)
-            if s.get("baseline") and "error" not in s["baseline"]:
+            if s.baseline and "error" not in s.baseline:
                 regressions.add_metric(target, regressed.get(name, 0))
         families = (value, threshold, margin, slo_verdict, verdict, exit_code, started)
         yield from (*families, latency, throughput, goodput, regressions)
 
 
-def start_timestamp(summary: Mapping[str, Any]) -> float | None:
-    text = (summary.get("run") or {}).get("started_at")
+def start_timestamp(summary: Summary) -> float | None:
+    text = summary.run.started_at
     try:
         return datetime.fromisoformat(text).timestamp() if text else None
     except ValueError:
@@ -123,25 +127,30 @@ def regressions_by_scenario(baseline: Mapping[str, Any]) -> dict[str, int]:
     return counts
 
 
-def registry_of(summary: Mapping[str, Any]) -> CollectorRegistry:
+def registry_of(summary: Summary | Mapping[str, Any]) -> CollectorRegistry:
+    """A registry holding the summary, read through its contract."""
+    from slogate.analysis.contracts import Summary, as_model
+
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SummaryCollector(summary))
+    registry.register(SummaryCollector(as_model(Summary, summary, "summary")))
     return registry
 
 
-def openmetrics_text(summary: Mapping[str, Any]) -> str:
+def openmetrics_text(summary: Summary | Mapping[str, Any]) -> str:
     """The summary as OpenMetrics text (ends with ``# EOF``)."""
     return generate_latest(registry_of(summary)).decode("utf-8")
 
 
-def push_metrics(summary: Mapping[str, Any], url: str, timeout_s: float = 10.0) -> None:
+def push_metrics(summary: Summary | Mapping[str, Any], url: str, timeout_s: float = 10.0) -> None:
     """PUT the run's metrics to the Pushgateway at ``url`` (job ``slogate``, grouped by
     the run's scenarios, so each nightly target replaces its own previous push).
     Raises OSError (with the URL) when the gateway cannot be reached or refuses."""
-    group = {"instance": "+".join(summary["scenarios"]) or "none"}
+    from slogate.analysis.contracts import Summary, as_model
+
+    summary = as_model(Summary, summary, "summary")
+    group = {"instance": "+".join(summary.scenarios) or "none"}
+    registry = registry_of(summary)
     try:
-        push_to_gateway(
-            url, job=PUSH_JOB, registry=registry_of(summary), grouping_key=group, timeout=timeout_s
-        )
+        push_to_gateway(url, job=PUSH_JOB, registry=registry, grouping_key=group, timeout=timeout_s)
     except OSError as error:
         raise OSError(f"--push-metrics {url}: {error}") from error

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slogate.analysis.compare import DEFAULT_TOLERANCE, Comparison
 from slogate.analysis.judge import judge
@@ -24,6 +25,9 @@ from slogate.reports.junit import junit_xml
 from slogate.reports.markdown import summary_markdown
 from slogate.reports.openmetrics import openmetrics_text
 from slogate.reports.tables import percentiles_csv, timeseries_csv
+
+if TYPE_CHECKING:  # pydantic: not in load processes
+    from slogate.analysis.contracts import Summary
 
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.html"
@@ -67,29 +71,35 @@ def write_atomic(path: Path, content: str | bytes) -> Path:
     return path
 
 
-def report_html(summary: dict[str, Any], run: RunData, baseline: RunData | None) -> str:
-    """The self-contained HTML page: summary text plus charts drawn from the run."""
+def report_html(
+    document: Mapping[str, Any], summary: Summary, run: RunData, baseline: RunData | None
+) -> str:
+    """The self-contained HTML page: summary text plus charts drawn from the run.
+
+    ``summary`` is ``document`` (summary.json as written) read through its
+    contract: what is decided here is read from it. The page itself shows the
+    document, every key of it, those around the contract too."""
     scenarios = []
-    for name, block in summary["scenarios"].items():
+    for name, block in summary.scenarios.items():
         rows = [r for r in run.timeseries if r.get("scenario") == name]
         rows.sort(key=lambda r: r["t_s"])
         scenarios.append(
             {
                 "name": name,
-                "block": block,
-                "percentile_charts": percentile_charts(run, name, block["slo"], baseline),
-                "timeseries_charts": timeseries_charts(rows, block["slo"]),
+                "block": document["scenarios"][name],
+                "percentile_charts": percentile_charts(run, name, block.slo, baseline),
+                "timeseries_charts": timeseries_charts(rows, block.slo),
             }
         )
     slo_rows = [
         {"scenario": name, **slo}
-        for name, block in summary["scenarios"].items()
+        for name, block in document["scenarios"].items()
         for slo in block["slo"]
     ]
-    total = sum(block["requests"]["total"] for block in summary["scenarios"].values())
+    total = sum(block.requests.total for block in summary.scenarios.values())
     return render(
         "report.html.j2",
-        s=summary,
+        s=document,
         scenarios=scenarios,
         slo_rows=slo_rows,
         total_requests=total,
@@ -133,19 +143,20 @@ def write_files(
 ) -> Outcome:
     from slogate.analysis.contracts import Summary, parse  # pydantic: not in load processes
 
-    parse(Summary, summary, str(out / SUMMARY_FILE))  # the writer holds to its own contract
+    # the writer holds to its own contract, and reads what it decides through it
+    contract = parse(Summary, summary, str(out / SUMMARY_FILE))
     files = {
         "summary": write_atomic(
             out / SUMMARY_FILE, json.dumps(summary, indent=1, ensure_ascii=False) + "\n"
         ),
-        "junit": write_atomic(out / JUNIT_FILE, junit_xml(summary)),
+        "junit": write_atomic(out / JUNIT_FILE, junit_xml(contract)),
         "percentiles": write_atomic(out / PERCENTILES_FILE, percentiles_csv(summary)),
         "timeseries": write_atomic(out / TIMESERIES_FILE, timeseries_csv(run.timeseries)),
-        "report": write_atomic(out / REPORT_FILE, report_html(summary, run, baseline)),
-        "markdown": write_atomic(out / MARKDOWN_FILE, summary_markdown(summary, REPORT_FILE)),
-        "metrics": write_atomic(out / METRICS_FILE, openmetrics_text(summary)),
+        "report": write_atomic(out / REPORT_FILE, report_html(summary, contract, run, baseline)),
+        "markdown": write_atomic(out / MARKDOWN_FILE, summary_markdown(contract, REPORT_FILE)),
+        "metrics": write_atomic(out / METRICS_FILE, openmetrics_text(contract)),
     }
-    return Outcome(summary["verdict"], summary["exit_code"], out, files, summary, comparison)
+    return Outcome(contract.verdict, contract.exit_code, out, files, summary, comparison)
 
 
 def rerender(out_dir: str | os.PathLike[str], tolerance: float = DEFAULT_TOLERANCE) -> Outcome:

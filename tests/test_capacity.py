@@ -19,9 +19,11 @@ from slogate.analysis.capacity import (
     kv_plan,
     limiting_slo,
 )
+from slogate.analysis.contracts import SloEntry
 from slogate.cli import main
 from slogate.plan import add_plan_parser, plan_command
-from slogate.simengine.profiles import load_profile
+from slogate.simengine.profiles import ProfileError, load_profile
+from slogate.studies.plan import PlanRequest, request_profile
 
 MIB, GIB = 1024**2, 1024**3
 
@@ -213,15 +215,29 @@ def test_no_knee_on_a_straight_line_or_too_few_points():
         knee_index([1, 2, 3], [1, 2])
 
 
+def judged(name: str, verdict: str, margin_pct: float | None) -> SloEntry:
+    metric, stat = name.split()[:2]
+    return SloEntry(
+        name=name,
+        metric=metric,
+        stat=stat,
+        kind="max",
+        threshold=1.0,
+        value=None,
+        verdict=verdict,
+        margin_pct=margin_pct,
+    )
+
+
 def test_limiting_slo_is_the_deepest_failure():
     slo = [
-        {"name": "ttft_ms p99 <= 2000", "verdict": "fail", "margin_pct": -40.0},
-        {"name": "tpot_ms p99 <= 100", "verdict": "fail", "margin_pct": -5.0},
-        {"name": "error_rate rate <= 0.01", "verdict": "pass", "margin_pct": 80.0},
+        judged("ttft_ms p99 <= 2000", "fail", -40.0),
+        judged("tpot_ms p99 <= 100", "fail", -5.0),
+        judged("error_rate rate <= 0.01", "pass", 80.0),
     ]
-    assert limiting_slo(slo)["name"] == "ttft_ms p99 <= 2000"
-    assert limiting_slo([{"verdict": "inconclusive", "margin_pct": None}]) is not None
-    assert limiting_slo([{"verdict": "pass", "margin_pct": 1.0}]) is None
+    assert limiting_slo(slo).name == "ttft_ms p99 <= 2000"
+    assert limiting_slo([judged("ttft_ms p99 <= 1", "inconclusive", None)]) is not None
+    assert limiting_slo([judged("ttft_ms p99 <= 1", "pass", 1.0)]) is None
 
 
 def plan(*argv: str) -> tuple[int, str, str]:
@@ -284,3 +300,18 @@ def test_every_command_refuses_a_price_that_is_not_positive(command, capsys) -> 
         main([command, "--gpu-price-per-hour", "-2"])
     assert stopped.value.code == 2
     assert "--gpu-price-per-hour: expected a number > 0, got '-2'" in capsys.readouterr().err
+
+
+def test_plan_request_names_the_profile_and_the_worked_example_fills_only_gaps():
+    request = PlanRequest(model="llama-3.1-8b", gpu="h100", gpus=2, dtype="fp8", kv_dtype="fp8")
+    assert request_profile(request).name == load_profile("llama-3.1-8b@2xh100:fp8:kv=fp8").name
+    example = PlanRequest(gpu="h100", batch=8).worked_example()
+    assert (example.model, example.gpu, example.dtype, example.batch, example.context) == (
+        "llama-2-7b",
+        "h100",
+        "fp16",
+        8,
+        4096,
+    )
+    with pytest.raises(ProfileError, match="--set 'x': expected KEY=VALUE"):
+        request_profile(PlanRequest(profile="llama-3.1-8b@h100", settings=("x",)))

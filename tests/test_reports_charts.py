@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
+from slogate.analysis.contracts import SloEntry
 from slogate.analysis.histograms import HistogramSet
 from slogate.reports.charts import counter_rate, server_charts, threshold_rules
 from slogate.reports.curves import nines, percentile_curve
@@ -105,9 +106,20 @@ def test_bands_and_markers_are_drawn_escaped_and_linked() -> None:
 
 def test_threshold_rules_sit_at_their_percentile() -> None:
     slos = [
-        {"metric": "ttft_ms", "stat": "p99", "threshold": 2000.0},
-        {"metric": "ttft_ms", "stat": "max", "threshold": 5000.0},
-        {"metric": "itl_ms", "stat": "p95", "threshold": 60.0},
+        SloEntry(
+            name=f"{metric} {stat}",
+            metric=metric,
+            stat=stat,
+            kind="max",
+            threshold=threshold,
+            value=None,
+            verdict="inconclusive",
+        )
+        for metric, stat, threshold in (
+            ("ttft_ms", "p99", 2000.0),
+            ("ttft_ms", "max", 5000.0),
+            ("itl_ms", "p95", 60.0),
+        )
     ]
     rules = threshold_rules(slos, "ttft", top=4.0)
     assert [(r.y, r.x) for r in rules] == [(2000.0, pytest.approx(2.0)), (5000.0, 4.0)]
