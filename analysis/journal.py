@@ -139,7 +139,14 @@ class JournalWriter:
     of a few kilobytes (the page cache takes it in microseconds; a SIGKILL does
     not lose what the kernel holds, only a power cut would)."""
 
-    def __init__(self, path: Path, meta: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        meta: dict[str, Any],
+        clean: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> None:
+        """``clean`` masks secrets in metadata before it is written: applied to
+        the keys that changed only, so a flush does not mask all of it again."""
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -147,9 +154,11 @@ class JournalWriter:
         self._counters: dict[tuple[str, str], dict[str, Any]] = {}
         self._rows = 0
         self._meta = dict(meta)
+        self._clean = clean or dict
         self._collected: list[bytes] = []
         self._generation = 0
-        self._write(frame(HEADER, _json({"schema": JOURNAL_SCHEMA, "meta": meta})))
+        header = {"schema": JOURNAL_SCHEMA, "meta": self._clean(meta)}
+        self._write(frame(HEADER, _json(header)))
 
     def flush(
         self,
@@ -189,7 +198,7 @@ class JournalWriter:
             self._rows = len(rows)
         changed = {k: v for k, v in meta.items() if self._meta.get(k, _ABSENT) != v}
         self._meta.update(changed)
-        frames.append(frame(TICK, _json(changed)))
+        frames.append(frame(TICK, _json(self._clean(changed))))
         data = b"".join(frames)
         self._collected = []
         self._write(data)

@@ -115,7 +115,7 @@ class RunSession:
         self.started_at = datetime.fromtimestamp(origin_s, timezone.utc).isoformat()
         try:
             self.journal = JournalWriter(
-                self.out_dir / DATA_DIR / JOURNAL_FILE, redact(self.meta(False, None))
+                self.out_dir / DATA_DIR / JOURNAL_FILE, self.meta(False, None), clean=redact
             )
         except OSError as error:
             log.warning("slogate: no journal (a kill would leave no data): %s", error)
@@ -248,14 +248,14 @@ class RunSession:
         loop between histograms (``JournalWriter.flush``)."""
         if self.journal is None:
             return
-        meta = redact(self.meta(False, None))
         try:
-            self.journal.flush(self.collector.buckets, self.rows, meta, pause)
+            self.journal.flush(self.collector.buckets, self.rows, self.meta(False, None), pause)
         except OSError as error:  # the journal closes itself: warned once
             log.warning("slogate: journal not written, none from now on: %s", error)
 
     def close_journal(self, meta: dict[str, Any]) -> None:
-        """The last flush, with the final metadata, and the complete frame."""
+        """The last flush, with the final metadata (before masking: the journal
+        masks what changed), and the complete frame."""
         if self.journal is None:
             return
         try:
@@ -299,13 +299,14 @@ class RunSession:
         self.close_windows(everything=True)
         log.info(self.status_line())
         samples = self.scraper.stop() if self.scraper is not None else []
+        meta = self.meta(complete, reason)
         run = RunData(
-            meta=redact(self.meta(complete, reason)),
+            meta=redact(meta),
             buckets=self.collector.buckets,
             timeseries=self.rows,
             server_metrics=samples,
         )
-        self.close_journal(run.meta)
+        self.close_journal(meta)
         run.save(self.out_dir)
         baseline = self.baseline[1] if self.baseline else None
         outcome = write_results(self.out_dir, run, baseline)

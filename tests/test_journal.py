@@ -19,6 +19,7 @@ from slogate.analysis.journal import (
 from slogate.analysis.recorder import OVERALL, Recorder
 from slogate.analysis.records import ErrorKind
 from slogate.analysis.rundata import DATA_DIR, RunData
+from slogate.analysis.summary import redact
 from slogate.analysis.timeseries import window_row
 
 META = {"run_id": "r", "complete": False, "incomplete_reason": None, "measured_s": 0.0}
@@ -202,3 +203,14 @@ def test_flushes_that_pause_lose_nothing_and_yield_to_a_later_one(tmp_path: Path
     assert replayed.complete is True
     expected = RunData(meta={**META, "complete": True}, buckets=recorder.buckets)
     assert_same_data(RunData(meta=replayed.document["meta"], buckets=replayed.buckets), expected)
+
+
+def test_secrets_in_the_metadata_never_reach_the_journal(tmp_path: Path) -> None:
+    key = "sk-journal0123456789abcdef"
+    path = tmp_path / JOURNAL_FILE
+    writer = JournalWriter(path, {**META, "command": f"slogate run --api-key {key}"}, redact)
+    changed = {**META, "command": "slogate run", "engine": {"api_key": key}}
+    writer.flush({}, [], changed)
+    assert key.encode() not in path.read_bytes()
+    meta = replay(path).document["meta"]
+    assert meta["engine"] == {"api_key": "***"} and meta["command"] == "slogate run"
