@@ -169,7 +169,7 @@ class JournalWriter:
     ) -> int:
         """Append what changed since the last flush; the bytes written (0 once
         closed: completed, or a write failed). ``pause``, called after each
-        histogram's delta, lets an event loop run meanwhile: the work between
+        histogram that changed, lets an event loop run meanwhile: the work between
         two calls stays in the tens of microseconds. What is recorded during a
         pause may reach some of the flush's histograms and not its counters;
         the next flush adds the rest (the final one is made without pauses). A
@@ -185,10 +185,14 @@ class JournalWriter:
             if self._counters.get((scenario, span)) != counters:
                 self._counters[(scenario, span)] = counters
                 frames.append(frame(COUNTERS, _json([scenario, span, counters])))
-            for name, histogram in bucket.histograms:
+            for name in bucket.histograms.names():
+                # one at a time: reading a histogram records its pending batch,
+                # so that work is spread over the pauses too
+                histogram = bucket.histograms.histogram(name)
                 body = self._deltas.delta((scenario, span, name), histogram)
-                if body is not None:
-                    frames.append(frame(DELTA, body))
+                if body is None:
+                    continue  # unchanged: a comparison of two counts, no pause needed
+                frames.append(frame(DELTA, body))
                 if pause is not None:
                     pause()
                     if self._generation != generation:
