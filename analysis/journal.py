@@ -3,10 +3,11 @@
 The process that assembles a run's data (the local runner, or the master of
 ``--processes`` workers) appends, once a second, what changed since its last
 flush, so a process killed at any instant (SIGKILL, out of memory) leaves
-every flush before the kill on disk, and :func:`replay` rebuilds from them the
-:class:`RunData` the final save would have written at that flush. The final
-save (``data/run.json``, ``data/buckets.json``) is written as before; the
-journal then ends with a complete frame.
+every flush before the kill on disk, and :func:`replay` rebuilds from them
+the data the final save would have written at the last one
+(``RunData.load`` does, for a folder without its final save). At the end of
+the run the journal gets a last flush and a complete frame, then the final
+save (``data/run.json``, ``data/buckets.json``) is written as before.
 
 Frames (``slogate.analysis.frames``: length-prefixed, CRC-32 checked), the
 bodies JSON unless said otherwise:
@@ -72,7 +73,7 @@ def _json(value: Any) -> bytes:
     return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS)
 
 
-def counts_of(histogram: HdrHistogram) -> np.ndarray:
+def _counts_of(histogram: HdrHistogram) -> np.ndarray:
     """The histogram's counts array, shared with it (not a copy)."""
     return np.ctypeslib.as_array(histogram.counts)[: histogram.counts_len]
 
@@ -95,7 +96,7 @@ class HistogramDeltas:
             return None
         self._totals[key] = total
         start, seen = self._covering(key, histogram)
-        live = counts_of(histogram)[start : start + len(seen)]
+        live = _counts_of(histogram)[start : start + len(seen)]
         changed = np.flatnonzero(live != seen)
         now = live[changed]
         gained = now.astype(_COUNT) - seen[changed].astype(_COUNT)
@@ -148,7 +149,6 @@ class JournalWriter:
         """``clean`` masks secrets in metadata before it is written: applied to
         the keys that changed only, so a flush does not mask all of it again."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self._deltas = HistogramDeltas()
         self._counters: dict[tuple[str, str], dict[str, Any]] = {}
@@ -237,7 +237,6 @@ class Replayed:
     document: dict[str, Any]
     buckets: dict[tuple[str, str], Bucket]
     complete: bool
-    stopped: str | None  # why reading ended before the file did (a torn frame)
 
 
 @dataclass
@@ -290,9 +289,8 @@ class _State:
 def replay(path: Path) -> Replayed:
     """The journal at ``path`` read back up to its last whole flush; ValueError
     naming the file for one that is not a journal (a torn or corrupt end is
-    not an error: reading stops there, and ``stopped`` says where)."""
-    read = read_frames(path.read_bytes())
-    frames = read.frames
+    not an error: reading stops there)."""
+    frames = read_frames(path.read_bytes()).frames
     if not frames or frames[0][0] != HEADER:
         raise ValueError(f"{path}: not a slogate journal (no header frame)")
     try:
@@ -323,4 +321,4 @@ def replay(path: Path) -> Replayed:
         "timeseries": state.rows,
         "server_metrics": [],
     }
-    return Replayed(document, buckets, complete, read.stopped)
+    return Replayed(document, buckets, complete)
