@@ -76,19 +76,19 @@ class RunData:
         data_dir = Path(out_dir) / DATA_DIR
         run_path = data_dir / RUN_FILE
         journal_path = data_dir / JOURNAL_FILE
-        if run_path.is_file():
-            document, where = _read_json(run_path), run_path
-            buckets = _read_buckets(data_dir / BUCKETS_FILE)
-        elif journal_path.is_file():
-            replayed = replay(journal_path)
-            document, where, buckets = replayed.document, journal_path, replayed.buckets
-        else:
+        if not run_path.is_file() and not journal_path.is_file():
             raise FileNotFoundError(
                 f"{out_dir}: no {DATA_DIR}/{RUN_FILE}: not a slogate results folder"
             )
         from slogate.analysis.contracts import RunFile, parse  # pydantic: not in load processes
 
-        run = parse(RunFile, document, str(where))
+        if run_path.is_file():
+            run = parse(RunFile, _read_json(run_path), str(run_path))
+            buckets = _read_buckets(data_dir / BUCKETS_FILE)
+        else:
+            replayed = replay(journal_path)
+            run = parse(RunFile, replayed.document, str(journal_path))
+            buckets = replayed.buckets
         return cls(
             meta=run.meta.model_dump(exclude_unset=True),
             buckets=buckets,
