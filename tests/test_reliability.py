@@ -5,6 +5,7 @@ ends on time, with the documented error kind and exit code (docs/reliability.md)
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -285,6 +286,26 @@ def test_sigkill_of_locust_leaves_its_journal_judged_incomplete(tmp_path: Path) 
     assert summary_doc["scenarios"]["exact-chat"]["requests"]["ok"] == counters.ok
     report = slogate("report", str(out))
     assert report.returncode == 3, report.stderr
+
+
+@pytest.mark.slow
+def test_a_finished_runs_journal_replays_to_its_final_save(tmp_path: Path) -> None:
+    """The journal's last flush carries the final data: alone, it loads as the
+    final save does (all but the scraped server metrics, which it does not hold)."""
+    with MisbehavingServer("clock-jump") as server:
+        process, out = start_run(tmp_path, server, duration="3s")
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode in (0, 1, 4), stderr
+    alone = tmp_path / "journal-only" / DATA_DIR
+    alone.mkdir(parents=True)
+    shutil.copy(out / DATA_DIR / JOURNAL_FILE, alone / JOURNAL_FILE)
+    final, replayed = RunData.load(out), RunData.load(alone.parent)
+    assert replayed.meta == final.meta and final.meta["complete"] is True
+    assert replayed.timeseries == final.timeseries and final.timeseries
+    assert {k: b.encode() for k, b in replayed.buckets.items()} == {
+        k: b.encode() for k, b in final.buckets.items()
+    }
+    assert final.overall("exact-chat").counters.ok > 0
 
 
 @pytest.mark.slow
