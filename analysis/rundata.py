@@ -97,6 +97,14 @@ class RunData:
         )
 
 
+def forget_final_save(out_dir: str | os.PathLike[str]) -> None:
+    """Remove the final save of an earlier run in a reused folder: a run killed
+    there is then judged from its own journal, not from the earlier run."""
+    data_dir = Path(out_dir) / DATA_DIR
+    for name in (RUN_FILE, BUCKETS_FILE):
+        (data_dir / name).unlink(missing_ok=True)
+
+
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))

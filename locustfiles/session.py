@@ -24,7 +24,7 @@ from slogate.analysis.generator import ProcessHealth, error_bound_ms, merged
 from slogate.analysis.journal import JOURNAL_FILE, JournalWriter
 from slogate.analysis.judge import judge_live, live_status, preload_statistics
 from slogate.analysis.recorder import OVERALL, Recorder
-from slogate.analysis.rundata import DATA_DIR, RunData
+from slogate.analysis.rundata import DATA_DIR, RunData, forget_final_save
 from slogate.analysis.slo import SloResult, Verdict
 from slogate.analysis.summary import redact
 from slogate.analysis.timeseries import window_row
@@ -114,6 +114,7 @@ class RunSession:
         self.start_wall = origin_s
         self.started_at = datetime.fromtimestamp(origin_s, timezone.utc).isoformat()
         try:
+            forget_final_save(self.out_dir)
             self.journal = JournalWriter(
                 self.out_dir / DATA_DIR / JOURNAL_FILE, self.meta(False, None), clean=redact
             )

@@ -18,7 +18,7 @@ import pytest
 from loadruns import scenario_file, slogate, summary
 
 from slogate.analysis.frames import read_frames
-from slogate.analysis.journal import JOURNAL_FILE, TICK
+from slogate.analysis.journal import JOURNAL_FILE, KILLED_REASON, TICK
 from slogate.analysis.records import ErrorKind
 from slogate.analysis.rundata import DATA_DIR, RunData
 from slogate.exactengine.misbehave import MisbehavingServer
@@ -291,7 +291,8 @@ def test_sigkill_of_locust_leaves_its_journal_judged_incomplete(tmp_path: Path) 
 @pytest.mark.slow
 def test_a_finished_runs_journal_replays_to_its_final_save(tmp_path: Path) -> None:
     """The journal's last flush carries the final data: alone, it loads as the
-    final save does (all but the scraped server metrics, which it does not hold)."""
+    final save does (all but the scraped server metrics, which it does not hold).
+    A later run killed in the same folder is not judged from this one's save."""
     with MisbehavingServer("clock-jump") as server:
         process, out = start_run(tmp_path, server, duration="3s")
         _, stderr = process.communicate(timeout=60)
@@ -306,6 +307,14 @@ def test_a_finished_runs_journal_replays_to_its_final_save(tmp_path: Path) -> No
         k: b.encode() for k, b in final.buckets.items()
     }
     assert final.overall("exact-chat").counters.ok > 0
+    # the folder reused by a run that is killed: judged from that run's journal
+    (out / DATA_DIR / JOURNAL_FILE).unlink()
+    with MisbehavingServer("clock-jump") as server:
+        process, out = start_run(tmp_path, server)
+        for pid in [process.pid] + [c.pid for c in psutil.Process(process.pid).children(True)]:
+            os.kill(pid, signal.SIGKILL)
+        process.communicate(timeout=60)
+    assert RunData.load(out).meta["incomplete_reason"] == KILLED_REASON
 
 
 @pytest.mark.slow
