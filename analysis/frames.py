@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 _HEAD = struct.Struct(">II")
@@ -43,31 +42,29 @@ def read_frames(data: bytes) -> Frames:
     """Every whole frame of ``data`` as ``(kind, body)``, in order, up to the
     first torn or corrupt one."""
     frames: list[tuple[bytes, bytes]] = []
-    for offset, found in _scan(data):
-        if isinstance(found, str):
-            return Frames(frames, f"at byte {offset}: {found}")
-        frames.append(found)
+    view = memoryview(data)
+    offset = 0
+    while offset < len(data):
+        problem = _problem(data, offset)
+        if problem is not None:
+            return Frames(frames, f"at byte {offset}: {problem}")
+        length = _HEAD.unpack_from(data, offset)[0]
+        start = offset + _HEAD.size
+        frames.append((bytes(view[start : start + 1]), bytes(view[start + 1 : start + length])))
+        offset = start + length
     return Frames(frames, None)
 
 
-def _scan(data: bytes) -> Iterator[tuple[int, tuple[bytes, bytes] | str]]:
-    offset = 0
-    view = memoryview(data)
-    while offset < len(data):
-        if len(data) - offset < _HEAD.size:
-            yield offset, "a torn frame header"
-            return
-        length, crc = _HEAD.unpack_from(data, offset)
-        start = offset + _HEAD.size
-        if length < 1 or length > MAX_FRAME_BYTES:
-            yield offset, f"a frame length of {length} bytes"
-            return
-        if start + length > len(data):
-            yield offset, "a torn frame (the file ends inside it)"
-            return
-        payload = view[start : start + length]
-        if zlib.crc32(payload) != crc:
-            yield offset, "a frame whose checksum does not match"
-            return
-        yield offset, (bytes(payload[:1]), bytes(payload[1:]))
-        offset = start + length
+def _problem(data: bytes, offset: int) -> str | None:
+    """Why the frame at ``offset`` is not whole and sound; None when it is."""
+    if len(data) - offset < _HEAD.size:
+        return "a torn frame header"
+    length, crc = _HEAD.unpack_from(data, offset)
+    start = offset + _HEAD.size
+    if length < 1 or length > MAX_FRAME_BYTES:
+        return f"a frame length of {length} bytes"
+    if start + length > len(data):
+        return "a torn frame (the file ends inside it)"
+    if zlib.crc32(memoryview(data)[start : start + length]) != crc:
+        return "a frame whose checksum does not match"
+    return None
