@@ -241,6 +241,8 @@ class Replayed:
 
 @dataclass
 class _State:
+    """The data rebuilt so far, a whole flush at a time."""
+
     meta: dict[str, Any]
     counters: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     counts: dict[HistogramKey, np.ndarray] = field(default_factory=dict)
@@ -251,25 +253,27 @@ class _State:
             scenario, span, counters = orjson.loads(body)
             self.counters[(scenario, span)] = counters
         elif kind == DELTA:
-            head, _, arrays = body.partition(b"\n")
-            scenario, span, name = orjson.loads(head)
-            count = _WIDTHS[arrays[0]]
-            pairs = (len(arrays) - 1) // (_INDEX.itemsize + count.itemsize)
-            indexes = np.frombuffer(arrays, _INDEX, pairs, offset=1)
-            gained = np.frombuffer(arrays, count, pairs, offset=1 + pairs * _INDEX.itemsize)
-            key = (scenario, span, name)
-            counts = self.counts.get(key)
-            if counts is None:
-                counts = self.counts[key] = np.zeros(COUNTS_LEN, np.int64)
-            if pairs and int(indexes.max()) >= COUNTS_LEN:
-                raise ValueError(f"histogram {'/'.join(key)}: a bucket index past the range")
-            counts[indexes] += gained
+            self.add_delta(body)
         elif kind == WINDOWS:
             self.rows.extend(orjson.loads(body))
         elif kind == TICK:
             self.meta.update(orjson.loads(body))
         else:
             raise ValueError(f"an unknown frame kind {kind!r}")
+
+    def add_delta(self, body: bytes) -> None:
+        head, _, arrays = body.partition(b"\n")
+        key = tuple(orjson.loads(head))
+        count = _WIDTHS[arrays[0]]
+        pairs = (len(arrays) - 1) // (_INDEX.itemsize + count.itemsize)
+        indexes = np.frombuffer(arrays, _INDEX, pairs, offset=1)
+        gained = np.frombuffer(arrays, count, pairs, offset=1 + pairs * _INDEX.itemsize)
+        if len(key) != 3 or (pairs and int(indexes.max()) >= COUNTS_LEN):
+            raise ValueError(f"histogram {key}: not a scenario, span and metric in range")
+        counts = self.counts.get(key)
+        if counts is None:
+            counts = self.counts[key] = np.zeros(COUNTS_LEN, np.int64)
+        counts[indexes] += gained
 
     def buckets(self) -> dict[tuple[str, str], Bucket]:
         histograms: dict[tuple[str, str], dict[str, HdrHistogram]] = {}

@@ -172,6 +172,11 @@ def test_a_file_that_is_not_a_journal_is_named_in_the_error(tmp_path: Path) -> N
     (data / JOURNAL_FILE).write_bytes(frame(b"H", b'{"schema": "other/9", "meta": {}}'))
     with pytest.raises(ValueError, match="schema 'other/9'"):
         RunData.load(tmp_path / "run")
+    header = frame(b"H", b'{"schema": "slogate.journal/1", "meta": {}}')
+    for bad in (b'["a", "b", "c"]\n\x09', b'["a", "b"]\n\x00\x01\x00\x01', b"{"):
+        (data / JOURNAL_FILE).write_bytes(header + frame(b"D", bad) + frame(b"T", b"{}"))
+        with pytest.raises(ValueError, match=f"{JOURNAL_FILE}: a malformed journal frame"):
+            RunData.load(tmp_path / "run")
 
 
 def test_flushes_that_pause_lose_nothing_and_yield_to_a_later_one(tmp_path: Path) -> None:
