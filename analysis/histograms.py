@@ -43,6 +43,23 @@ def new_histogram() -> HdrHistogram:
     return Histogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS)
 
 
+# Buckets of a histogram of the standard range (every histogram of a run has it).
+COUNTS_LEN = new_histogram().counts_len
+
+
+def histogram_from_counts(counts: np.ndarray) -> HdrHistogram:
+    """A histogram of the standard range holding ``counts`` (one per bucket index,
+    as its counts array orders them): what a journal's deltas add up to."""
+    histogram = new_histogram()
+    np.ctypeslib.as_array(histogram.counts)[: len(counts)] = counts
+    filled = np.flatnonzero(counts)
+    if len(filled):
+        histogram.set_internal_tacking_values(
+            int(filled[0]), int(filled[-1]), int(counts[filled].sum())
+        )
+    return histogram
+
+
 def record_many(histogram: HdrHistogram, values_us: np.ndarray, counts: np.ndarray) -> None:
     """Add ``counts[i]`` samples of ``values_us[i]`` (int64, within the range) at once.
 
@@ -236,6 +253,13 @@ class HistogramSet:
             for name, histogram in self
             if histogram.get_total_count()
         }
+
+    @classmethod
+    def of(cls, histograms: Mapping[str, HdrHistogram]) -> HistogramSet:
+        """A set holding these histograms (of the standard range), not copies."""
+        result = cls()
+        result._histograms.update(histograms)
+        return result
 
     @classmethod
     def decode(cls, encoded: Mapping[str, str]) -> HistogramSet:

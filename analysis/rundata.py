@@ -8,7 +8,10 @@ histograms. Layout under ``results/<run-id>/data/``:
   completeness, load profile, generator health), the scenarios as run, the
   time-series rows and the scraped server metrics;
 - ``buckets.json``: per scenario and span (``all``, ``stage:<name>``) the
-  encoded histograms and counters.
+  encoded histograms and counters;
+- ``journal.bin``: the same data appended as the run went
+  (``slogate.analysis.journal``), read only when the run's process was killed
+  before its final save.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slogate.analysis.journal import JOURNAL_FILE, replay
 from slogate.analysis.recorder import OVERALL, Bucket
 from slogate.analysis.versions import RUNDATA_SCHEMA
 
@@ -67,21 +71,38 @@ class RunData:
 
     @classmethod
     def load(cls, out_dir: str | os.PathLike[str]) -> RunData:
+        """The final save, else (the process was killed before it) the replayed
+        journal, marked incomplete."""
         data_dir = Path(out_dir) / DATA_DIR
         run_path = data_dir / RUN_FILE
-        if not run_path.is_file():
+        journal_path = data_dir / JOURNAL_FILE
+        if not run_path.is_file() and not journal_path.is_file():
             raise FileNotFoundError(
                 f"{out_dir}: no {DATA_DIR}/{RUN_FILE}: not a slogate results folder"
             )
         from slogate.analysis.contracts import RunFile, parse  # pydantic: not in load processes
 
-        run = parse(RunFile, _read_json(run_path), str(run_path))
+        if run_path.is_file():
+            run = parse(RunFile, _read_json(run_path), str(run_path))
+            buckets = _read_buckets(data_dir / BUCKETS_FILE)
+        else:
+            replayed = replay(journal_path)
+            run = parse(RunFile, replayed.document, str(journal_path))
+            buckets = replayed.buckets
         return cls(
             meta=run.meta.model_dump(exclude_unset=True),
-            buckets=_read_buckets(data_dir / BUCKETS_FILE),
+            buckets=buckets,
             timeseries=run.timeseries,
             server_metrics=run.server_metrics,
         )
+
+
+def forget_final_save(out_dir: str | os.PathLike[str]) -> None:
+    """Remove the final save of an earlier run in a reused folder: a run killed
+    there is then judged from its own journal, not from the earlier run."""
+    data_dir = Path(out_dir) / DATA_DIR
+    for name in (RUN_FILE, BUCKETS_FILE):
+        (data_dir / name).unlink(missing_ok=True)
 
 
 def _read_json(path: Path) -> Any:

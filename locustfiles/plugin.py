@@ -67,8 +67,8 @@ log = logging.getLogger("slogate")
 LOCUST_STATS_LOGGER = "locust.stats_logger"
 FINALS_TIMEOUT_S = 30.0
 SELFTEST_S = 5.0
-CHECKPOINT_S = 5.0  # how old the data a SIGKILL leaves behind may be
 PARENT_POLL_S = 0.5
+JOURNAL_PAUSE_S = 0.0001
 
 _default_scenario: str | None = None
 _session: RunSession | None = None
@@ -356,20 +356,23 @@ def start_scraper(options: Any) -> Any:
     return scraper
 
 
+def journal_pause() -> None:
+    """Between two histograms of a journal flush: one turn of the event loop (a
+    timer, so reads are polled first, unlike ``gevent.sleep(0)``)."""
+    gevent.sleep(JOURNAL_PAUSE_S)
+
+
 def housekeeping(environment: Any, session: RunSession) -> None:
-    """Once a second: close finished windows, sample users; every
-    ``--status-interval`` print the status line."""
+    """Once a second: close finished windows, sample users, flush the journal;
+    every ``--status-interval`` print the status line."""
     runner = environment.runner
     options = environment.parsed_options
     next_status = time.monotonic() + options.status_interval
-    next_checkpoint = time.monotonic() + CHECKPOINT_S
     while session.finished_code is None:
         gevent.sleep(1.0)
         session.users = runner.user_count
         session.close_windows()
-        if time.monotonic() >= next_checkpoint and session.finished_code is None:
-            next_checkpoint += CHECKPOINT_S
-            session.checkpoint()
+        session.flush_journal(pause=journal_pause)
         if options.headless and time.monotonic() >= next_status:
             next_status += options.status_interval
             log.info(session.status_line())

@@ -8,7 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 
-@functools.cache  # asked at every checkpoint: once per process is enough
+@functools.cache  # asked at every journal flush: once per process is enough
 def tool_version() -> str:
     try:
         return version("slogate")
@@ -16,7 +16,7 @@ def tool_version() -> str:
         return "unknown"
 
 
-@functools.cache  # a subprocess per checkpoint would stall the event loop
+@functools.cache  # a subprocess per journal flush would stall the event loop
 def git_revision() -> str | None:
     """The checkout's commit, when slogate runs from a git checkout."""
     here = Path(__file__).resolve().parent

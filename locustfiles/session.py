@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,9 +21,10 @@ from typing import TYPE_CHECKING, Any
 from slogate.analysis.capacity import Pricing
 from slogate.analysis.diagnosis import blurred_share
 from slogate.analysis.generator import ProcessHealth, error_bound_ms, merged
+from slogate.analysis.journal import JOURNAL_FILE, JournalWriter
 from slogate.analysis.judge import judge_live, live_status, preload_statistics
 from slogate.analysis.recorder import OVERALL, Recorder
-from slogate.analysis.rundata import RunData
+from slogate.analysis.rundata import DATA_DIR, RunData, forget_final_save
 from slogate.analysis.slo import SloResult, Verdict
 from slogate.analysis.summary import redact
 from slogate.analysis.timeseries import window_row
@@ -45,10 +47,6 @@ log = logging.getLogger("slogate")
 WINDOW_GRACE_S = 7.0
 # The status line names the generator's own error bound from this much on.
 STALL_WARNING_MS = 1.0
-KILLED_REASON = (
-    "the run ended without writing its results (its process was killed): "
-    "these are its data as of the last checkpoint"
-)
 
 
 def scenario_meta(scenario: Scenario) -> dict[str, Any]:
@@ -108,12 +106,20 @@ class RunSession:
         self.finished_code: int | None = None
         self.verdict_table: str | None = None
         self.selftest: dict[str, Any] | None = None
+        self.journal: JournalWriter | None = None
         preload_statistics()
 
     def start(self, origin_s: float) -> None:
         self.collector.origin_s = origin_s
         self.start_wall = origin_s
         self.started_at = datetime.fromtimestamp(origin_s, timezone.utc).isoformat()
+        try:
+            forget_final_save(self.out_dir)
+            self.journal = JournalWriter(
+                self.out_dir / DATA_DIR / JOURNAL_FILE, self.meta(False, None), clean=redact
+            )
+        except OSError as error:
+            log.warning("slogate: no journal (a kill would leave no data): %s", error)
 
     def absorb(self, payload: dict[str, Any], worker: str) -> None:
         """A worker's report: its recorder's content since the last, its gauges
@@ -236,20 +242,29 @@ class RunSession:
             "pid": os.getpid(),
         }
 
-    def checkpoint(self) -> None:
-        """Save the data so far, marked incomplete, over the last checkpoint: a
-        process killed from here on (SIGKILL, out of memory) leaves a folder that
-        ``slogate report`` judges, incomplete (exit 3). ``finish`` replaces it."""
-        run = RunData(
-            meta=redact(self.meta(False, KILLED_REASON)),
-            buckets=self.collector.buckets,
-            timeseries=self.rows,
-            server_metrics=[],
-        )
+    def flush_journal(self, pause: Callable[[], object] | None = None) -> None:
+        """Append the data since the last flush to the journal: a process killed
+        from here on (SIGKILL, out of memory) leaves a folder that ``slogate
+        report`` judges, incomplete (exit 3). ``pause`` yields to the event
+        loop between histograms (``JournalWriter.flush``)."""
+        if self.journal is None:
+            return
         try:
-            run.save(self.out_dir)
+            self.journal.flush(self.collector.buckets, self.rows, self.meta(False, None), pause)
+        except OSError as error:  # the journal closes itself: warned once
+            log.warning("slogate: journal not written, none from now on: %s", error)
+
+    def close_journal(self, meta: dict[str, Any]) -> None:
+        """The last flush, with the final metadata (before masking: the journal
+        masks what changed), and the complete frame."""
+        if self.journal is None:
+            return
+        try:
+            self.journal.flush(self.collector.buckets, self.rows, meta)
+            self.journal.complete()
         except OSError as error:
-            log.warning("slogate: checkpoint not written: %s", error)
+            log.warning("slogate: journal not closed: %s", error)
+        self.journal = None
 
     def publish(self, outcome: Outcome) -> None:
         """Tell CI and the team's dashboards: the regression verdict against the
@@ -285,12 +300,14 @@ class RunSession:
         self.close_windows(everything=True)
         log.info(self.status_line())
         samples = self.scraper.stop() if self.scraper is not None else []
+        meta = self.meta(complete, reason)
         run = RunData(
-            meta=redact(self.meta(complete, reason)),
+            meta=redact(meta),
             buckets=self.collector.buckets,
             timeseries=self.rows,
             server_metrics=samples,
         )
+        self.close_journal(meta)
         run.save(self.out_dir)
         baseline = self.baseline[1] if self.baseline else None
         outcome = write_results(self.out_dir, run, baseline)

@@ -4,7 +4,8 @@ Locust runs in its own session: SIGINT or SIGTERM here is passed on as SIGTERM
 to its master alone, which then stops its workers, collects their data and
 writes a results folder marked incomplete. SIGKILL here cannot be passed on:
 Locust watches its parent and stops the same way when it is gone. Locust
-killed itself leaves its last checkpoint, judged here.
+killed itself leaves its journal (``data/journal.bin``, flushed every second),
+judged here.
 
 Nothing else of slogate is needed while Locust runs, so a run against a given
 host hands over to this module (:func:`hand_over`): the process execs
@@ -58,7 +59,7 @@ def run_locust(cmd: list[str]) -> int:
 
 def died(code: int, out: Path) -> int:
     """Locust ended outside the exit-code contract (killed by a signal, out of
-    memory): the run failed (3). Its last checkpoint, if one was written, is
+    memory): the run failed (3). Its journal, replayed up to its last flush, is
     judged into a report marked incomplete."""
     how = f"was killed by signal {-code}" if code < 0 else f"exited with {code}"
     print(f"slogate: run failed: the Locust process {how}", file=sys.stderr)
@@ -69,7 +70,7 @@ def died(code: int, out: Path) -> int:
     except (OSError, ValueError) as error:
         print(f"slogate: no results to judge in {out}: {error}", file=sys.stderr)
     else:
-        print(f"slogate: report of the data as of its last checkpoint: {out / 'report.html'}")
+        print(f"slogate: report of the data as of its last journal flush: {out / 'report.html'}")
     return EXIT_INVALID
 
 

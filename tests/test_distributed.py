@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from loadruns import (
     ROOT,
@@ -159,6 +160,31 @@ def test_a_worker_lost_mid_run_is_named_and_the_others_data_kept(engine, tmp_pat
     kept = len(measured(saved(tmp_path / "w1")))
     lost_worker_lines = len(measured(saved(tmp_path / "w0")))
     assert kept < counted <= kept + lost_worker_lines, (kept, counted, lost_worker_lines)
+
+
+def test_a_killed_master_leaves_the_workers_data_it_had_in_its_journal(engine, tmp_path):
+    """The master assembles the run's data, so it journals them: SIGKILL to it
+    leaves every worker report it had absorbed, judged incomplete (exit 3)."""
+    port = free_port()
+    workers = [start_worker(tmp_path / f"w{i}", port, plain=True) for i in range(2)]
+    master = start_master(tmp_path / "m", engine, port, "--duration", "30s")
+    wait_until_served(engine, 40)
+    time.sleep(4)  # each worker has reported (every 3 s) and the master flushed
+    try:
+        locust = psutil.Process(master.pid).children()[0]
+        locust.kill()
+        _, err = master.communicate(timeout=60)
+    finally:
+        stop_workers(workers)
+    assert master.returncode == 3, err[-3000:]
+    assert "the Locust process was killed by signal 9" in err
+    out = tmp_path / "m" / "out"
+    assert not (out / "data" / "run.json").exists()
+    doc = summary(out)
+    assert doc["run"]["complete"] is False and "killed" in doc["run"]["incomplete_reason"]
+    r = doc["scenarios"][SCENARIO]["requests"]
+    logged = sum(len(measured(saved(tmp_path / f"w{i}"))) for i in range(2))
+    assert 0 < r["ok"] + r["failed"] <= logged
 
 
 def test_a_worker_clock_off_by_seconds_is_measured_and_corrected(engine, tmp_path):

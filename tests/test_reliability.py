@@ -4,6 +4,9 @@ ends on time, with the documented error kind and exit code (docs/reliability.md)
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -14,7 +17,10 @@ import psutil
 import pytest
 from loadruns import scenario_file, slogate, summary
 
+from slogate.analysis.frames import read_frames
+from slogate.analysis.journal import JOURNAL_FILE, KILLED_REASON, TICK
 from slogate.analysis.records import ErrorKind
+from slogate.analysis.rundata import DATA_DIR, RunData
 from slogate.exactengine.misbehave import MisbehavingServer
 from slogate.locustfiles.client import StreamClient
 from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
@@ -190,10 +196,16 @@ def start_run(tmp_path: Path, server: MisbehavingServer, duration: str = "60s"):
     command += ["--host", server.url, "--out", str(out)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 90
-    while not (out / "data" / "run.json").is_file():  # the first checkpoint
+    while not journal_flushed(out):
         assert time.monotonic() < deadline and process.poll() is None, process.communicate()
         time.sleep(0.2)
     return process, out
+
+
+def journal_flushed(out: Path) -> bool:
+    """The run's journal holds a whole flush (its first is a second after the start)."""
+    path = out / DATA_DIR / JOURNAL_FILE
+    return path.is_file() and TICK in {kind for kind, _ in read_frames(path.read_bytes()).frames}
 
 
 def settled(server: MisbehavingServer, quiet_s: float = 2.0) -> int:
@@ -247,9 +259,15 @@ def test_against_a_host_the_command_waits_for_locust_without_the_rest_of_slogate
 
 
 @pytest.mark.slow
-def test_sigkill_of_locust_leaves_its_last_checkpoint_judged_incomplete(tmp_path: Path) -> None:
+def test_sigkill_of_locust_leaves_its_journal_judged_incomplete(tmp_path: Path) -> None:
+    """The journal is flushed every second: the requests the server had answered
+    2.5 s before the kill are all in the folder the kill leaves."""
     with MisbehavingServer("clock-jump") as server:
         process, out = start_run(tmp_path, server)
+        time.sleep(1.0)
+        answered, answered_at = server.served, time.time()
+        time.sleep(2.5)
+        killed_at = time.time()
         for child in psutil.Process(process.pid).children(recursive=True):
             child.kill()
         _, stderr = process.communicate(timeout=60)
@@ -260,6 +278,66 @@ def test_sigkill_of_locust_leaves_its_last_checkpoint_judged_incomplete(tmp_path
     assert summary_doc["verdict"] == "invalid"
     assert "killed" in summary_doc["run"]["incomplete_reason"]
     assert (out / "report.html").is_file()
+    assert not (out / DATA_DIR / "run.json").exists()  # judged from the journal alone
+    counters = RunData.load(out).overall("exact-chat").counters
+    users = 2  # at most this many requests were still streaming when counted
+    assert counters.total >= answered - users > 0
+    assert answered_at < counters.last_end_s < killed_at
+    assert summary_doc["scenarios"]["exact-chat"]["requests"]["ok"] == counters.ok
+    report = slogate("report", str(out))
+    assert report.returncode == 3, report.stderr
+
+
+@pytest.mark.slow
+def test_a_finished_runs_journal_replays_to_its_final_save(tmp_path: Path) -> None:
+    """The journal's last flush carries the final data: alone, it loads as the
+    final save does (all but the scraped server metrics, which it does not hold).
+    A later run killed in the same folder is not judged from this one's save."""
+    with MisbehavingServer("clock-jump") as server:
+        process, out = start_run(tmp_path, server, duration="3s")
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode in (0, 1, 4), stderr
+    alone = tmp_path / "journal-only" / DATA_DIR
+    alone.mkdir(parents=True)
+    shutil.copy(out / DATA_DIR / JOURNAL_FILE, alone / JOURNAL_FILE)
+    final, replayed = RunData.load(out), RunData.load(alone.parent)
+    assert replayed.meta == final.meta and final.meta["complete"] is True
+    assert replayed.timeseries == final.timeseries and final.timeseries
+    assert {k: b.encode() for k, b in replayed.buckets.items()} == {
+        k: b.encode() for k, b in final.buckets.items()
+    }
+    assert final.overall("exact-chat").counters.ok > 0
+    # the folder reused by a run that is killed: judged from that run's journal
+    (out / DATA_DIR / JOURNAL_FILE).unlink()
+    with MisbehavingServer("clock-jump") as server:
+        process, out = start_run(tmp_path, server)
+        for pid in [process.pid] + [c.pid for c in psutil.Process(process.pid).children(True)]:
+            os.kill(pid, signal.SIGKILL)
+        process.communicate(timeout=60)
+    assert RunData.load(out).meta["incomplete_reason"] == KILLED_REASON
+
+
+@pytest.mark.slow
+def test_sigkill_of_every_process_leaves_a_journal_that_report_judges(tmp_path: Path) -> None:
+    """Nothing is left to judge the run: the folder holds only the journal, and
+    ``slogate report`` rebuilds the data from it, incomplete (exit 3)."""
+    with MisbehavingServer("clock-jump") as server:
+        process, out = start_run(tmp_path, server)
+        time.sleep(1.5)
+        everyone = [process.pid] + [c.pid for c in psutil.Process(process.pid).children(True)]
+        for pid in everyone:
+            os.kill(pid, signal.SIGKILL)
+        process.communicate(timeout=60)
+        answered = server.served
+    assert sorted(p.name for p in out.iterdir()) == [DATA_DIR]
+    assert [p.name for p in (out / DATA_DIR).iterdir()] == [JOURNAL_FILE]
+    report = slogate("report", str(out))
+    assert report.returncode == 3, report.stderr
+    assert "Traceback" not in report.stderr
+    doc = summary(out)
+    assert doc["run"]["complete"] is False
+    assert "killed" in doc["run"]["incomplete_reason"]
+    assert 0 < doc["scenarios"]["exact-chat"]["requests"]["ok"] <= answered
 
 
 @pytest.mark.slow
