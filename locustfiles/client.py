@@ -341,9 +341,8 @@ class _Exchange:
         self.eof = False
         self.sse = SSEParser()
         self.ended_by_event = False
-        timeouts = client.timeouts
-        self.first_deadline = 0
-        self.stall_ns = int(timeouts.stall_s * 1e9)
+        self.first_deadline = 0  # set when the request is sent
+        self.stall_ns = int(client.timeouts.stall_s * 1e9)
 
     def run(self, request: bytes) -> None:
         """The connection goes back to the pool only when the response was read to
@@ -416,7 +415,8 @@ class _Exchange:
 
     def _stream(self) -> bool:
         """Follow the event stream to its end; True when the connection is clean.
-        Plain connections are read by the pool's reader greenlet, TLS ones here."""
+        Plain connections are read from the event loop's own callback
+        (:meth:`Connection.follow`), TLS ones here."""
         if not self.take(None):
             if self.conn.tls:
                 while not self.take(self.conn.read(self.deadline())):

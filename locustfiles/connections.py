@@ -167,21 +167,17 @@ class Connection:
     def _arrived(self, take: Callable[[bytes], bool], waiter: Waiter) -> None:
         """The loop's callback while following: one read, one take."""
         try:
-            data = self.receive()
+            over = take(self.receive())
         except BlockingIOError:
             return
-        except Exception as exc:
-            self._stop_following(waiter, exc)
-            return
-        try:
-            over = take(data)
-        except Exception as exc:
+        except Exception as exc:  # whatever it is, the following greenlet raises it
             self._stop_following(waiter, exc)
             return
         if over:
             self._stop_following(waiter, None)
 
     def _stop_following(self, waiter: Waiter, error: Exception | None) -> None:
+        """Wake the following greenlet (from the hub, at once) with ``error`` or None."""
         self.watcher.stop()
         self._following = None
         waiter.switch(error)
