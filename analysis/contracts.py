@@ -389,9 +389,59 @@ class Summary(Contract):
     baseline: Comparison | BaselineError | None = None
 
 
+class PointRun(Contract):
+    """One run behind a point: its folder (relative to the study's), verdict and
+    exit code ("error" when it wrote no summary), and its scenario's block."""
+
+    dir: str
+    repeat: int | None = None
+    verdict: VerdictName | Literal["error"]
+    exit_code: int
+    scenario: ScenarioSummary | None = None
+
+
 class SweepPoint(Contract):
-    x: float | None = None
+    """A load level or a setting: the runs behind it and their data pooled
+    (histograms merged exactly), and its cost when a price was given."""
+
+    x: UserNumber | None = None
     label: str | None = None
+    runs: list[PointRun] = Field(default_factory=list)
+    requests: Requests | None = None
+    metrics: dict[str, Distribution] = Field(default_factory=dict)
+    throughput: Throughput | None = None
+    cost: Cost | None = None
+    weight_bytes: int | None = None
+
+
+class Knee(Contract):
+    """Where a percentile of a metric starts to climb against the load."""
+
+    x: UserNumber
+    y: UserNumber
+    metric: str
+    stat: str
+
+
+class SearchTrial(Contract):
+    value: UserNumber
+    confirmation: bool
+    passed: bool
+    verdict: VerdictName | Literal["error"]
+    dir: str
+    limiting: str | None = None
+
+
+class MaxSearch(Contract):
+    """The search for the max load under SLO: its bracket and every trial it ran."""
+
+    max: Number = None
+    confirmed: bool
+    highest_pass: Number = None
+    lowest_fail: Number = None
+    tolerance: float
+    finished: bool
+    trials: list[SearchTrial]
 
 
 class Sweep(Contract):
@@ -403,16 +453,25 @@ class Sweep(Contract):
     scenario: str
     created_at: str
     command: str
-    slo: list[dict[str, Any]]
+    slo: list[WorstSlo]
     points: list[SweepPoint]
     max: Number = None
-    limiting_slo: dict[str, Any] | None = None
-    knee: dict[str, Any] | None = None
+    limiting_slo: WorstSlo | None = None
+    knee: Knee | None = None
+    find_max: MaxSearch | None = None
+    cost_at_max: Cost | None = None
     headline: str
     findings: list[str]
 
 
 class ExperimentTrend(Contract):
+    """An expected trend (``claim``: ``path`` moves as ``expected``) and whether it held."""
+
+    claim: str | None = None
+    metric: str | None = None
+    expected: str | None = None
+    observed: str | None = None
+    holds: bool = False
     text: str
 
 
@@ -425,6 +484,7 @@ class Experiment(Contract):
     x_label: str
     values: list[str]
     repeats: int
+    held: dict[str, Any] = Field(default_factory=dict)
     created_at: str
     command: str
     points: list[SweepPoint]
