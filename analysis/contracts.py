@@ -29,6 +29,7 @@ from slogate.analysis.versions import (
 VerdictName = Literal["pass", "fail", "inconclusive", "invalid"]
 Number = float | None
 Interval = tuple[Number, Number]
+UserNumber = int | float  # as the user wrote it: 2000 stays 2000, not 2000.0
 
 
 class Contract(BaseModel):
@@ -76,6 +77,29 @@ class Distribution(Contract):
     min: Number = None
     ci: dict[str, Interval] = Field(default_factory=dict)
 
+    def interval(self, key: str) -> Interval:
+        """The 95% interval of percentile ``key`` (open without samples)."""
+        return self.ci.get(key) or (None, None)
+
+
+class QuickDistribution(Contract):
+    """A few percentiles with their intervals beside them (``p99_ci``), without
+    the costly mean: a stage's metrics, TTFT by conversation turn."""
+
+    count: int
+    p50: Number = None
+    p50_ci: Interval | None = None
+    p90: Number = None
+    p90_ci: Interval | None = None
+    p95: Number = None
+    p95_ci: Interval | None = None
+    p99: Number = None
+    p99_ci: Interval | None = None
+
+    def interval(self, key: str) -> Interval:
+        """The 95% interval of percentile ``key`` (open where not measured)."""
+        return getattr(self, f"{key}_ci", None) or (None, None)
+
 
 class Requests(Contract):
     ok: int
@@ -83,18 +107,90 @@ class Requests(Contract):
     total: int
     errors: dict[str, int] = Field(default_factory=dict)
     error_rate: Number = None
+    error_rate_ci: Interval = (None, None)
+    error_samples: dict[str, list[str]] = Field(default_factory=dict)
 
 
 class Tokens(Contract):
+    """Token totals, how they were counted, and what the workload intended."""
+
     input: int
     output: int
     count_method: Literal["usage", "tokenizer", "chunks"] | None = None
+    reasoning: int = 0
+    answer: int = 0
+    reasoning_requests: int = 0
+    tool_call_requests: int = 0
+    tool_calls: int = 0
+    approximate: bool = False
+    count_methods: dict[str, int] = Field(default_factory=dict)
+    chunk_token_method: str | None = None
+    chunk_token_methods: dict[str, int] = Field(default_factory=dict)
+    intended_input: int = 0
+    intended_output: int = 0
+    deviation_pct: dict[str, Number] = Field(default_factory=dict)
+    per_request: dict[str, Distribution] = Field(default_factory=dict)
 
 
 class Throughput(Contract):
     requests_per_s: Number = None
     output_tokens_per_s: Number = None
     input_tokens_per_s: Number = None
+    attempted_per_s: Number = None
+    goodput_requests_per_s: Number = None
+    seconds: Number = None
+
+
+class ChunkGaps(Contract):
+    """Gaps between output chunks, and those of 0 (chunks read together)."""
+
+    total: int
+    same_read: int
+    same_read_share: Number = None
+    same_read_stalled: int = 0
+    same_read_stalled_share: Number = None
+
+
+class Goodput(Contract):
+    """Requests that met every goodput limit, as a fraction and a rate."""
+
+    good: int
+    total: int
+    fraction: Number = None
+    fraction_ci: Interval = (None, None)
+    requests_per_s: Number = None
+    min_fraction: UserNumber | None = None
+    limits: dict[str, UserNumber] = Field(default_factory=dict)
+
+
+class Cost(Contract):
+    """Cost per million tokens at a throughput; ``basis`` names which throughput."""
+
+    basis: str
+    gpu_price_per_hour: float
+    gpus: int
+    price_per_hour: float
+    output_tokens_per_s: Number = None
+    input_tokens_per_s: Number = None
+    per_million_output_tokens: Number = None
+    per_million_input_tokens: Number = None
+
+
+class Sessions(Contract):
+    """Agent sessions: how they ended and the steps they took."""
+
+    count: int
+    answered: int
+    unfinished: int
+    failed: int
+    tool_calls: int
+    steps: Distribution | None = None
+
+
+class StageSummary(Contract):
+    requests: Requests
+    throughput: Throughput
+    metrics: dict[str, QuickDistribution]
 
 
 class ScenarioSummary(Contract):
@@ -104,10 +200,41 @@ class ScenarioSummary(Contract):
     metrics: dict[str, Distribution]
     throughput: Throughput
     slo: list[SloEntry]
+    chunk_gaps: ChunkGaps | None = None
+    goodput: Goodput | None = None
+    cost: Cost | None = None
+    ttft_by_turn_ms: dict[str, QuickDistribution] = Field(default_factory=dict)
+    sessions: Sessions | None = None
+    stages: dict[str, StageSummary] = Field(default_factory=dict)
+    source: str | None = None
+    api: str | None = None
+    load: dict[str, Any] = Field(default_factory=dict)
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class ModelSummary(Contract):
+    """One model name's numbers, the scenarios that sent to it merged."""
+
+    scenarios: list[str]
+    requests: Requests
+    tokens: Tokens
+    metrics: dict[str, Distribution]
+    throughput: Throughput
+
+
+class Finding(Contract):
+    """A cause the data shows, the evidence for it and the SLOs it explains."""
+
+    cause: str
+    scenario: str | None = None
+    text: str
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    explains: list[str] = Field(default_factory=list)
 
 
 class RunInfo(Contract):
-    """Where and when the run was made (secrets already masked)."""
+    """Where and when the run was made (secrets already masked), its keys in
+    the order summary.json writes them."""
 
     run_id: str | None = None
     started_at: str | None = None
@@ -115,9 +242,14 @@ class RunInfo(Contract):
     measured_s: Number = None
     complete: bool | None = None
     incomplete_reason: str | None = None
+    host: str | None = None
     engine: dict[str, Any] | None = None
+    tool_version: str | None = None
     git_revision: str | None = None
+    command: str | None = None
+    window_s: Number = None
     baseline: str | None = None
+    cancelled_at_stop: int | None = None
 
 
 class EngineLatencyStat(Contract):
@@ -142,6 +274,103 @@ class EngineLatency(Contract):
     itl_ms: EngineLatencyStat | None = None
 
 
+class LoopStall(Contract):
+    """The load generator's loop delays, in ms, and the milliseconds they sample."""
+
+    p50: Number = None
+    p99: Number = None
+    max: Number = None
+    mean: Number = None
+    samples: int = 0
+
+
+class LoopHeld(Contract):
+    """The stalls' total time in ms and how the loop's thread spent it (null
+    parts where the kernel does not tell)."""
+
+    total: float
+    running: Number = None
+    waiting_for_cpu: Number = None
+    stopped_or_blocked: Number = None
+
+
+class Collector(Contract):
+    collections: int
+    by_generation: list[int] = Field(default_factory=list)
+    max_pause_ms: float
+    total_pause_ms: float
+
+
+class SelfMeasurement(Contract):
+    """A load generator's own error: its loop's stalls, the error bound they
+    put on each TTFT and ITL statistic (ms), and its collector's pauses."""
+
+    loop_stall_ms: LoopStall
+    loop_held_ms: LoopHeld
+    error_bound_ms: dict[str, dict[str, Number]]
+    gc: Collector
+
+
+class ProcessMeasurement(SelfMeasurement):
+    pid: int | None = None
+    cpu_s: float
+    cpu_share: Number = None
+
+
+class Generator(Contract):
+    """The load generator: its metadata (kept as written, around the typed
+    keys) and its self-measurement, merged and per process, when it made one."""
+
+    loop_stall_ms: LoopStall | None = None
+    loop_held_ms: LoopHeld | None = None
+    error_bound_ms: dict[str, dict[str, Number]] | None = None
+    gc: Collector | None = None
+    per_process: dict[str, ProcessMeasurement] = Field(default_factory=dict)
+
+
+class Estimate(Contract):
+    value: float
+    lower: Number = None
+    upper: Number = None
+    count: int
+
+
+class Delta(Contract):
+    """One statistic of one metric, baseline against this run."""
+
+    scenario: str
+    metric: str
+    stat: str
+    base: Estimate | None = None
+    new: Estimate | None = None
+    change: Number = None
+    change_pct: Number = None
+    status: str
+    gated: bool
+    regression: bool
+
+
+class Comparison(Contract):
+    """The regression verdict against a baseline run."""
+
+    base_run: str | None = None
+    new_run: str | None = None
+    tolerance: float
+    gated: list[str]
+    verdict: str
+    exit_code: int
+    regressions: int
+    only_in_base: list[str] = Field(default_factory=list)
+    only_in_new: list[str] = Field(default_factory=list)
+    deltas: list[Delta] = Field(default_factory=list)
+
+
+class BaselineError(Contract):
+    """A baseline named but not compared, and why."""
+
+    error: str
+
+
 class Summary(Contract):
     """summary.json: a run's verdict, exit code and numbers per scenario."""
 
@@ -150,15 +379,69 @@ class Summary(Contract):
     exit_code: int
     invalid_reasons: list[str] = Field(default_factory=list)
     worst_slo: WorstSlo | None = None
+    slo_counts: dict[VerdictName, int] = Field(default_factory=dict)
     run: RunInfo = Field(default_factory=RunInfo)
+    generator: Generator = Field(default_factory=Generator)
     scenarios: dict[str, ScenarioSummary]
-    baseline: dict[str, Any] | None = None
+    models: dict[str, ModelSummary] = Field(default_factory=dict)
     engine_latency: EngineLatency | None = None
+    diagnosis: list[Finding] = Field(default_factory=list)
+    baseline: Comparison | BaselineError | None = None
+
+
+class PointRun(Contract):
+    """One run behind a point: its folder (relative to the study's), verdict and
+    exit code ("error" when it wrote no summary), and its scenario's block."""
+
+    dir: str
+    repeat: int | None = None
+    verdict: VerdictName | Literal["error"]
+    exit_code: int
+    scenario: ScenarioSummary | None = None
 
 
 class SweepPoint(Contract):
-    x: float | None = None
+    """A load level or a setting: the runs behind it and their data pooled
+    (histograms merged exactly), and its cost when a price was given."""
+
+    x: UserNumber | None = None
     label: str | None = None
+    runs: list[PointRun] = Field(default_factory=list)
+    requests: Requests | None = None
+    metrics: dict[str, Distribution] = Field(default_factory=dict)
+    throughput: Throughput | None = None
+    cost: Cost | None = None
+    weight_bytes: int | None = None
+
+
+class Knee(Contract):
+    """Where a percentile of a metric starts to climb against the load."""
+
+    x: UserNumber
+    y: UserNumber
+    metric: str
+    stat: str
+
+
+class SearchTrial(Contract):
+    value: UserNumber
+    confirmation: bool
+    passed: bool
+    verdict: VerdictName | Literal["error"]
+    dir: str
+    limiting: str | None = None
+
+
+class MaxSearch(Contract):
+    """The search for the max load under SLO: its bracket and every trial it ran."""
+
+    max: Number = None
+    confirmed: bool
+    highest_pass: Number = None
+    lowest_fail: Number = None
+    tolerance: float
+    finished: bool
+    trials: list[SearchTrial]
 
 
 class Sweep(Contract):
@@ -170,16 +453,25 @@ class Sweep(Contract):
     scenario: str
     created_at: str
     command: str
-    slo: list[dict[str, Any]]
+    slo: list[WorstSlo]
     points: list[SweepPoint]
     max: Number = None
-    limiting_slo: dict[str, Any] | None = None
-    knee: dict[str, Any] | None = None
+    limiting_slo: WorstSlo | None = None
+    knee: Knee | None = None
+    find_max: MaxSearch | None = None
+    cost_at_max: Cost | None = None
     headline: str
     findings: list[str]
 
 
 class ExperimentTrend(Contract):
+    """An expected trend (``claim``: ``path`` moves as ``expected``) and whether it held."""
+
+    claim: str | None = None
+    metric: str | None = None
+    expected: str | None = None
+    observed: str | None = None
+    holds: bool = False
     text: str
 
 
@@ -192,6 +484,7 @@ class Experiment(Contract):
     x_label: str
     values: list[str]
     repeats: int
+    held: dict[str, Any] = Field(default_factory=dict)
     created_at: str
     command: str
     points: list[SweepPoint]

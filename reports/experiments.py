@@ -11,109 +11,157 @@ sweep), renders one self-contained HTML page and flattens the points to CSV.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from markupsafe import Markup
 
-from slogate.analysis.experiment import lookup, value_at
+from slogate.analysis.contracts import (
+    Distribution,
+    Experiment,
+    Requests,
+    Sweep,
+    SweepPoint,
+    Throughput,
+    as_model,
+)
 from slogate.analysis.slo import is_latency_percentile
 from slogate.reports.html import render
 from slogate.reports.results import write_atomic
 from slogate.reports.svg import Axis, Rule, Series, line_chart
 from slogate.reports.tables import to_csv
 
-Path_ = tuple[str, ...]
 GB = 1e9
+
+
+Read = Callable[[SweepPoint], float | None]
 
 
 @dataclass(frozen=True)
 class ChartSpec:
-    """One chart: ``ys`` are (legend, path into a point) drawn against ``x``."""
+    """One chart: ``ys`` are (legend, what to read of a point) drawn against ``x``."""
 
     title: str
-    x: Path_
+    x: Read
     x_label: str
-    ys: tuple[tuple[str, Path_], ...]
+    ys: tuple[tuple[str, Read], ...]
     y_label: str
     log_x: bool = False
 
 
-def stats(metric: str, label: str) -> tuple[tuple[str, Path_], ...]:
-    return tuple((f"{label} {stat}", ("metrics", metric, stat)) for stat in ("mean", "p95", "p99"))
+def stat_of(metric: str, stat: str) -> Read:
+    """A point's pooled ``stat`` of ``metric`` (None where not measured)."""
+
+    def read(point: SweepPoint) -> float | None:
+        d = point.metrics.get(metric)
+        return None if d is None else getattr(d, stat)
+
+    return read
 
 
-X: Path_ = ("x",)
-OUTPUT_TPS: Path_ = ("throughput", "output_tokens_per_s")
+def stats(metric: str, label: str) -> tuple[tuple[str, Read], ...]:
+    return tuple((f"{label} {stat}", stat_of(metric, stat)) for stat in ("mean", "p95", "p99"))
+
+
+def x_of(point: SweepPoint) -> float | None:
+    return point.x
+
+
+def output_tps(point: SweepPoint) -> float | None:
+    return None if point.throughput is None else point.throughput.output_tokens_per_s
+
+
+def weight_gb(point: SweepPoint) -> float | None:
+    return (point.weight_bytes or 0) / GB or None
+
+
 FACTOR_CHARTS: dict[str, tuple[ChartSpec, ...]] = {
     "prompt-length": (
         ChartSpec(
-            "TTFT vs prompt length", X, "prompt tokens", stats("ttft_ms", "TTFT"), "ms", log_x=True
+            "TTFT vs prompt length",
+            x_of,
+            "prompt tokens",
+            stats("ttft_ms", "TTFT"),
+            "ms",
+            log_x=True,
         ),
         ChartSpec(
-            "E2E vs prompt length", X, "prompt tokens", stats("e2e_ms", "E2E"), "ms", log_x=True
+            "E2E vs prompt length", x_of, "prompt tokens", stats("e2e_ms", "E2E"), "ms", log_x=True
         ),
     ),
     "output-length": (
         ChartSpec(
-            "TPOT vs output length", X, "output tokens", stats("tpot_ms", "TPOT"), "ms", log_x=True
+            "TPOT vs output length",
+            x_of,
+            "output tokens",
+            stats("tpot_ms", "TPOT"),
+            "ms",
+            log_x=True,
         ),
         ChartSpec(
-            "E2E vs output length", X, "output tokens", stats("e2e_ms", "E2E"), "ms", log_x=True
+            "E2E vs output length", x_of, "output tokens", stats("e2e_ms", "E2E"), "ms", log_x=True
         ),
     ),
     "concurrency": (
         ChartSpec(
             "Latency vs throughput (points: concurrency)",
-            OUTPUT_TPS,
+            output_tps,
             "output tokens/s",
             stats("e2e_ms", "E2E"),
             "ms",
         ),
         ChartSpec(
             "Throughput vs concurrency",
-            X,
+            x_of,
             "concurrent users",
-            (("output tokens/s", OUTPUT_TPS),),
+            (("output tokens/s", output_tps),),
             "tokens/s",
             log_x=True,
         ),
         ChartSpec(
-            "TTFT vs concurrency", X, "concurrent users", stats("ttft_ms", "TTFT"), "ms", log_x=True
+            "TTFT vs concurrency",
+            x_of,
+            "concurrent users",
+            stats("ttft_ms", "TTFT"),
+            "ms",
+            log_x=True,
         ),
         ChartSpec(
-            "TPOT vs concurrency", X, "concurrent users", stats("tpot_ms", "TPOT"), "ms", log_x=True
+            "TPOT vs concurrency",
+            x_of,
+            "concurrent users",
+            stats("tpot_ms", "TPOT"),
+            "ms",
+            log_x=True,
         ),
     ),
     "precision": (
         ChartSpec(
             "Weight memory by precision",
-            X,
+            x_of,
             "bytes per weight",
-            (("weights GB", ("weight_gb",)),),
+            (("weights GB", weight_gb),),
             "GB",
         ),
-        ChartSpec("TPOT by precision", X, "bytes per weight", stats("tpot_ms", "TPOT"), "ms"),
+        ChartSpec("TPOT by precision", x_of, "bytes per weight", stats("tpot_ms", "TPOT"), "ms"),
         ChartSpec(
             "Throughput by precision",
-            X,
+            x_of,
             "bytes per weight",
-            (("output tokens/s", OUTPUT_TPS),),
+            (("output tokens/s", output_tps),),
             "tokens/s",
         ),
     ),
 }
 
 
-def chart(
-    points: Sequence[Mapping[str, Any]], spec: ChartSpec, rules: Sequence[Rule] = ()
-) -> Markup:
-    ordered = sorted(points, key=lambda p: lookup(p, spec.x) or 0.0)
+def chart(points: Sequence[SweepPoint], spec: ChartSpec, rules: Sequence[Rule] = ()) -> Markup:
+    ordered = sorted(points, key=lambda p: spec.x(p) or 0.0)
     series = []
-    for name, path in spec.ys:
-        pts = [(lookup(p, spec.x), lookup(p, path)) for p in ordered]
+    for name, read in spec.ys:
+        pts = [(spec.x(p), read(p)) for p in ordered]
         series.append(Series(name, [(x, y) for x, y in pts if x is not None]))
     return line_chart(
         series,
@@ -125,6 +173,8 @@ def chart(
 
 
 # -- CSV -----------------------------------------------------------------------------
+POINT_STATS = ("count", "mean", "p50", "p95", "p99")
+RUN_STATS = ("mean", "p50", "p95", "p99")
 POINT_COLUMNS = [
     "label",
     "x",
@@ -146,26 +196,39 @@ POINT_COLUMNS = [
 ]
 
 
-def point_row(point: Mapping[str, Any]) -> dict[str, Any]:
-    """One point as a flat CSV row (pooled over its runs)."""
+def block_columns(
+    requests: Requests | None,
+    throughput: Throughput | None,
+    metrics: Mapping[str, Distribution],
+    stats: Sequence[str],
+) -> dict[str, Any]:
+    """The columns a point and a run share: requests, throughput, latency stats."""
+    rates = ("requests_per_s", "output_tokens_per_s", "input_tokens_per_s")
     row: dict[str, Any] = {
-        "label": point["label"],
-        "x": point["x"],
-        "runs": " ".join(r["dir"] for r in point["runs"]),
-        "requests_ok": value_at(point, ("requests", "ok")),
-        "requests_failed": value_at(point, ("requests", "failed")),
-        "requests_per_s": value_at(point, ("throughput", "requests_per_s")),
-        "output_tokens_per_s": value_at(point, OUTPUT_TPS),
-        "input_tokens_per_s": value_at(point, ("throughput", "input_tokens_per_s")),
-        "weight_bytes": point.get("weight_bytes"),
-        "cost_per_million_output": value_at(point, ("cost", "per_million_output_tokens")),
-        "cost_per_million_input": value_at(point, ("cost", "per_million_input_tokens")),
-        "verdicts": " ".join(r["verdict"] for r in point["runs"]),
+        "requests_ok": None if requests is None else requests.ok,
+        "requests_failed": None if requests is None else requests.failed,
+        **{rate: None if throughput is None else getattr(throughput, rate) for rate in rates},
     }
     for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
-        for stat in ("count", "mean", "p50", "p95", "p99"):
-            row[f"{metric}_{stat}"] = value_at(point, ("metrics", metric, stat))
+        d = metrics.get(metric)
+        for stat in stats:
+            row[f"{metric}_{stat}"] = None if d is None else getattr(d, stat)
     return row
+
+
+def point_row(point: SweepPoint) -> dict[str, Any]:
+    """One point as a flat CSV row (pooled over its runs)."""
+    cost = point.cost
+    return {
+        "label": point.label,
+        "x": point.x,
+        "runs": " ".join(r.dir for r in point.runs),
+        **block_columns(point.requests, point.throughput, point.metrics, POINT_STATS),
+        "weight_bytes": point.weight_bytes,
+        "cost_per_million_output": None if cost is None else cost.per_million_output_tokens,
+        "cost_per_million_input": None if cost is None else cost.per_million_input_tokens,
+        "verdicts": " ".join(r.verdict for r in point.runs),
+    }
 
 
 RUN_COLUMNS = [
@@ -188,33 +251,32 @@ RUN_COLUMNS = [
 ]
 
 
-def run_rows(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def run_rows(points: Sequence[SweepPoint]) -> list[dict[str, Any]]:
     """One row per run, from each run's own summary (the raw numbers behind a point)."""
     rows = []
     for point in points:
-        for run in point["runs"]:
-            block = run.get("scenario") or {}
-            row: dict[str, Any] = {
-                "label": point["label"],
-                "x": point["x"],
-                "repeat": run.get("repeat"),
-                "dir": run["dir"],
-                "verdict": run["verdict"],
-                "exit_code": run["exit_code"],
-                "requests_ok": value_at(block, ("requests", "ok")),
-                "requests_failed": value_at(block, ("requests", "failed")),
-                "requests_per_s": value_at(block, ("throughput", "requests_per_s")),
-                "output_tokens_per_s": value_at(block, OUTPUT_TPS),
-                "input_tokens_per_s": value_at(block, ("throughput", "input_tokens_per_s")),
-            }
-            for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
-                for stat in ("mean", "p50", "p95", "p99"):
-                    row[f"{metric}_{stat}"] = value_at(block, ("metrics", metric, stat))
-            rows.append(row)
+        for run in point.runs:
+            block = run.scenario
+            columns = (
+                block_columns(None, None, {}, RUN_STATS)
+                if block is None
+                else block_columns(block.requests, block.throughput, block.metrics, RUN_STATS)
+            )
+            rows.append(
+                {
+                    "label": point.label,
+                    "x": point.x,
+                    "repeat": run.repeat,
+                    "dir": run.dir,
+                    "verdict": run.verdict,
+                    "exit_code": run.exit_code,
+                    **columns,
+                }
+            )
     return rows
 
 
-def write_csvs(out: Path, points: Sequence[Mapping[str, Any]]) -> dict[str, Path]:
+def write_csvs(out: Path, points: Sequence[SweepPoint]) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     return {
         "points": write_atomic(out / "points.csv", to_csv(POINT_COLUMNS, map(point_row, points))),
@@ -223,68 +285,61 @@ def write_csvs(out: Path, points: Sequence[Mapping[str, Any]]) -> dict[str, Path
 
 
 # -- pages ---------------------------------------------------------------------------
-def experiment_charts(doc: Mapping[str, Any]) -> list[Markup]:
-    points = [{**p, "weight_gb": (p.get("weight_bytes") or 0) / GB or None} for p in doc["points"]]
-    return [chart(points, spec) for spec in FACTOR_CHARTS[doc["factor"]]]
+def experiment_charts(experiment: Experiment) -> list[Markup]:
+    return [chart(experiment.points, spec) for spec in FACTOR_CHARTS[experiment.factor]]
 
 
-def write_experiment(out: Path, doc: Mapping[str, Any]) -> dict[str, Path]:
-    """experiment.html, points.csv and runs.csv of an experiment document."""
-    files = write_csvs(out, doc["points"])
-    page = render("experiment.html.j2", d=doc, charts=experiment_charts(doc))
+def write_experiment(out: Path, doc: Experiment | Mapping[str, Any]) -> dict[str, Path]:
+    """experiment.html, points.csv and runs.csv of an experiment document, read
+    through its contract."""
+    experiment = as_model(Experiment, doc, str(out / "experiment.json"))
+    files = write_csvs(out, experiment.points)
+    page = render("experiment.html.j2", d=experiment, charts=experiment_charts(experiment))
     files["report"] = write_atomic(out / "report.html", page)
     return files
 
 
-def latency_slos(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The scenario's latency SLOs on a percentile (what a sweep plots against)."""
-    return [s for s in doc.get("slo") or [] if is_latency_percentile(s["metric"], s["stat"])]
-
-
-def sweep_charts(doc: Mapping[str, Any]) -> list[Markup]:
-    points = doc["points"]
-    x_label = "offered rate (requests/s)" if doc["mode"] == "rate" else "concurrent users"
-    slos = latency_slos(doc) or [
-        {"metric": "ttft_ms", "stat": "p99", "threshold": None},
-        {"metric": "tpot_ms", "stat": "p99", "threshold": None},
+def latency_slos(sweep: Sweep) -> list[tuple[str, str, float | None]]:
+    """The scenario's latency SLOs on a percentile (what a sweep plots against):
+    metric, stat and threshold; TTFT and TPOT p99 without a threshold when none."""
+    slos = [
+        (s.metric, s.stat, s.threshold)
+        for s in sweep.slo
+        if is_latency_percentile(s.metric, s.stat)
     ]
+    return slos or [("ttft_ms", "p99", None), ("tpot_ms", "p99", None)]
+
+
+def sweep_charts(sweep: Sweep) -> list[Markup]:
+    points = sweep.points
+    x_label = "offered rate (requests/s)" if sweep.mode == "rate" else "concurrent users"
+    knee = sweep.knee
     charts = []
-    for slo in slos:
-        metric, stat = slo["metric"], slo["stat"]
+    for metric, stat, threshold in latency_slos(sweep):
         name = metric.removesuffix("_ms").upper()
         rules = []
-        if slo.get("threshold") is not None:
-            rules.append(Rule(slo["threshold"], f"SLO {stat} ≤ {slo['threshold']:g} ms"))
-        knee = doc.get("knee")
+        if threshold is not None:
+            rules.append(Rule(threshold, f"SLO {stat} ≤ {threshold:g} ms"))
         load_rules = list(rules)
-        if knee and knee["metric"] == metric and knee["stat"] == stat:
-            load_rules.append(Rule(knee["y"], f"knee at {knee['x']:g}", knee["x"]))
-        spec_t = ChartSpec(
-            f"{name} {stat} vs throughput",
-            OUTPUT_TPS,
-            "output tokens/s",
-            ((f"{name} {stat}", ("metrics", metric, stat)),),
-            "ms",
-        )
-        spec_x = ChartSpec(
-            f"{name} {stat} vs load",
-            X,
-            x_label,
-            ((f"{name} {stat}", ("metrics", metric, stat)),),
-            "ms",
-        )
+        if knee and knee.metric == metric and knee.stat == stat:
+            load_rules.append(Rule(knee.y, f"knee at {knee.x:g}", knee.x))
+        ys = ((f"{name} {stat}", stat_of(metric, stat)),)
+        spec_t = ChartSpec(f"{name} {stat} vs throughput", output_tps, "output tokens/s", ys, "ms")
+        spec_x = ChartSpec(f"{name} {stat} vs load", x_of, x_label, ys, "ms")
         charts += [chart(points, spec_t, rules), chart(points, spec_x, load_rules)]
     throughput = ChartSpec(
-        "Throughput vs load", X, x_label, (("output tokens/s", OUTPUT_TPS),), "tokens/s"
+        "Throughput vs load", x_of, x_label, (("output tokens/s", output_tps),), "tokens/s"
     )
     charts.append(chart(points, throughput))
     return charts
 
 
-def write_sweep(out: Path, doc: Mapping[str, Any]) -> dict[str, Path]:
-    """sweep report.html, points.csv and runs.csv of a sweep document."""
-    files = write_csvs(out, doc["points"])
-    page = render("sweep.html.j2", d=doc, charts=sweep_charts(doc))
+def write_sweep(out: Path, doc: Sweep | Mapping[str, Any]) -> dict[str, Path]:
+    """sweep report.html, points.csv and runs.csv of a sweep document, read
+    through its contract."""
+    sweep = as_model(Sweep, doc, str(out / "sweep.json"))
+    files = write_csvs(out, sweep.points)
+    page = render("sweep.html.j2", d=sweep, charts=sweep_charts(sweep))
     files["report"] = write_atomic(out / "report.html", page)
     return files
 

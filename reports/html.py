@@ -10,12 +10,14 @@ shows around it.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+if TYPE_CHECKING:  # pydantic: not in load processes
+    from slogate.analysis.contracts import SloEntry
 
 TEMPLATES = Path(__file__).parent / "templates"
 DASH = "–"
@@ -69,9 +71,9 @@ def margin_text(amount: float | None, pct: float | None, metric: str) -> str:
     return f"{text} ({signed_pct(pct)})"
 
 
-def margin(slo: Mapping[str, Any]) -> str:
-    """:func:`margin_text` of an SLO entry as the page's templates hold it."""
-    return margin_text(slo["margin"], slo["margin_pct"], slo["metric"])
+def margin(slo: SloEntry) -> str:
+    """:func:`margin_text` of an SLO entry."""
+    return margin_text(slo.margin, slo.margin_pct, slo.metric)
 
 
 def pretty(value: Any) -> str:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from slogate.reports.html import DASH, margin_text, metric_value, num, signed_pct
 
 if TYPE_CHECKING:  # pydantic: not in load processes
-    from slogate.analysis.contracts import SloEntry, Summary
+    from slogate.analysis.contracts import BaselineError, Comparison, SloEntry, Summary
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 VERDICT_MARK = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️", "invalid": "⛔"}
@@ -55,26 +55,28 @@ def slo_rows(summary: Summary) -> list[str]:
     return rows if len(rows) > 2 else ["No SLO declared."]
 
 
-def regression_lines(baseline: Mapping[str, Any]) -> list[str]:
-    if "error" in baseline:
-        return [f"Baseline not compared: {md(baseline['error'])}"]
-    regressions = [d for d in baseline.get("deltas") or [] if d.get("regression")]
+def regression_lines(baseline: Comparison | BaselineError) -> list[str]:
+    from slogate.analysis.contracts import BaselineError
+
+    if isinstance(baseline, BaselineError):
+        return [f"Baseline not compared: {md(baseline.error)}"]
+    regressions = [d for d in baseline.deltas if d.regression]
     head = (
-        f"Against baseline **{md(baseline.get('base_run') or '?')}**: "
-        f"{md(baseline.get('verdict'))}, {len(regressions)} regression(s) "
-        f"(tolerance {100 * baseline.get('tolerance', 0):g}%, gated "
-        f"{md(', '.join(baseline.get('gated') or []))}, confidence intervals must not overlap)."
+        f"Against baseline **{md(baseline.base_run or '?')}**: "
+        f"{md(baseline.verdict)}, {len(regressions)} regression(s) "
+        f"(tolerance {100 * baseline.tolerance:g}%, gated "
+        f"{md(', '.join(baseline.gated))}, confidence intervals must not overlap)."
     )
     lines = [head]
     if regressions:
         lines += ["", "| scenario | metric | baseline | now | change |", "|---|---|--:|--:|--:|"]
         for d in regressions:
-            base, new = (d.get(k) or {} for k in ("base", "new"))
+            base, new = (None if e is None else e.value for e in (d.base, d.new))
             lines.append(
-                f"| {md(d['scenario'])} | {md(d['metric'])} {md(d['stat'])} "
-                f"| {metric_value(base.get('value'), d['metric'])} "
-                f"| {metric_value(new.get('value'), d['metric'])} "
-                f"| {signed_pct(d.get('change_pct'))} |"
+                f"| {md(d.scenario)} | {md(d.metric)} {md(d.stat)} "
+                f"| {metric_value(base, d.metric)} "
+                f"| {metric_value(new, d.metric)} "
+                f"| {signed_pct(d.change_pct)} |"
             )
     return lines
 
@@ -95,18 +97,18 @@ def engine_latency_lines(summary: Summary) -> list[str]:
 
 def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> str:
     """The Markdown job summary of a run; ``report_link`` is where its report.html is."""
-    from slogate.analysis.contracts import Summary, as_model
+    from slogate.analysis.contracts import Comparison, Summary, as_model
 
     summary = as_model(Summary, summary, "summary")
     verdict, run = summary.verdict, summary.run
     engine = run.engine or {}
-    regressed = (summary.baseline or {}).get("regressions")
+    compared = isinstance(summary.baseline, Comparison)
+    regressed = compared and summary.baseline.regressions
     mark = VERDICT_MARK["fail"] if regressed and verdict == "pass" else VERDICT_MARK.get(verdict)
     headline = md(verdict.upper()) + (", REGRESSION against the baseline" if regressed else "")
     title = f"## {mark or ''} slogate {md(run.run_id or '')}: {headline} (exit {summary.exit_code})"
-    host = (run.model_extra or {}).get("host")  # around the contract: older runs lack it
     target = ", ".join(
-        md(part) for part in (engine.get("model"), engine.get("owned_by"), host) if part
+        md(part) for part in (engine.get("model"), engine.get("owned_by"), run.host) if part
     )
     lines = [
         title,

@@ -22,7 +22,7 @@ from prometheus_client.openmetrics.exposition import generate_latest
 from slogate.analysis.compare import LATENCY_METRICS
 
 if TYPE_CHECKING:  # pydantic: not in load processes
-    from slogate.analysis.contracts import Summary
+    from slogate.analysis.contracts import Comparison, Summary
 
 VERDICTS = ("pass", "fail", "inconclusive", "invalid")
 QUANTILES = {"p50": "0.5", "p90": "0.9", "p95": "0.95", "p99": "0.99", "p999": "0.999"}
@@ -57,6 +57,8 @@ class SummaryCollector:
         return GaugeMetricFamily(f"slogate_{name}", doc, labels=[*TARGET_LABELS, *extra])
 
     def collect(self) -> Iterator[Metric]:
+        from slogate.analysis.contracts import Comparison
+
         s = self.summary
         slo_labels = ("slo", "unit")
         value = self.gauge("slo_value", "Measured value of an SLO statistic", slo_labels)
@@ -75,7 +77,8 @@ class SummaryCollector:
         goodput = self.gauge("goodput_ratio", "Share of requests within every per-request limit")
         regressions = self.gauge("regressions", "Gated percentiles worse than the baseline")
         stamp = start_timestamp(s)
-        regressed = regressions_by_scenario(s.baseline or {})
+        compared = s.baseline if isinstance(s.baseline, Comparison) else None
+        regressed = {} if compared is None else regressions_by_scenario(compared)
         for name, block in s.scenarios.items():
             target = target_values(s, name)
             for slo in block.slo:
@@ -97,15 +100,13 @@ class SummaryCollector:
                     if seconds is not None:
                         latency.add_metric([*target, metric, quantile], seconds / 1000)
             for what in ("requests", "output_tokens", "input_tokens", "goodput_requests"):
-                rate = getattr(
-                    block.throughput, f"{what}_per_s", None
-                )  # goodput_requests: around the contract
+                rate = getattr(block.throughput, f"{what}_per_s")
                 if rate is not None:
                     throughput.add_metric([*target, what], rate)
-            fraction = (getattr(block, "goodput", None) or {}).get("fraction")
+            fraction = block.goodput and block.goodput.fraction
             if fraction is not None:
                 goodput.add_metric(target, fraction)
-            if s.baseline and "error" not in s.baseline:
+            if compared is not None:
                 regressions.add_metric(target, regressed.get(name, 0))
         families = (value, threshold, margin, slo_verdict, verdict, exit_code, started)
         yield from (*families, latency, throughput, goodput, regressions)
@@ -119,11 +120,11 @@ def start_timestamp(summary: Summary) -> float | None:
         return None
 
 
-def regressions_by_scenario(baseline: Mapping[str, Any]) -> dict[str, int]:
+def regressions_by_scenario(baseline: Comparison) -> dict[str, int]:
     counts: dict[str, int] = {}
-    for d in baseline.get("deltas") or []:
-        if d.get("regression"):
-            counts[d["scenario"]] = counts.get(d["scenario"], 0) + 1
+    for d in baseline.deltas:
+        if d.regression:
+            counts[d.scenario] = counts.get(d.scenario, 0) + 1
     return counts
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,14 +70,9 @@ def write_atomic(path: Path, content: str | bytes) -> Path:
     return path
 
 
-def report_html(
-    document: Mapping[str, Any], summary: Summary, run: RunData, baseline: RunData | None
-) -> str:
-    """The self-contained HTML page: summary text plus charts drawn from the run.
-
-    ``summary`` is ``document`` (summary.json as written) read through its
-    contract: what is decided here is read from it. The page itself shows the
-    document, every key of it, those around the contract too."""
+def report_html(summary: Summary, run: RunData, baseline: RunData | None) -> str:
+    """The self-contained HTML page: the summary, read through its contract,
+    plus charts drawn from the run."""
     scenarios = []
     for name, block in summary.scenarios.items():
         rows = [r for r in run.timeseries if r.get("scenario") == name]
@@ -86,20 +80,16 @@ def report_html(
         scenarios.append(
             {
                 "name": name,
-                "block": document["scenarios"][name],
+                "block": block,
                 "percentile_charts": percentile_charts(run, name, block.slo, baseline),
                 "timeseries_charts": timeseries_charts(rows, block.slo),
             }
         )
-    slo_rows = [
-        {"scenario": name, **slo}
-        for name, block in document["scenarios"].items()
-        for slo in block["slo"]
-    ]
+    slo_rows = [(name, slo) for name, block in summary.scenarios.items() for slo in block.slo]
     total = sum(block.requests.total for block in summary.scenarios.values())
     return render(
         "report.html.j2",
-        s=document,
+        s=summary,
         scenarios=scenarios,
         slo_rows=slo_rows,
         total_requests=total,
@@ -150,9 +140,9 @@ def write_files(
             out / SUMMARY_FILE, json.dumps(summary, indent=1, ensure_ascii=False) + "\n"
         ),
         "junit": write_atomic(out / JUNIT_FILE, junit_xml(contract)),
-        "percentiles": write_atomic(out / PERCENTILES_FILE, percentiles_csv(summary)),
+        "percentiles": write_atomic(out / PERCENTILES_FILE, percentiles_csv(contract)),
         "timeseries": write_atomic(out / TIMESERIES_FILE, timeseries_csv(run.timeseries)),
-        "report": write_atomic(out / REPORT_FILE, report_html(summary, contract, run, baseline)),
+        "report": write_atomic(out / REPORT_FILE, report_html(contract, run, baseline)),
         "markdown": write_atomic(out / MARKDOWN_FILE, summary_markdown(contract, REPORT_FILE)),
         "metrics": write_atomic(out / METRICS_FILE, openmetrics_text(contract)),
     }

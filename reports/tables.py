@@ -9,9 +9,12 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slogate.analysis.percentiles import STANDARD_PERCENTILES
+
+if TYPE_CHECKING:  # pydantic: not in load processes
+    from slogate.analysis.contracts import Distribution, QuickDistribution, Summary
 
 STATS = ("min", "max", "mean")
 PERCENTILE_COLUMNS = [
@@ -21,7 +24,9 @@ PERCENTILE_COLUMNS = [
 ]
 
 
-def percentile_row(scenario: str, span: str, metric: str, d: Mapping[str, Any]) -> dict:
+def percentile_row(
+    scenario: str, span: str, metric: str, d: Distribution | QuickDistribution
+) -> dict[str, Any]:
     """One CSV row from a summary distribution (full, or the quick form of stages)."""
     unit = "ms" if metric.endswith("_ms") else "tokens"
     row: dict[str, Any] = {
@@ -29,25 +34,25 @@ def percentile_row(scenario: str, span: str, metric: str, d: Mapping[str, Any]) 
         "span": span,
         "metric": metric,
         "unit": unit,
-        "count": d.get("count"),
+        "count": d.count,
     }
     for key in STANDARD_PERCENTILES:
-        ci = d.get("ci", {}).get(key) or d.get(f"{key}_ci") or [None, None]
-        row.update({key: d.get(key), f"{key}_lower": ci[0], f"{key}_upper": ci[1]})
-    row.update({stat: d.get(stat) for stat in STATS})
+        lower, upper = d.interval(key)
+        row.update({key: getattr(d, key, None), f"{key}_lower": lower, f"{key}_upper": upper})
+    row.update({stat: getattr(d, stat, None) for stat in STATS})
     return row
 
 
-def percentile_rows(summary: Mapping[str, Any]) -> Iterable[dict[str, Any]]:
-    for name, block in summary["scenarios"].items():
-        for metric, d in block["metrics"].items():
+def percentile_rows(summary: Summary) -> Iterable[dict[str, Any]]:
+    for name, block in summary.scenarios.items():
+        for metric, d in block.metrics.items():
             yield percentile_row(name, "all", metric, d)
-        for metric, d in block["tokens"]["per_request"].items():
+        for metric, d in block.tokens.per_request.items():
             yield percentile_row(name, "all", metric, d)
-        for turn, d in block["ttft_by_turn_ms"].items():
+        for turn, d in block.ttft_by_turn_ms.items():
             yield percentile_row(name, f"turn:{turn}", "ttft_ms", d)
-        for stage, s in block["stages"].items():
-            for metric, d in s["metrics"].items():
+        for stage, s in block.stages.items():
+            for metric, d in s.metrics.items():
                 yield percentile_row(name, f"stage:{stage}", metric, d)
 
 
@@ -59,7 +64,7 @@ def to_csv(columns: list[str], rows: Iterable[Mapping[str, Any]]) -> str:
     return out.getvalue()
 
 
-def percentiles_csv(summary: Mapping[str, Any]) -> str:
+def percentiles_csv(summary: Summary) -> str:
     return to_csv(PERCENTILE_COLUMNS, percentile_rows(summary))
 
 

@@ -61,7 +61,7 @@ def run_entry(result: TrialResult, base: Path, repeat: int | None = None) -> dic
         "repeat": repeat,
         "verdict": result.verdict,
         "exit_code": result.exit_code,
-        "scenario": None if block is None else block.model_dump(by_alias=True),
+        "scenario": None if block is None else block.model_dump(by_alias=True, exclude_unset=True),
     }
 
 

@@ -9,12 +9,21 @@ from pathlib import Path
 import jsonschema
 import pytest
 from loadruns import slogate
+from pydantic import BaseModel
 from reportdata import realistic_run
 
-from slogate.analysis.contracts import ContractError, Summary, read_document
+from slogate.analysis.contracts import (
+    BaselineError,
+    Comparison,
+    ContractError,
+    Summary,
+    parse,
+    read_document,
+)
 from slogate.analysis.history import read_runs
 from slogate.cli import main
 from slogate.reports import write_results
+from slogate.reports.results import render_run
 
 
 def published(name: str, capsys: pytest.CaptureFixture[str]) -> dict:
@@ -63,3 +72,35 @@ def test_every_document_has_a_schema_and_an_unknown_name_exits_2(
         assert published(name, capsys)["properties"]["schema"]["const"] == schema
     assert main(["schema", "nonsense"]) == 2
     assert "no document called 'nonsense'" in capsys.readouterr().err
+
+
+def untyped_keys(model: BaseModel, path: str = "") -> list[str]:
+    """The keys of a parsed document that its contract does not type, by path."""
+    found = [path + key for key in model.model_extra or {}]
+    for name, value in model:
+        if isinstance(value, dict):
+            parts = {f"{name}.{key}": item for key, item in value.items()}
+        elif isinstance(value, list):
+            parts = {f"{name}.{index}": item for index, item in enumerate(value)}
+        else:
+            parts = {name: value}
+        for where, part in parts.items():
+            if isinstance(part, BaseModel):
+                found += untyped_keys(part, f"{path}{where}.")
+    return found
+
+
+def test_every_key_the_summary_writer_writes_is_typed_but_the_generators_metadata(
+    tmp_path: Path,
+) -> None:
+    base, new = realistic_run(n=400, seed=1), realistic_run(n=400, seed=2, scale=1.5)
+    compared = write_results(tmp_path / "compared", new, baseline=base)
+    summary = parse(Summary, compared.summary, "summary")
+    assert isinstance(summary.baseline, Comparison) and summary.baseline.deltas
+    untyped = untyped_keys(summary)
+    assert "generator.lag_p99_ms" in untyped
+    assert [key for key in untyped if not key.startswith("generator.")] == []
+
+    failed = render_run(tmp_path / "failed", new, None, 0.05, baseline_error="baseline gone")
+    error = parse(Summary, failed.summary, "summary").baseline
+    assert isinstance(error, BaselineError) and error.error == "baseline gone"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from slogate.analysis.contracts import EXPERIMENT_SCHEMA
 from slogate.analysis.experiment import (
     FALLS,
     FLAT,
@@ -95,10 +96,13 @@ def test_experiment_report_escapes_and_draws(tmp_path):
         **point_block([run_with(100, 30, 10.0)]),
     }
     doc = {
+        "schema": EXPERIMENT_SCHEMA,
         "factor": "precision",
         "title": "Experiment: weight precision",
         "x_label": "bytes per weight",
+        "values": ["fp8", "bf16"],
         "repeats": 1,
+        "command": "slogate experiment precision",
         "held": {"engine": "<script>alert(1)</script>"},
         "created_at": "now",
         "points": [point, {**point, "label": "bf16", "x": 2.0, "weight_bytes": 16e9}],

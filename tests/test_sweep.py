@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from slogate.analysis.contracts import SUMMARY_SCHEMA, SloEntry, Summary, WorstSlo
+from slogate.analysis.contracts import SUMMARY_SCHEMA, SWEEP_SCHEMA, SloEntry, Summary, WorstSlo
 from slogate.analysis.diagnosis import diagnose
 from slogate.analysis.rundata import RunData
 from slogate.reports.experiments import write_sweep
@@ -72,15 +72,15 @@ def test_limiting_of_invalid_and_missing_runs(tmp_path):
 
 def point(x: float, ttft_p99: float, tps: float) -> dict:
     metrics = {
-        "ttft_ms": {"mean": ttft_p99 / 2, "p95": ttft_p99 * 0.9, "p99": ttft_p99},
-        "tpot_ms": {"mean": 10.0, "p95": 11.0, "p99": 12.0},
-        "e2e_ms": {"mean": 900.0, "p99": 1000.0},
+        "ttft_ms": {"count": 10, "mean": ttft_p99 / 2, "p95": ttft_p99 * 0.9, "p99": ttft_p99},
+        "tpot_ms": {"count": 10, "mean": 10.0, "p95": 11.0, "p99": 12.0},
+        "e2e_ms": {"count": 10, "mean": 900.0, "p99": 1000.0},
     }
     return {
         "label": f"{x:g}",
         "x": x,
         "runs": [{"dir": f"runs/{x:g}", "verdict": "pass", "exit_code": 0, "scenario": None}],
-        "requests": {"ok": 10, "failed": 0},
+        "requests": {"ok": 10, "failed": 0, "total": 10},
         "metrics": metrics,
         "throughput": {"requests_per_s": x, "output_tokens_per_s": tps},
         "cost": None,
@@ -103,11 +103,13 @@ def test_knee_on_the_limiting_slo_curve():
 
 def test_sweep_report_draws_each_slo_against_throughput_and_load(tmp_path):
     doc = {
+        "schema": SWEEP_SCHEMA,
         "mode": "rate",
         "unit": "requests/s",
         "scenario": "chat.yaml",
         "created_at": "now",
-        "slo": [TTFT_P99],
+        "command": "slogate sweep chat.yaml --rates 1,2,4,8",
+        "slo": [{"scenario": "chat", **slo_entry(TTFT_P99, 2500.0, "fail", -400.0)}],
         "points": POINTS,
         "knee": knee_of(POINTS, "ttft_ms", "p99"),
         "find_max": None,
