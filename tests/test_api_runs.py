@@ -28,6 +28,9 @@ def judged(tmp_path: Path, scenario: str, name: str, duration: str) -> tuple[dic
     return s, s["scenarios"][name]
 
 
+AGREEMENT_UNDER_LOAD_MS = 2.0
+
+
 def over_api(
     tmp_path: Path,
     builtin: str,
@@ -100,9 +103,11 @@ def test_chat_scenario_over_each_api_agrees_with_the_engines_log(tmp_path: Path,
         <= ttft["count"]
         <= ttft["client_count"] + s["run"]["cancelled_at_stop"]
     )
-    # the client can only see a first token after the engine sent it
-    assert 0 <= ttft["client_minus_engine"] <= 1.0, ttft
-    assert abs(itl["client_minus_engine"]) <= 1.0, itl
+    # the client can only see a first token after the engine sent it; within 1 ms on
+    # a quiet machine (bench/bench_engine_agreement.py), here beside other tests'
+    # processes, each of which can preempt the engine between its clock and its write
+    assert 0 <= ttft["client_minus_engine"] <= AGREEMENT_UNDER_LOAD_MS, ttft
+    assert abs(itl["client_minus_engine"]) <= AGREEMENT_UNDER_LOAD_MS, itl
 
 
 def test_embeddings_scenario_gates_request_latency(tmp_path: Path) -> None:

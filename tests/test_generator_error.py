@@ -78,8 +78,17 @@ def latency_slos(s: dict) -> list[dict]:
     return [slo for slo in s["scenarios"]["exact-chat"]["slo"] if slo["metric"].endswith("_ms")]
 
 
+STEADY_TRIES = 3
+
+
 def test_a_generator_that_kept_up_judges_as_before(engine, tmp_path):
-    code, s, _ = run(engine, tmp_path, "steady", freeze=False)
+    """A run whose loop the machine's other work held (other test processes on
+    these cores) is rightly INVALID; the claim is about a generator that kept
+    up, so it gets up to STEADY_TRIES runs. A FAIL, or INVALID every time, fails."""
+    for attempt in range(STEADY_TRIES):
+        code, s, _ = run(engine, tmp_path, f"steady{attempt}", freeze=False)
+        if s["verdict"] != "invalid":
+            break
     assert (code, s["verdict"]) == (EXIT_PASS, "pass"), s["invalid_reasons"]
     generator = s["generator"]
     assert generator["per_process"]["local"]["pid"] > 0
