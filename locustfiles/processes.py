@@ -31,10 +31,11 @@ __all__ = ["ProcessPlan", "measure_cost_per_event_us", "plan_processes", "planne
 
 CORES_PER_PROCESS = 0.5
 ASSUMED_ITL_S = 0.010
-# What one event costs in a run beyond parsing and recording it (the gevent
-# wake-up, recvmsg, HTTP de-chunking), as a multiple of the part measured here:
-# bench/bench_client.py `micro` against `capacity` (BENCHMARKS.md).
-IO_FACTOR = 2.5
+# What one event costs in a run, reading included (the loop's wake-up, recvmsg
+# and the kernel's TCP receive, HTTP de-chunking), as a multiple of the parse
+# and record measured here: 13.8 us in a run against 1.9 us here, one event per
+# read on a quiet machine (bench/bench_hotpath.py cpu, BENCHMARKS.md "Hot path").
+IO_FACTOR = 7.0
 CALIBRATION_TOKENS = 128
 CALIBRATION_REQUESTS = 40
 SAMPLES = 4096
