@@ -272,12 +272,9 @@ def parse_chunk(data: bytes) -> Chunk | str:
     orjson yields exact built-in types, so the hot path tests ``type(x) is``."""
     if data == DONE:
         return Chunk(ChunkKind.DONE)
-    try:
-        obj = _loads(data)
-    except orjson.JSONDecodeError as exc:
-        return malformed(f"invalid JSON in stream ({exc})", data)
+    obj = event_object(data)
     if type(obj) is not dict:
-        return malformed("stream chunk is not an object", data)
+        return obj
     text = _plain_text(obj)
     return text if text is not None else chunk_object(obj, data)
 
@@ -411,8 +408,8 @@ class StreamInterpreter:
         The usual piece is one plain text event: read through the stream's
         template once one was learnt (:mod:`slogate.locustfiles.chunk_template`),
         else parsed and, the first few times, learnt from."""
-        plain = self._tags is None and not self.record.chunk_reasoning and sse.idle
-        if plain and self._template is not None:
+        answer_only = self._answer_only()
+        if answer_only and self._template is not None and sse.idle:
             text = self._template.text_of(piece, sse.max_event_bytes)
             if text is not None:
                 self._plain(text, at_ns)
@@ -421,18 +418,23 @@ class StreamInterpreter:
         if data is None:
             return any(self.on_event(event, at_ns) for event in sse.feed(piece))
         chunk = self._parse(data)
-        if not plain or type(chunk) is not str:
-            return self._apply(as_chunk(chunk), at_ns)
-        self._plain(chunk, at_ns)
-        if self._template is None and self._lessons:
+        if answer_only and type(chunk) is str and self._template is None and self._lessons:
             self._lessons -= 1
             self._template = learn_template(piece, chunk, self._parse, sse.max_event_bytes)
-        return False
+        return self._take(chunk, at_ns)
 
     def on_data(self, data: bytes | bytearray, at_ns: int) -> bool:
         """Apply the data of a plain event (no event name, no error field)."""
-        chunk = self._parse(data)
-        if type(chunk) is str and self._tags is None and not self.record.chunk_reasoning:
+        return self._take(self._parse(data), at_ns)
+
+    def _answer_only(self) -> bool:
+        """Plain text is all answer: no think tags to split it, no reasoning so far
+        (whose per-chunk list every later chunk must extend)."""
+        return self._tags is None and not self.record.chunk_reasoning
+
+    def _take(self, chunk: Chunk | str, at_ns: int) -> bool:
+        """Apply what the protocol's reader made of one event's data."""
+        if type(chunk) is str and self._answer_only():
             self._plain(chunk, at_ns)
             return False
         return self._apply(as_chunk(chunk), at_ns)
