@@ -103,6 +103,7 @@ def tpot_ms(url: str, model: str, turn: PlannedTurn) -> float:
     return sum(request_metrics(r).tpot_ns for r in records) / len(records) / 1e6
 
 
+@pytest.mark.slow
 def test_adapter_requests_decode_slower_by_the_adapter_cost(engine: EngineProcess) -> None:
     """Alone on the engine (speedup 1), a request for an adapter pays the LoRA
     kernels and its weight read on every decode step; the base model does not."""
