@@ -103,10 +103,11 @@ def test_chat_scenario_over_each_api_agrees_with_the_engines_log(tmp_path: Path,
         <= ttft["count"]
         <= ttft["client_count"] + s["run"]["cancelled_at_stop"]
     )
-    # the client can only see a first token after the engine sent it; within 1 ms on
-    # a quiet machine (bench/bench_engine_agreement.py), here beside other tests'
-    # processes, each of which can preempt the engine between its clock and its write
-    assert 0 <= ttft["client_minus_engine"] <= AGREEMENT_UNDER_LOAD_MS, ttft
+    # within 1 ms on a quiet machine (bench/bench_engine_agreement.py), here beside
+    # other tests' processes, each of which can preempt the engine between its clock
+    # and its write. Either sign: the engine's mean also holds the first tokens of
+    # the requests cut off at the stop (a CI run measured -0.21 ms with 12 of them)
+    assert abs(ttft["client_minus_engine"]) <= AGREEMENT_UNDER_LOAD_MS, ttft
     assert abs(itl["client_minus_engine"]) <= AGREEMENT_UNDER_LOAD_MS, itl
 
 
