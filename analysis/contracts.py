@@ -286,12 +286,14 @@ class LoopStall(Contract):
 
 class LoopHeld(Contract):
     """The stalls' total time in ms and how the loop's thread spent it (null
-    parts where the kernel does not tell)."""
+    parts where the kernel does not tell); the machine's share of CPU time its
+    hypervisor took over the window (steal, part of ``stopped_or_blocked``)."""
 
     total: float
     running: Number = None
     waiting_for_cpu: Number = None
     stopped_or_blocked: Number = None
+    machine_steal_share: Number = None
 
 
 class Collector(Contract):

@@ -54,7 +54,11 @@ class ProcessHealth:
     the kernel tells (``held_split``: Linux schedstat of the loop's thread),
     how much of that time the loop's thread spent running (its own work, the
     collector) and waiting for a core (other processes had them); the rest it
-    was neither: stopped (SIGSTOP) or blocked in the kernel."""
+    was neither: stopped (SIGSTOP), blocked in the kernel, or on a virtual
+    machine its core was taken by the hypervisor (steal: the kernel bills that
+    time to no thread). ``steal_share`` is the machine's share of CPU time its
+    hypervisor took over the window (None where the kernel does not tell), so
+    that part of "neither" can be told from a stop or a block."""
 
     stall: HdrHistogram = field(default_factory=new_histogram)
     gc_collections: list[int] = field(default_factory=lambda: [0, 0, 0])
@@ -67,6 +71,7 @@ class ProcessHealth:
     held_running_ns: int = 0
     held_waiting_ns: int = 0
     held_split: bool = False
+    steal_share: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON form that :meth:`from_dict` reads back exactly (for shipping and saving)."""
@@ -84,6 +89,7 @@ class ProcessHealth:
             "held_running_ns": self.held_running_ns,
             "held_waiting_ns": self.held_waiting_ns,
             "held_split": self.held_split,
+            "steal_share": self.steal_share,
         }
 
     @classmethod
@@ -101,6 +107,7 @@ class ProcessHealth:
             held_running_ns=int(data.get("held_running_ns") or 0),
             held_waiting_ns=int(data.get("held_waiting_ns") or 0),
             held_split=bool(data.get("held_split")),
+            steal_share=data.get("steal_share"),
         )
 
     def add(self, other: ProcessHealth) -> None:
@@ -118,6 +125,8 @@ class ProcessHealth:
         self.held_ns += other.held_ns
         self.held_running_ns += other.held_running_ns
         self.held_waiting_ns += other.held_waiting_ns
+        shares = [s for s in (self.steal_share, other.steal_share) if s is not None]
+        self.steal_share = max(shares, default=None)  # one machine's: windows overlap
 
     def note_held(self, late_ns: int, running_ns: int | None, waiting_ns: int | None) -> None:
         """One stall of ``late_ns``; ``running_ns`` and ``waiting_ns`` are the
@@ -192,12 +201,24 @@ def held_cause(health: ProcessHealth) -> str:
     shares = (
         (health.held_waiting_ns, "waiting for a core that other processes had"),
         (health.held_running_ns, "its own work on the loop"),
-        (other, "neither running nor waiting: stopped (SIGSTOP) or blocked in the kernel"),
+        (other, neither_cause(health)),
     )
     share, what = max(shares, key=lambda s: s[0])
     return (
         f"{what} ({share / NS_PER_MS:.1f} of {held / NS_PER_MS:.1f} ms the loop was held: "
         f"{held_line(health)})"
+    )
+
+
+def neither_cause(health: ProcessHealth) -> str:
+    """What "neither running nor waiting" can be, with the machine's steal when
+    known: a hypervisor taking cores looks like a stop to the thread."""
+    what = "neither running nor waiting: stopped (SIGSTOP), blocked in the kernel"
+    if not health.steal_share:
+        return f"{what} or its core taken by a hypervisor"
+    return (
+        f"{what} or its core taken by the hypervisor (which took {health.steal_share:.1%} "
+        "of the machine's CPU time over the window)"
     )
 
 
@@ -249,6 +270,7 @@ def held_block(health: ProcessHealth) -> dict[str, Any]:
         "running": None if running is None else round(running, 3),
         "waiting_for_cpu": None if waiting is None else round(waiting, 3),
         "stopped_or_blocked": None if not split else round(held - running - waiting, 3),
+        "machine_steal_share": None if health.steal_share is None else round(health.steal_share, 4),
     }
 
 

