@@ -2,7 +2,8 @@
 
 Nightly results then land in the Prometheus and Grafana a team already runs.
 Every sample carries the labels ``scenario``, ``engine``, ``model`` and
-``revision``; SLO samples add ``slo`` (metric and statistic). Latencies are in
+``revision`` (the run-wide ones, the engine's own latency and the generator's
+error bound, all but ``scenario``); SLO samples add ``slo`` (metric and statistic). Latencies are in
 seconds, as Prometheus names units; SLO values and thresholds keep the SLO's own
 unit (ms for latencies, a fraction for rates), named by the ``unit`` label.
 The text is written by ``prometheus-client`` itself, so it parses as its
@@ -27,14 +28,18 @@ if TYPE_CHECKING:  # pydantic: not in load processes
 VERDICTS = ("pass", "fail", "inconclusive", "invalid")
 QUANTILES = {"p50": "0.5", "p90": "0.9", "p95": "0.95", "p99": "0.99", "p999": "0.999"}
 TARGET_LABELS = ("scenario", "engine", "model", "revision")
+RUN_LABELS = TARGET_LABELS[1:]
 PUSH_JOB = "slogate"
 
 
 def target_values(summary: Summary, scenario: str) -> list[str]:
+    return [scenario, *run_values(summary)]
+
+
+def run_values(summary: Summary) -> list[str]:
     run = summary.run
     engine = run.engine or {}
     return [
-        scenario,
         str(engine.get("owned_by") or ""),
         str(engine.get("model") or ""),
         str(run.git_revision or ""),
@@ -53,8 +58,11 @@ class SummaryCollector:
     def __init__(self, summary: Summary) -> None:
         self.summary = summary
 
-    def gauge(self, name: str, doc: str, extra: tuple[str, ...] = ()) -> GaugeMetricFamily:
-        return GaugeMetricFamily(f"slogate_{name}", doc, labels=[*TARGET_LABELS, *extra])
+    def gauge(
+        self, name: str, doc: str, extra: tuple[str, ...] = (), run_wide: bool = False
+    ) -> GaugeMetricFamily:
+        labels = RUN_LABELS if run_wide else TARGET_LABELS
+        return GaugeMetricFamily(f"slogate_{name}", doc, labels=[*labels, *extra])
 
     def collect(self) -> Iterator[Metric]:
         from slogate.analysis.contracts import Comparison
@@ -110,6 +118,46 @@ class SummaryCollector:
                 regressions.add_metric(target, regressed.get(name, 0))
         families = (value, threshold, margin, slo_verdict, verdict, exit_code, started)
         yield from (*families, latency, throughput, goodput, regressions)
+        yield from self.run_wide()
+
+    def run_wide(self) -> Iterator[Metric]:
+        """What the run measured over all its scenarios: the engine's own latency
+        beside the client's (a drift between them on a dashboard is the
+        generator's or the network's), and the generator's error bound."""
+        s = self.summary
+        run = run_values(s)
+        engine_mean = self.gauge(
+            "engine_latency_mean_seconds",
+            "The engine's own mean, from its histograms",
+            ("metric",),
+            True,
+        )
+        drift = self.gauge(
+            "client_minus_engine_seconds",
+            "The client's mean minus the engine's own",
+            ("metric",),
+            True,
+        )
+        bound = self.gauge(
+            "generator_error_bound_seconds",
+            "The load generator's error bound on a TTFT or ITL percentile",
+            ("quantile",),
+            True,
+        )
+        measured = s.engine_latency
+        for metric in ("ttft", "itl"):
+            stat = None if measured is None else getattr(measured, f"{metric}_ms")
+            if stat is None:
+                continue
+            if stat.mean is not None:
+                engine_mean.add_metric([*run, metric], stat.mean / 1000)
+            if stat.client_minus_engine is not None:
+                drift.add_metric([*run, metric], stat.client_minus_engine / 1000)
+        bounds = (s.generator.error_bound_ms or {}).get("ttft_ms") or {}
+        for stat, quantile in QUANTILES.items():
+            if bounds.get(stat) is not None:
+                bound.add_metric([*run, quantile], bounds[stat] / 1000)
+        yield from (engine_mean, drift, bound)
 
 
 def start_timestamp(summary: Summary) -> float | None:

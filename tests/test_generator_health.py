@@ -7,6 +7,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 import pytest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from reportdata import bucket, run_of
 
 from slogate.analysis.generator import (
@@ -200,3 +201,11 @@ def test_summary_junit_and_report_carry_the_bound_and_the_invalid_verdict(tmp_pa
     assert g["loop_held_ms"]["stopped_or_blocked"] == 800.0
     assert g["loop_held_ms"]["machine_steal_share"] == 0.031
     assert "running 100, waiting for a core 300, neither 800; the hypervisor took 3.1%" in page
+    bounds = {
+        sample.labels["quantile"]: sample.value
+        for family in text_string_to_metric_families((tmp_path / "metrics.prom").read_text())
+        if family.name == "slogate_generator_error_bound_seconds"
+        for sample in family.samples
+    }
+    assert bounds["0.99"] == pytest.approx(g["error_bound_ms"]["ttft_ms"]["p99"] / 1000)
+    assert set(bounds) == {"0.5", "0.9", "0.95", "0.99", "0.999"}

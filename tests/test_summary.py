@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from reportdata import bucket, realistic_run, run_of
 
 from slogate.analysis.recorder import Bucket
@@ -182,6 +183,15 @@ def test_engine_latency_is_the_histograms_growth_over_the_measured_window(tmp_pa
     assert "Client and engine latency" in report and "250&ndash;&infin;" in report
     markdown = (tmp_path / "summary.md").read_text()
     assert "- TTFT mean: client 210.0 ms (3), engine 196.7 ms (3), client minus" in markdown
+    families = {
+        f.name: f.samples
+        for f in text_string_to_metric_families((tmp_path / "metrics.prom").read_text())
+    }
+    [engine_mean] = families["slogate_engine_latency_mean_seconds"]
+    assert engine_mean.labels["metric"] == "ttft" and "scenario" not in engine_mean.labels
+    assert engine_mean.value == pytest.approx(0.196667, abs=1e-6)
+    [drift] = families["slogate_client_minus_engine_seconds"]
+    assert drift.value == pytest.approx(ttft["client_minus_engine"] / 1000)
 
 
 def test_no_engine_latency_without_two_scrapes_of_its_histograms() -> None:
