@@ -43,11 +43,16 @@ def comparison_text(comparison: Comparison, all_rows: bool = False) -> str:
 
 
 def write_comparison(out_dir: str | os.PathLike[str], comparison: Comparison) -> dict[str, Path]:
-    """Write comparison.json and a self-contained comparison.html into ``out_dir``."""
+    """Write comparison.json and a self-contained comparison.html into ``out_dir``;
+    the page renders the document as its contract reads it, as the report does."""
+    from slogate.analysis.contracts import Comparison as ComparisonDocument
+    from slogate.analysis.contracts import parse
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     data = comparison.to_dict()
+    document = parse(ComparisonDocument, data, COMPARISON_JSON)
     return {
         "json": write_atomic(out / COMPARISON_JSON, json.dumps(data, indent=1) + "\n"),
-        "html": write_atomic(out / COMPARISON_HTML, render("compare.html.j2", c=data)),
+        "html": write_atomic(out / COMPARISON_HTML, render("compare.html.j2", c=document)),
     }

@@ -212,7 +212,17 @@ def test_compare_outputs(tmp_path: Path) -> None:
     assert "chat ttft_ms p99" in text and "REGRESSION" in text.splitlines()[1]
     files = write_comparison(tmp_path, comparison)
     assert json.loads(files["json"].read_text())["exit_code"] == 1
-    assert "regression" in files["html"].read_text()
+    page = files["html"].read_text()
+    [ttft_p99] = [
+        d for d in comparison.deltas if (d.scenario, d.metric, d.stat) == ("chat", "ttft_ms", "p99")
+    ]
+    [row] = [
+        row
+        for row in page.split("<tr")
+        if '<td class="l">ttft_ms</td>' in row and '"l">p99 <span class="muted">(gated)' in row
+    ]
+    assert f"<td>{ttft_p99.change_pct:+.1f}%</td>" in row and "regression" in row
+    assert page.count('<tr class="regression">') == len(comparison.regressions) > 0
 
 
 def recorded_run() -> RunData:
