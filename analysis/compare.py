@@ -3,7 +3,11 @@
 Both runs' histograms are saved exactly, so the comparison is exact too. A
 change counts only when it is both large (beyond ``tolerance``, relative) and
 real (the two 95% confidence intervals do not overlap); a large change whose
-intervals overlap or are open is reported as ``uncertain``. A regression is a
+intervals overlap or are open is reported as ``uncertain``. So is a latency
+change no larger than the two runs' load generators could have made between
+them (the sum of their error bounds for that statistic,
+``slogate.analysis.generator``): a regression verdict, like an SLO verdict,
+never rests on numbers the generator itself bent. A regression is a
 gated percentile (p95, p99 by default) of a latency metric that got worse in
 that sense. Throughput and error rate are shown beside it but do not gate.
 
@@ -17,6 +21,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from slogate.analysis.generator import ProcessHealth, error_bound_ms, merged, processes
 from slogate.analysis.percentiles import STANDARD_PERCENTILES, Estimate, estimate
 from slogate.analysis.recorder import Counters
 from slogate.analysis.rundata import RunData
@@ -44,6 +49,7 @@ class Delta:
     new: Estimate | None
     status: str
     gated: bool = False
+    generator_error_ms: float | None = None
 
     @property
     def change(self) -> float | None:
@@ -69,8 +75,10 @@ def classify(
     tolerance: float,
     higher_is_worse: bool = True,
     intervals: bool = True,
+    generator_error: float | None = None,
 ) -> str:
-    """same / worse / better / uncertain / missing, as the module docstring defines."""
+    """same / worse / better / uncertain / missing, as the module docstring
+    defines; ``generator_error`` in the estimates' unit."""
     if base is None or new is None or not base.count or not new.count:
         return MISSING
     if base.value == new.value:
@@ -84,6 +92,8 @@ def classify(
     high, low = (new, base) if new.value > base.value else (base, new)
     disjoint = high.lower is not None and low.upper is not None and high.lower > low.upper
     if not disjoint:
+        return UNCERTAIN
+    if generator_error is not None and high.value - low.value <= generator_error:
         return UNCERTAIN
     return WORSE if worse else BETTER
 
@@ -153,6 +163,7 @@ class Comparison:
                 "status": d.status,
                 "gated": d.gated,
                 "regression": d.regression,
+                "generator_error_ms": d.generator_error_ms,
             }
 
         return {
@@ -169,18 +180,37 @@ class Comparison:
         }
 
 
+def generator_health(run: RunData) -> ProcessHealth | None:
+    """The run's load processes' self-measurement, merged (None when unmeasured)."""
+    return merged(processes(run.meta))
+
+
+def generator_error(
+    healths: tuple[ProcessHealth | None, ProcessHealth | None], stat: str, p: float
+) -> float | None:
+    """How far the two runs' load generators can have moved a latency percentile
+    apart, in ms: the sum of each run's error bound (a run that did not measure
+    its own adds nothing); None when neither measured."""
+    bounds = [error_bound_ms(h, p, stat) for h in healths if h is not None]
+    known = [bound for bound in bounds if bound is not None]
+    return sum(known) if known else None
+
+
 def compare_scenario(
     base: RunData, new: RunData, scenario: str, tolerance: float, gated: tuple[str, ...]
 ) -> list[Delta]:
     deltas = []
+    healths = (generator_health(base), generator_health(new))
     for metric in LATENCY_METRICS:
         for stat, p in STANDARD_PERCENTILES.items():
             b = latency_estimate(base, scenario, metric, p)
             n = latency_estimate(new, scenario, metric, p)
             if b is None and n is None:
                 continue
-            status = classify(b, n, tolerance)
-            deltas.append(Delta(scenario, f"{metric}_ms", stat, b, n, status, stat in gated))
+            error = generator_error(healths, stat, p)
+            status = classify(b, n, tolerance, generator_error=error)
+            delta = Delta(scenario, f"{metric}_ms", stat, b, n, status, stat in gated, error)
+            deltas.append(delta)
     base_rates = rate_estimates(base.overall(scenario).counters, base.meta.get("measured_s"))
     new_rates = rate_estimates(new.overall(scenario).counters, new.meta.get("measured_s"))
     for name, b in base_rates.items():

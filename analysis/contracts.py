@@ -338,7 +338,8 @@ class Estimate(Contract):
 
 
 class Delta(Contract):
-    """One statistic of one metric, baseline against this run."""
+    """One statistic of one metric, baseline against this run; for a latency, how
+    far the two runs' load generators can have moved it apart (ms)."""
 
     scenario: str
     metric: str
@@ -350,6 +351,7 @@ class Delta(Contract):
     status: str
     gated: bool
     regression: bool
+    generator_error_ms: Number = None
 
 
 class Comparison(Contract):

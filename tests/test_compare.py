@@ -11,12 +11,15 @@ from slogate.analysis.compare import (
     BETTER,
     EXIT_NO_REGRESSION,
     EXIT_REGRESSION,
+    GATED,
     MISSING,
     UNCERTAIN,
     WORSE,
     compare,
 )
+from slogate.analysis.generator import ProcessHealth
 from slogate.analysis.rundata import RunData
+from slogate.reports import comparison_text
 
 
 def chat_run(scale: float, seed: int, n: int = 20000, ok: int | None = None) -> RunData:
@@ -98,3 +101,33 @@ def test_the_comparison_serializes_to_strict_json() -> None:
     assert data["verdict"] in ("regression", "no regression")
     assert data["exit_code"] == result.exit_code
     assert len(data["deltas"]) == len(result.deltas)
+
+
+def with_stalls(run: RunData, stall_ms: float) -> RunData:
+    """The run as if its load loop had been held ``stall_ms`` for 2% of its time."""
+    health = ProcessHealth(pid=1)
+    health.stall.record_value(100, 9800)  # 0.1 ms late: a prompt loop
+    health.stall.record_value(int(stall_ms * 1000), 200)
+    run.meta["generator"] = {"health": {"local": health.to_dict()}}
+    return run
+
+
+def test_a_change_the_generators_can_have_made_is_uncertain_not_a_regression() -> None:
+    """ITL p99 (about 50 ms) grows by 10 ms: within the new run's 30 ms bound at p99
+    it is uncertain; TTFT p99 (about 960 ms) grows by 190 ms: still a regression."""
+    base = with_stalls(chat_run(1.0, seed=1), stall_ms=0.5)
+    result = compare(base, with_stalls(chat_run(1.2, seed=2), stall_ms=30.0))
+    itl, ttft = p99(result, "itl_ms"), p99(result, "ttft_ms")
+    assert itl.generator_error_ms == pytest.approx(30.5, abs=0.1)  # the two runs' bounds
+    assert 5.0 < itl.change < itl.generator_error_ms and itl.status == UNCERTAIN
+    assert ttft.change > ttft.generator_error_ms and ttft.regression
+    # ITL p95 (about 41 ms, +8) lies below the stalls (2% of the time): its bound is 0.2 ms
+    regressed = {(d.metric, d.stat) for d in result.regressions}
+    assert regressed == {(m, s) for m in ("ttft_ms", "e2e_ms") for s in GATED} | {("itl_ms", "p95")}
+    median = next(d for d in result.deltas if d.metric == "itl_ms" and d.stat == "p50")
+    assert median.generator_error_ms == pytest.approx(0.2, abs=0.01)  # both runs' p50: 0.1
+    assert median.status == WORSE  # +20% of 25 ms, beyond a 0.2 ms bound
+    assert "uncertain (within the generators' ±30.5" in comparison_text(result, all_rows=True)
+    unmeasured = compare(chat_run(1.0, seed=1), chat_run(1.2, seed=2))
+    assert p99(unmeasured, "itl_ms").generator_error_ms is None
+    assert p99(unmeasured, "itl_ms").regression  # no bound known: judged on the intervals
