@@ -39,6 +39,13 @@ BOUND_STATS = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
 BOUNDED_METRICS = ("ttft_ms", "itl_ms")
 # A process this busy cannot read its sockets promptly: Locust warns at 90%.
 BUSY_CPU_SHARE = 0.85
+# Held time the loop's thread was neither running nor waiting for a core: a
+# hypervisor taking the core looks like a stop to it (``held_line`` gives the
+# machine's steal over the window).
+NEITHER = (
+    "neither running nor waiting: stopped (SIGSTOP), blocked in the kernel or its core "
+    "taken by a hypervisor"
+)
 
 
 @dataclass(slots=True)
@@ -201,7 +208,7 @@ def held_cause(health: ProcessHealth) -> str:
     shares = (
         (health.held_waiting_ns, "waiting for a core that other processes had"),
         (health.held_running_ns, "its own work on the loop"),
-        (other, neither_cause(health)),
+        (other, NEITHER),
     )
     share, what = max(shares, key=lambda s: s[0])
     return (
@@ -210,22 +217,13 @@ def held_cause(health: ProcessHealth) -> str:
     )
 
 
-def neither_cause(health: ProcessHealth) -> str:
-    """What "neither running nor waiting" can be, with the machine's steal when
-    known: a hypervisor taking cores looks like a stop to the thread."""
-    what = "neither running nor waiting: stopped (SIGSTOP), blocked in the kernel"
-    if not health.steal_share:
-        return f"{what} or its core taken by a hypervisor"
-    return (
-        f"{what} or its core taken by the hypervisor (which took {health.steal_share:.1%} "
-        "of the machine's CPU time over the window)"
-    )
-
-
 def held_line(health: ProcessHealth) -> str:
     running, waiting = health.held_running_ns / NS_PER_MS, health.held_waiting_ns / NS_PER_MS
     other = health.held_ns / NS_PER_MS - running - waiting
-    return f"running {running:.1f} ms, waiting for a core {waiting:.1f} ms, neither {other:.1f} ms"
+    line = f"running {running:.1f} ms, waiting for a core {waiting:.1f} ms, neither {other:.1f} ms"
+    if health.steal_share:
+        line += f"; the hypervisor took {health.steal_share:.1%} of the machine's CPU time"
+    return line
 
 
 def generator_reason(per_process: Mapping[str, ProcessHealth]) -> str | None:
