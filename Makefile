@@ -11,6 +11,11 @@ RUN_ARGS ?=
 
 .PHONY: setup run check test lint lock llama-cpp chromium
 
+# Compiled modules are cached (in __pycache__, which git ignores) even where the
+# environment says not to: pytest then rewrites the tests' asserts once, not on
+# every run (collection 7.0 s, then 2.8 s).
+unexport PYTHONDONTWRITEBYTECODE
+
 # The rooms' __init__.py too: the editable install maps each room when it is
 # made, so a new room (a new top-level package) needs a fresh install.
 $(BIN)/slogate: pyproject.toml setup.py $(LOCK) $(wildcard */__init__.py)

@@ -22,9 +22,11 @@ ALIAS_BOMB = "".join(
 
 
 def check(tmp_path: Path, text: str, name: str = "s.yaml"):
+    """``slogate scenario check`` of ``text``, in this process (the same main,
+    exit code and output; the real process is checked once below)."""
     path = tmp_path / name
     path.write_text(text)
-    return slogate("scenario", "check", str(path), timeout=60)
+    return cli("scenario", "check", str(path))
 
 
 @pytest.mark.parametrize(
@@ -44,6 +46,15 @@ def test_hostile_scenario_files_are_configuration_errors(
     assert done.returncode == 2, done.stderr[-2000:]
     assert says in done.stderr
     assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_an_empty_scenario_file_exits_2_from_the_installed_command(tmp_path: Path) -> None:
+    """The real process: an empty file once raised AttributeError, exit 1."""
+    (tmp_path / "s.yaml").write_text("")
+    done = slogate("scenario", "check", str(tmp_path / "s.yaml"), timeout=60)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip().endswith("got an empty file")
     assert len(done.stderr.strip().splitlines()) == 1
 
 
