@@ -18,6 +18,7 @@ Exit codes of ``slogate compare``: 0 no regression, 1 regression, 2 bad input
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -191,7 +192,11 @@ def generator_error(
     """How far the two runs' load generators can have moved a latency percentile
     apart, in ms: the sum of each run's error bound (a run that did not measure
     its own adds nothing); None when neither measured."""
-    bounds = [error_bound_ms(h, p, stat) for h in healths if h is not None]
+    return summed_bounds(error_bound_ms(h, p, stat) for h in healths if h is not None)
+
+
+def summed_bounds(bounds: Iterable[float | None]) -> float | None:
+    """The runs' error bounds added up, the unknown ones as nothing; None when none is known."""
     known = [bound for bound in bounds if bound is not None]
     return sum(known) if known else None
 

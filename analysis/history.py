@@ -9,9 +9,9 @@ invalid, and that still has its ``data/`` to compare exactly.
 
 The history's regressions between consecutive runs use the rule of
 ``slogate compare`` (:func:`slogate.analysis.compare.classify`: beyond the
-tolerance and confidence intervals apart, at a gated percentile of a latency
-metric) on the percentiles and intervals each summary holds, so the dashboard
-needs no histograms.
+tolerance, confidence intervals apart and beyond the two runs' generator error
+bounds, at a gated percentile of a latency metric) on the percentiles,
+intervals and bounds each summary holds, so the dashboard needs no histograms.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from slogate.analysis.compare import (
     LATENCY_METRICS,
     WORSE,
     classify,
+    summed_bounds,
 )
 from slogate.analysis.percentiles import Estimate
 
@@ -183,9 +184,19 @@ def regressions_between(
                 estimate_of(base, scenario, metric, stat),
                 estimate_of(new, scenario, metric, stat),
             )
-            if b is not None and n is not None and classify(b, n, tolerance) == WORSE:
+            if b is None or n is None:
+                continue
+            error = summed_bounds(generator_bound(run, stat) for run in (base, new))
+            if classify(b, n, tolerance, generator_error=error) == WORSE:
                 found.append(Regression(scenario, metric, stat, b, n, base.folder.name))
     return found
+
+
+def generator_bound(run: PastRun, stat: str) -> float | None:
+    """The run's load generator's error bound on a latency percentile (ms), as
+    its summary holds it (the same for every latency metric)."""
+    bounds = run.summary.generator.error_bound_ms or {}
+    return (bounds.get("ttft_ms") or {}).get(stat)
 
 
 def series_key(run: PastRun, scenario: str) -> tuple[str, str, str]:

@@ -11,7 +11,16 @@ from pathlib import Path
 import pytest
 from reportdata import realistic_run
 
-from slogate.analysis.history import auto_baseline, read_runs, results_folder, runs_to_prune
+from slogate.analysis.contracts import Summary, parse
+from slogate.analysis.generator import ProcessHealth
+from slogate.analysis.history import (
+    PastRun,
+    auto_baseline,
+    read_runs,
+    regressions_between,
+    results_folder,
+    runs_to_prune,
+)
 from slogate.analysis.rundata import RunData
 from slogate.analysis.summary import build_summary
 from slogate.reports import write_index, write_results
@@ -110,3 +119,25 @@ def test_results_folders_sort_by_time_unless_the_user_names_one(tmp_path: Path) 
     assert folder.parent == Path("results")
     assert re.fullmatch(r"\d{8}-\d{6}-sweep-chat", folder.name)
     assert results_folder("chat", tmp_path / "mine") == tmp_path / "mine"
+
+
+def test_a_change_within_the_generators_error_is_no_regression_on_the_dashboard(
+    tmp_path: Path,
+) -> None:
+    """The dashboard's rule is slogate compare's: night 1 is 20% slower (E2E p99
+    about +900 ms), but its load loop was held 5 s for 10% of its time."""
+
+    def past(i: int, scale: float, stall_ms: float | None) -> PastRun:
+        run = realistic_run(n=4000, seed=100 + i, scale=scale)
+        if stall_ms is not None:
+            health = ProcessHealth(pid=1)
+            health.stall.record_value(100, 9000)
+            health.stall.record_value(int(stall_ms * 1000), 1000)
+            run.meta["generator"]["health"] = {"local": health.to_dict()}
+        return PastRun(tmp_path / f"night-{i}", parse(Summary, build_summary(run), "summary"))
+
+    quiet, slower = past(0, 1.0, None), past(1, 1.2, None)
+    flagged = {(r.metric, r.stat) for r in regressions_between(quiet, slower, "chat")}
+    assert {("ttft_ms", "p95"), ("e2e_ms", "p99")} <= flagged
+    held = past(1, 1.2, stall_ms=5000.0)
+    assert regressions_between(quiet, held, "chat") == []
