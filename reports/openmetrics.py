@@ -3,9 +3,10 @@
 Nightly results then land in the Prometheus and Grafana a team already runs.
 Every sample carries the labels ``scenario``, ``engine``, ``model`` and
 ``revision`` (the run-wide ones, the engine's own latency and the generator's
-error bound, all but ``scenario``); SLO samples add ``slo`` (metric and statistic). Latencies are in
-seconds, as Prometheus names units; SLO values and thresholds keep the SLO's own
-unit (ms for latencies, a fraction for rates), named by the ``unit`` label.
+error bound, all but ``scenario``); SLO samples add ``slo`` (metric and
+statistic). Latencies are in seconds, as Prometheus names units; SLO values
+and thresholds keep the SLO's own unit (ms for latencies, a fraction for
+rates), named by the ``unit`` label.
 The text is written by ``prometheus-client`` itself, so it parses as its
 exposition format requires.
 """
@@ -130,19 +131,19 @@ class SummaryCollector:
             "engine_latency_mean_seconds",
             "The engine's own mean, from its histograms",
             ("metric",),
-            True,
+            run_wide=True,
         )
         drift = self.gauge(
             "client_minus_engine_seconds",
             "The client's mean minus the engine's own",
             ("metric",),
-            True,
+            run_wide=True,
         )
         bound = self.gauge(
             "generator_error_bound_seconds",
             "The load generator's error bound on a TTFT or ITL percentile",
             ("quantile",),
-            True,
+            run_wide=True,
         )
         measured = s.engine_latency
         for metric in ("ttft", "itl"):
