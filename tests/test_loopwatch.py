@@ -131,7 +131,9 @@ def test_held_time_is_split_into_own_work_and_a_blocked_thread():
 
     blocked = held_by(lambda: time.sleep(0.060))  # the OS thread sleeps: no greenlet runs
     assert blocked["total"] >= 55.0
-    assert blocked["stopped_or_blocked"] >= 0.8 * blocked["total"], blocked
+    # the sleep is blocked time; waking from it may add a wait for a core (a run
+    # at one pytest worker more than CI waited 15 of 76 ms), never more blocking
+    assert blocked["stopped_or_blocked"] >= 0.8 * 60.0, blocked
     assert blocked["running"] < 0.1 * blocked["total"], blocked
 
 
