@@ -69,6 +69,17 @@ class Delta:
     def regression(self) -> bool:
         return self.gated and self.status == WORSE
 
+    @property
+    def within_generator_error(self) -> bool:
+        """A change no larger than the two runs' load generators can have made."""
+        change = self.change
+        return change is not None and within_error(abs(change), self.generator_error_ms)
+
+
+def within_error(change: float, error: float | None) -> bool:
+    """A change (its size) that the generators' summed error bounds can explain."""
+    return error is not None and change <= error
+
 
 def classify(
     base: Estimate | None,
@@ -94,7 +105,7 @@ def classify(
     disjoint = high.lower is not None and low.upper is not None and high.lower > low.upper
     if not disjoint:
         return UNCERTAIN
-    if generator_error is not None and high.value - low.value <= generator_error:
+    if within_error(high.value - low.value, generator_error):
         return UNCERTAIN
     return WORSE if worse else BETTER
 

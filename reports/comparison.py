@@ -19,12 +19,6 @@ def cell(delta: Delta, which: str) -> str:
     return "-" if e is None else metric_value(e.value, delta.metric)
 
 
-def within_generator_error(delta: Delta) -> bool:
-    """A change no larger than the two runs' load generators can have made."""
-    bound, change = delta.generator_error_ms, delta.change
-    return bound is not None and change is not None and abs(change) <= bound
-
-
 def comparison_text(comparison: Comparison, all_rows: bool = False) -> str:
     """The verdict line, then the gated percentiles (every row with ``all_rows``)."""
     c = comparison
@@ -38,7 +32,7 @@ def comparison_text(comparison: Comparison, all_rows: bool = False) -> str:
     for d in rows:
         name = f"{d.scenario} {d.metric} {d.stat}"
         status = "REGRESSION" if d.regression else d.status
-        if within_generator_error(d):
+        if d.within_generator_error:
             status += f" (within the generators' ±{d.generator_error_ms:.3f} ms)"
         lines.append(
             f"  {name:<{width}}  {cell(d, 'base'):>14} -> {cell(d, 'new'):>14}"
