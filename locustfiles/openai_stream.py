@@ -421,20 +421,21 @@ class StreamInterpreter:
         if answer_only and type(chunk) is str and self._template is None and self._lessons:
             self._lessons -= 1
             self._template = learn_template(piece, chunk, self._parse, sse.max_event_bytes)
-        return self._take(chunk, at_ns)
+        return self._take(chunk, at_ns, answer_only)
 
     def on_data(self, data: bytes | bytearray, at_ns: int) -> bool:
         """Apply the data of a plain event (no event name, no error field)."""
-        return self._take(self._parse(data), at_ns)
+        return self._take(self._parse(data), at_ns, self._answer_only())
 
     def _answer_only(self) -> bool:
         """Plain text is all answer: no think tags to split it, no reasoning so far
         (whose per-chunk list every later chunk must extend)."""
         return self._tags is None and not self.record.chunk_reasoning
 
-    def _take(self, chunk: Chunk | str, at_ns: int) -> bool:
-        """Apply what the protocol's reader made of one event's data."""
-        if type(chunk) is str and self._answer_only():
+    def _take(self, chunk: Chunk | str, at_ns: int, answer_only: bool) -> bool:
+        """Apply what the protocol's reader made of one event's data (``answer_only``
+        as :meth:`_answer_only` said before it: parsing does not change it)."""
+        if type(chunk) is str and answer_only:
             self._plain(chunk, at_ns)
             return False
         return self._apply(as_chunk(chunk), at_ns)
