@@ -2,7 +2,7 @@
 find the requests behind a tail percentile and see what each one did.
 
 The line holds the record's observations (chunk arrival offsets, token counts,
-error, stage, turn) and the latencies :mod:`slogate.analysis.metrics` derives
+error, stage, turn) and the latencies :mod:`slogate.analysis.request_metrics` derives
 from them, in milliseconds like summary.json. Instants are given as offsets from
 the request's start: ``perf_counter_ns`` values mean nothing outside the process
 that took them. ``start_s`` places the request on the wall clock.
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from slogate.analysis.metrics import RequestMetrics
 from slogate.analysis.records import RequestRecord
+from slogate.analysis.request_metrics import RequestMetrics
 
 NS_PER_MS = 1e6
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from slogate.analysis.bands import tpot_band, ttft_band
 from slogate.analysis.histograms import HistogramSet
-from slogate.analysis.metrics import AnswerMetrics, RequestMetrics, request_metrics
 from slogate.analysis.records import RequestRecord, SessionRecord
+from slogate.analysis.request_metrics import AnswerMetrics, RequestMetrics, request_metrics
 
 ERROR_SAMPLES_PER_KIND = 5
 ERROR_SAMPLE_CHARS = 500

@@ -17,7 +17,7 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from slogate.analysis.capacity import Pricing, throughput_cost
+from slogate.analysis.costs import Pricing, throughput_cost
 from slogate.analysis.diagnosis import diagnose, findings_to_dicts
 from slogate.analysis.engine_view import engine_latency
 from slogate.analysis.generator import generator_block

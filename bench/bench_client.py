@@ -160,8 +160,8 @@ def memory(args: argparse.Namespace) -> None:
 def urllib(args: argparse.Namespace) -> None:
     """Both measurements, one request at a time, against one server."""
     from bench.urllib_run_once import run_once
-    from slogate.exactengine.launcher import ExactEngine
-    from slogate.locustfiles.client import StreamClient
+    from slogate.client.streaming import StreamClient
+    from slogate.engines.exact import ExactEngine
     from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
 
     prompt = "Explain how a neural network learns."
@@ -200,9 +200,9 @@ def micro(args: argparse.Namespace) -> None:
     import time
 
     from slogate.analysis.histograms import HistogramSet
-    from slogate.analysis.metrics import request_metrics
     from slogate.analysis.recorder import Recorder
-    from slogate.locustfiles.calibration import chat_stream, parse_stream
+    from slogate.analysis.request_metrics import request_metrics
+    from slogate.locustfiles.event_cost import chat_stream, parse_stream
 
     reads = chat_stream(128)
     n = args.requests

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from slogate import scenarios
-from slogate.scenarios.text import corpus_text
+from slogate.scenarios.prompt_text import corpus_text
 
 
 def sharegpt(folder: Path, count: int) -> Path:

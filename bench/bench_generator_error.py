@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from slogate.exactengine.launcher import ExactEngine
+from slogate.engines.exact import ExactEngine
 from slogate.locustfiles.selftest import truth_samples, value_at_percentile
 
 ROOT = Path(__file__).resolve().parent.parent

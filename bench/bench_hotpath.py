@@ -127,7 +127,7 @@ def one_memory_run(users: int, duration: float, engine_url: str, out: Path) -> d
 
 
 def memory(args: argparse.Namespace) -> bool:
-    from slogate.exactengine.launcher import ExactEngine
+    from slogate.engines.exact import ExactEngine
 
     runs = []
     with (

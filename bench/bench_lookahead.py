@@ -65,7 +65,7 @@ def percentiles(values: np.ndarray) -> dict[str, float]:
 
 
 def one_run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    from slogate.simengine.launch import start_engine
+    from slogate.engines.simulated import start_engine
 
     pin = not args.no_pin and len(os.sched_getaffinity(0)) >= 2
     generator_cpus = {GENERATOR_CPU} if pin else None

@@ -15,7 +15,7 @@ import itertools
 import time
 
 from slogate import scenarios
-from slogate.scenarios.text import LOCAL_TOKENIZER, tokenizer_counter
+from slogate.scenarios.prompt_text import LOCAL_TOKENIZER, tokenizer_counter
 
 
 def per_request_us(turns: itertools.islice) -> tuple[float, int]:

@@ -25,7 +25,7 @@ import socket
 import sys
 import time
 
-from slogate.simengine.launch import EngineProcess, start_engine
+from slogate.engines.simulated import EngineProcess, start_engine
 
 END = b"\r\n0\r\n\r\n"  # the last chunk of a chunked HTTP body
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from slogate.locustfiles.sse import lone_event_data
+from slogate.client.sse import lone_event_data
 
 __all__ = ["ChunkTemplate", "learn_template"]
 

@@ -15,8 +15,8 @@ from typing import Any
 import orjson
 
 from slogate.analysis.records import ErrorKind, RequestRecord
-from slogate.locustfiles.openai_stream import usage_int
-from slogate.locustfiles.protocol import Protocol, bearer
+from slogate.client.openai_stream import usage_int
+from slogate.client.protocol import Protocol, bearer
 from slogate.scenarios.model import PlannedTurn, RequestOptions
 
 __all__ = ["EMBEDDINGS", "embeddings_body", "read_reply"]

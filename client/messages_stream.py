@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from slogate.locustfiles.openai_stream import (
+from slogate.client.openai_stream import (
     Chunk,
     ChunkKind,
     error_message,
@@ -27,7 +27,7 @@ from slogate.locustfiles.openai_stream import (
     malformed,
     usage_int,
 )
-from slogate.locustfiles.protocol import Protocol, chat_messages, common_options
+from slogate.client.protocol import Protocol, chat_messages, common_options
 from slogate.scenarios.model import PlannedTurn, RequestOptions
 
 __all__ = ["ANTHROPIC_VERSION", "MESSAGES", "messages_body", "parse_event"]

@@ -3,8 +3,8 @@
 Pure (no I/O): :func:`parse_chunk` classifies one event's data of a chat or
 completions stream, and :class:`StreamInterpreter` applies a stream's events,
 with their arrival instants, to a :class:`~slogate.analysis.records.RequestRecord`.
-The other protocols (:mod:`slogate.locustfiles.responses_stream`,
-:mod:`slogate.locustfiles.messages_stream`) classify their events into the same
+The other protocols (:mod:`slogate.client.responses_stream`,
+:mod:`slogate.client.messages_stream`) classify their events into the same
 :class:`Chunk` and share the interpreter.
 
 Engines differ (docs/design.md, Engines): a role-only first chunk (vLLM, SGLang),
@@ -14,7 +14,7 @@ chunk, cumulative usage on every chunk (vLLM ``continuous_usage_stats``),
 ``reasoning_content``/``reasoning`` (vLLM, SGLang, DeepSeek; newer vLLM and
 OpenRouter) and ``tool_calls`` deltas (they are output; reasoning is kept apart
 from the answer), ``<think>...</think>`` inside the content of a server without
-a reasoning parser (:mod:`slogate.locustfiles.think_tags`),
+a reasoning parser (:mod:`slogate.client.think_tags`),
 completions ``text``, errors as ``data: {"error": ...}`` with or without a
 ``[DONE]`` after them (llama.cpp sends none), ``event: error``, and the legacy
 ``error:`` field. Only chunks that carry generated output are timed.
@@ -29,10 +29,10 @@ from typing import Any
 import orjson
 
 from slogate.analysis.records import ErrorKind, RequestRecord
-from slogate.locustfiles.chunk_template import ChunkTemplate, learn_template
-from slogate.locustfiles.protocol import Protocol, bearer, chat_messages, common_options
-from slogate.locustfiles.sse import Event, SSEParser
-from slogate.locustfiles.think_tags import ThinkTags
+from slogate.client.chunk_template import ChunkTemplate, learn_template
+from slogate.client.protocol import Protocol, bearer, chat_messages, common_options
+from slogate.client.sse import Event, SSEParser
+from slogate.client.think_tags import ThinkTags
 from slogate.scenarios.model import PlannedTurn, RequestOptions
 
 __all__ = [
@@ -406,7 +406,7 @@ class StreamInterpreter:
         ``at_ns``; True once the stream is over (later events are ignored).
 
         The usual piece is one plain text event: read through the stream's
-        template once one was learnt (:mod:`slogate.locustfiles.chunk_template`),
+        template once one was learnt (:mod:`slogate.client.chunk_template`),
         else parsed and, the first few times, learnt from."""
         answer_only = self._answer_only()
         if answer_only and self._template is not None and sse.idle:

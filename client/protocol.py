@@ -1,9 +1,9 @@
 """What every streaming protocol module provides, and the request parts they share.
 
 Each API a scenario can name (``api:``) has one module that knows its wire
-format both ways: :mod:`slogate.locustfiles.openai_stream` (chat, completions),
-:mod:`slogate.locustfiles.responses_stream` (OpenAI Responses) and
-:mod:`slogate.locustfiles.messages_stream` (Anthropic Messages). Each exports a
+format both ways: :mod:`slogate.client.openai_stream` (chat, completions),
+:mod:`slogate.client.responses_stream` (OpenAI Responses) and
+:mod:`slogate.client.messages_stream` (Anthropic Messages). Each exports a
 :class:`Protocol`: the path, the authentication headers, the request body and
 the parser of its events; the client and the interpreter stay the same for all.
 """

@@ -16,7 +16,7 @@ boundaries) carries no output.
 
 from __future__ import annotations
 
-from slogate.locustfiles.openai_stream import (
+from slogate.client.openai_stream import (
     Chunk,
     ChunkKind,
     error_message,
@@ -24,7 +24,7 @@ from slogate.locustfiles.openai_stream import (
     malformed,
     usage_int,
 )
-from slogate.locustfiles.protocol import Protocol, bearer, chat_messages, common_options
+from slogate.client.protocol import Protocol, bearer, chat_messages, common_options
 from slogate.scenarios.model import PlannedTurn, RequestOptions
 
 __all__ = ["RESPONSES", "parse_event", "responses_body"]

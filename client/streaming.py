@@ -3,10 +3,10 @@ chunk timed at the instant its bytes arrived.
 
 It runs in Locust's gevent world (gevent sockets, so it cooperates whether or
 not the process is monkey-patched) and owns its connections
-(:mod:`slogate.locustfiles.connections`) instead of going through ``FastHttpSession``,
+(:mod:`slogate.client.connections`) instead of going through ``FastHttpSession``,
 whose ``iter_lines`` delivered events 151 ms late (docs/design.md): every read returns
 what has arrived, geventhttpclient's C (llhttp) parser strips the HTTP framing,
-and :mod:`slogate.locustfiles.sse` and :mod:`slogate.locustfiles.openai_stream` turn the body
+and :mod:`slogate.client.sse` and :mod:`slogate.client.openai_stream` turn the body
 into the record.
 
 Timeouts are separate and each has its error kind: connect
@@ -29,23 +29,23 @@ import orjson
 from geventhttpclient._parser import HTTPParseError, HTTPResponseParser
 
 from slogate.analysis.records import ErrorKind, RequestRecord
-from slogate.locustfiles.connections import ConnectError, Connection, Pool
-from slogate.locustfiles.embeddings_api import EMBEDDINGS, read_reply
-from slogate.locustfiles.engine_info import parse_base_url
-from slogate.locustfiles.messages_stream import MESSAGES
-from slogate.locustfiles.openai_stream import (
+from slogate.client.connections import ConnectError, Connection, Pool
+from slogate.client.embeddings_api import EMBEDDINGS, read_reply
+from slogate.client.engine_info import parse_base_url
+from slogate.client.messages_stream import MESSAGES
+from slogate.client.openai_stream import (
     CHAT,
     COMPLETIONS,
     MESSAGE_CHARS,
     StreamInterpreter,
     parse_chunk,
 )
-from slogate.locustfiles.protocol import Protocol, chat_messages
-from slogate.locustfiles.responses_stream import RESPONSES
-from slogate.locustfiles.sse import SSEParser, SSEProtocolError
-from slogate.locustfiles.think_tags import ThinkTags
+from slogate.client.protocol import Protocol, chat_messages
+from slogate.client.responses_stream import RESPONSES
+from slogate.client.sse import SSEParser, SSEProtocolError
+from slogate.client.think_tags import ThinkTags
 from slogate.scenarios.model import Api, PlannedTurn, RequestOptions, Timeouts
-from slogate.scenarios.text import output_token_counter
+from slogate.scenarios.prompt_text import output_token_counter
 
 __all__ = [
     "PROTOCOLS",
@@ -169,7 +169,7 @@ class StreamClient:
     """Streams completions from one OpenAI-compatible server.
 
     ``model`` must be a real model name (resolve ``auto`` with
-    :func:`slogate.locustfiles.engine_info.discover` first). ``concurrency`` sizes the
+    :func:`slogate.client.engine_info.discover` first). ``concurrency`` sizes the
     connection pool: more concurrent ``send`` calls than that wait for a
     connection, and that wait is no part of any latency. ``kernel_timestamps``
     False times events when the read returns instead (for comparison).

@@ -33,8 +33,8 @@ import orjson
 
 from slogate.exactengine.behaviour import Behaviour
 from slogate.exactengine.clock import ANCILLARY_SIZE, SO_TIMESTAMPNS, TimerFd, arrival_ns
-from slogate.exactengine.plan import Request, Write, stream_writes
 from slogate.exactengine.truth import TruthEntry
+from slogate.exactengine.writes import Request, Write, stream_writes
 
 TokenizeStyle = Literal["vllm", "llamacpp", "none"]
 MAX_HEAD_BYTES = 65536

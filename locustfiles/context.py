@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from slogate.analysis.export import request_line
 from slogate.analysis.recorder import GoodputLimits, Recorder
 from slogate.analysis.records import RequestRecord, SessionRecord
-from slogate.locustfiles.client import StreamClient
-from slogate.locustfiles.clock import wall
-from slogate.locustfiles.engine_info import remote_token_counter
+from slogate.client.engine_info import remote_token_counter
+from slogate.client.streaming import StreamClient
 from slogate.locustfiles.loopwatch import LoopWatch
 from slogate.locustfiles.request_log import RequestLog
 from slogate.locustfiles.timeline import Timeline, build_timeline
+from slogate.locustfiles.worker_clocks import wall
 from slogate.scenarios import Planner
 from slogate.scenarios.model import Scenario
 from slogate.scenarios.planner import prepare_text

@@ -34,9 +34,9 @@ from gevent.event import Event
 from locust.runners import STATE_MISSING, MasterRunner
 
 from slogate.analysis.slo import EXIT_CONFIG
-from slogate.locustfiles.clock import ClockOffset, best_offset, wall
 from slogate.locustfiles.provenance import tool_version
 from slogate.locustfiles.shipping import Shipment, ShippingError, refusal, unpack
+from slogate.locustfiles.worker_clocks import ClockOffset, best_offset, wall
 from slogate.scenarios import ScenarioError
 from slogate.scenarios.model import Scenario
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import orjson
 
 from slogate.analysis.records import RequestRecord
-from slogate.locustfiles.openai_stream import StreamInterpreter
-from slogate.locustfiles.sse import SSEParser
+from slogate.client.openai_stream import StreamInterpreter
+from slogate.client.sse import SSEParser
 
 CHUNK_GAP_NS = 20_000_000
 WORDS = ("The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog.")

@@ -41,15 +41,14 @@ from locust import events
 from locust.runners import STATE_INIT, MasterRunner, WorkerRunner
 
 from slogate import scenarios
-from slogate.analysis.capacity import Pricing
+from slogate.analysis.costs import Pricing
 from slogate.analysis.history import auto_baseline, results_folder
 from slogate.analysis.rundata import RunData
 from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
+from slogate.client.engine_info import EngineError, discover
 from slogate.locustfiles import state
-from slogate.locustfiles.clock import wall
 from slogate.locustfiles.context import LoadContext
 from slogate.locustfiles.distributed import Coordinator, WorkerSide, lost_reason
-from slogate.locustfiles.engine_info import EngineError, discover
 from slogate.locustfiles.loopwatch import freeze_spawned, freeze_startup
 from slogate.locustfiles.memory import release_freed_memory
 from slogate.locustfiles.options import add_locust_options, scenario_overrides
@@ -57,6 +56,7 @@ from slogate.locustfiles.request_log import REQUESTS_FILE, RequestLog
 from slogate.locustfiles.session import RunSession
 from slogate.locustfiles.shipping import ShippingError, pack
 from slogate.locustfiles.webview import install_web_view
+from slogate.locustfiles.worker_clocks import wall
 from slogate.reports.crashlog import crash_line, write_crash_log
 from slogate.scenarios.loader import resolve
 from slogate.scenarios.model import Scenario

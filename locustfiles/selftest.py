@@ -23,12 +23,12 @@ import numpy as np
 import psutil
 
 from slogate.analysis.generator import ProcessHealth, gc_block, held_block, held_line, stall_block
-from slogate.analysis.metrics import per_token_itl
 from slogate.analysis.percentiles import estimate
 from slogate.analysis.recorder import OVERALL, Recorder
-from slogate.exactengine.launcher import ExactEngine
+from slogate.analysis.request_metrics import per_token_itl
+from slogate.client.streaming import StreamClient
+from slogate.engines.exact import ExactEngine
 from slogate.exactengine.truth import TruthEntry
-from slogate.locustfiles.client import StreamClient
 from slogate.locustfiles.loopwatch import LoopWatch, freeze_startup
 from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
 

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from slogate.analysis.capacity import Pricing
+from slogate.analysis.costs import Pricing
 from slogate.analysis.diagnosis import blurred_share
 from slogate.analysis.generator import ProcessHealth, error_bound_ms, merged
 from slogate.analysis.journal import JOURNAL_FILE, JournalWriter
@@ -28,10 +28,10 @@ from slogate.analysis.rundata import DATA_DIR, RunData, forget_final_save
 from slogate.analysis.slo import SloResult, Verdict
 from slogate.analysis.summary import redact
 from slogate.analysis.timeseries import window_row
-from slogate.locustfiles.clock import wall
+from slogate.client.engine_info import EngineInfo
 from slogate.locustfiles.context import LoadContext
-from slogate.locustfiles.engine_info import EngineInfo
 from slogate.locustfiles.provenance import git_revision, tool_version
+from slogate.locustfiles.worker_clocks import wall
 from slogate.scenarios.model import Scenario
 
 if TYPE_CHECKING:

@@ -20,7 +20,8 @@ from locust import User, task
 from locust.exception import StopUser
 
 from slogate.analysis.records import SessionRecord
-from slogate.locustfiles.client import (
+from slogate.client.protocol import user_message
+from slogate.client.streaming import (
     PROTOCOLS,
     PreparedRequest,
     StreamClient,
@@ -28,7 +29,6 @@ from slogate.locustfiles.client import (
     chat_messages,
 )
 from slogate.locustfiles.lookahead import LookAhead
-from slogate.locustfiles.protocol import user_message
 from slogate.locustfiles.state import current_context
 from slogate.scenarios.model import PlannedTurn
 

@@ -23,8 +23,8 @@ from slogate.scenarios.model import (
     Timeouts,
 )
 from slogate.scenarios.planner import Planner
-from slogate.scenarios.sampling import sample_requests
-from slogate.scenarios.text import output_token_counter
+from slogate.scenarios.prompt_text import output_token_counter
+from slogate.scenarios.sample_view import sample_requests
 from slogate.scenarios.units import parse_duration
 from slogate.scenarios.workloads import dataset_report
 

@@ -19,7 +19,7 @@ import numpy as np
 from slogate.scenarios.arrivals import arrival_events, has_arrivals
 from slogate.scenarios.images import image_pool
 from slogate.scenarios.model import Conversation, PlannedTurn, Scenario
-from slogate.scenarios.text import TokenCounter, make_writer
+from slogate.scenarios.prompt_text import TokenCounter, make_writer
 from slogate.scenarios.workloads import Context, TraceWorkload
 
 STREAM_TAG = 0

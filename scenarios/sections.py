@@ -22,6 +22,7 @@ from slogate.scenarios.model import (
     Threshold,
     Timeouts,
 )
+from slogate.scenarios.prompt_text import load_tokenizer
 from slogate.scenarios.schema import (
     BOOLEAN,
     LIST,
@@ -39,7 +40,6 @@ from slogate.scenarios.schema import (
     optional,
     required,
 )
-from slogate.scenarios.text import load_tokenizer
 from slogate.scenarios.traces import Trace
 
 ARRIVALS = ("poisson", "gamma", "constant", "trace")

@@ -32,7 +32,7 @@ import orjson
 from slogate.simengine.engine import TokenStream
 from slogate.simengine.faults import FaultPlan
 from slogate.simengine.scheduler import Sequence
-from slogate.simengine.text import Prose
+from slogate.simengine.token_io import Prose
 
 DONE = b"data: [DONE]\n\n"
 _CONTROL_ESCAPE = re.compile(rb"\\(?:[nrtbf]|u[0-9a-fA-F]{4})")

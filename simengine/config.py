@@ -15,7 +15,7 @@ from typing import Any
 
 from slogate.simengine.faults import Faults
 from slogate.simengine.profiles import DEFAULT_PROFILE, ENGINE_SETTINGS, Profile, load_profile
-from slogate.simengine.sampling import EosDistribution
+from slogate.simengine.response_length import EosDistribution
 
 PROFILE_KEYS = frozenset({*ENGINE_SETTINGS, "kv", "kv_dtype", "weight_dtype", "tp"})
 

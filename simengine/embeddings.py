@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from slogate.simengine import text
+from slogate.simengine import token_io as text
 from slogate.simengine.engine import TokenStream
 from slogate.simengine.scheduler import Sequence
 

@@ -33,8 +33,8 @@ from typing import Any
 
 from slogate.simengine.adapters import AdapterCost
 from slogate.simengine.config import EngineConfig
-from slogate.simengine.metrics import EngineMetrics
 from slogate.simengine.profiles import ProfileError
+from slogate.simengine.prometheus import EngineMetrics
 from slogate.simengine.scheduler import Scheduler, Sequence, Status
 
 FULL_GC_INTERVAL_S = 60.0

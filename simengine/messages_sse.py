@@ -1,5 +1,5 @@
 """The Anthropic Messages API's stream events (``POST /v1/messages``), as
-:class:`~slogate.simengine.sse.SseStream` writes them.
+:class:`~slogate.simengine.chat_sse.SseStream` writes them.
 
 ``message_start`` (with ``usage.input_tokens``), then per content block
 ``content_block_start``, ``content_block_delta`` events (``thinking_delta``
@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from slogate.simengine.sse import tool_arguments
+from slogate.simengine.chat_sse import tool_arguments
 
 __all__ = ["MessagesEncoder"]
 

@@ -12,7 +12,7 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
-from slogate.simengine import text
+from slogate.simengine import token_io as text
 
 __all__ = [
     "ID_PREFIXES",

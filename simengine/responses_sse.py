@@ -1,5 +1,5 @@
 """The OpenAI Responses API's stream events (``POST /v1/responses``), as
-:class:`~slogate.simengine.sse.SseStream` writes them.
+:class:`~slogate.simengine.chat_sse.SseStream` writes them.
 
 Each event is ``event: <type>`` plus ``data: {"type": <type>, ...,
 "sequence_number": n}``. Order: ``response.created``, ``response.in_progress``;
@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from slogate.simengine.sse import tool_arguments
+from slogate.simengine.chat_sse import tool_arguments
 
 __all__ = ["ResponsesEncoder"]
 

@@ -45,8 +45,8 @@ from enum import IntEnum
 from typing import Any
 
 from slogate.simengine.kvcache import KVCache
-from slogate.simengine.model import StepModel, StepWork
 from slogate.simengine.profiles import Profile
+from slogate.simengine.roofline import StepModel, StepWork
 
 
 class Status(IntEnum):

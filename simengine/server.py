@@ -28,7 +28,8 @@ import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from slogate.simengine import text
+from slogate.simengine import token_io as text
+from slogate.simengine.chat_sse import ChunkEncoder, Encoder, SseStream
 from slogate.simengine.config import EngineConfig, build_config
 from slogate.simengine.embeddings import (
     EmbeddingError,
@@ -55,10 +56,9 @@ from slogate.simengine.requests import (
     responses_messages,
     thinking_enabled,
 )
+from slogate.simengine.response_length import EosDistribution, plan_output
 from slogate.simengine.responses_sse import ResponsesEncoder
-from slogate.simengine.sampling import EosDistribution, plan_output
 from slogate.simengine.scheduler import Sequence
-from slogate.simengine.sse import ChunkEncoder, Encoder, SseStream
 from slogate.simengine.vision import ImageError, image_urls, vision_cost
 
 READY_PREFIX = "SIMENGINE_READY "  # the stdout line launch.py waits for

@@ -75,12 +75,12 @@ def add_small_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from slogate.capacity import add_capacity_parser
-    from slogate.experiment import add_experiment_parser
-    from slogate.plan import add_plan_parser
-    from slogate.prune import add_prune_parser
-    from slogate.sweep import add_sweep_parser
-    from slogate.worker import add_worker_parser
+    from slogate.capacity_cmd import add_capacity_parser
+    from slogate.experiment_cmd import add_experiment_parser
+    from slogate.plan_cmd import add_plan_parser
+    from slogate.prune_cmd import add_prune_parser
+    from slogate.sweep_cmd import add_sweep_parser
+    from slogate.worker_cmd import add_worker_parser
 
     parser = argparse.ArgumentParser(
         prog="slogate", description="Load tests and SLO gates for LLM inference servers."

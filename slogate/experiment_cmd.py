@@ -3,7 +3,7 @@
 The experiment itself (each setting's scenario and engine, the repeats
 interleaved, experiment.json) is :mod:`slogate.studies.experiment`; its page,
 CSVs and terminal lines are :mod:`slogate.reports`. Every trial is a plain
-`slogate run` (see :mod:`slogate.trials`).
+`slogate run` (see :mod:`slogate.trial_process`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from slogate.studies.experiment import (
 )
 from slogate.studies.trials import TrialResult, trial_pricing
 from slogate.target import TargetError, target_engine
-from slogate.trials import add_trial_options, log_tail, run_trial
+from slogate.trial_process import add_trial_options, log_tail, run_trial
 
 
 def add_experiment_parser(sub: argparse._SubParsersAction) -> None:

@@ -1,7 +1,7 @@
 """`slogate plan`: parses its flags and prints (or saves) the plan.
 
 The plan itself (weights, KV cache, sequences, the cost estimate) is
-:mod:`slogate.studies.plan`; its text and files are :mod:`slogate.reports.plan`.
+:mod:`slogate.studies.plan`; its text and files are :mod:`slogate.reports.plan_text`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from slogate.analysis.slo import EXIT_CONFIG
 from slogate.locustfiles.options import PRICE
-from slogate.reports.plan import plan_text, write_plan
+from slogate.reports.plan_text import plan_text, write_plan
 from slogate.simengine.profiles import ProfileError
 from slogate.studies.plan import PlanRequest, plan_for
 

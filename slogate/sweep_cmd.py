@@ -3,7 +3,7 @@
 The sweep itself (which load to try next, when a trial is rerun, the knee, the
 findings, sweep.json) is :mod:`slogate.studies.sweep`; its page, CSVs and
 terminal lines are :mod:`slogate.reports`. Each trial is a plain `slogate run`
-(see :mod:`slogate.trials`).
+(see :mod:`slogate.trial_process`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from slogate.studies.sweep import (
 )
 from slogate.studies.trials import TrialResult, trial_pricing
 from slogate.target import TargetError, target_engine
-from slogate.trials import add_trial_options, log_tail, run_trial
+from slogate.trial_process import add_trial_options, log_tail, run_trial
 
 
 def add_sweep_parser(sub: argparse._SubParsersAction) -> None:

@@ -12,8 +12,8 @@ import contextlib
 from collections.abc import Iterator
 
 from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
-from slogate.locustfiles.engine_info import EngineError, discover
-from slogate.simengine.launch import EngineStartError, start_engine
+from slogate.client.engine_info import EngineError, discover
+from slogate.engines.simulated import EngineStartError, start_engine
 from slogate.simengine.profiles import DEFAULT_PROFILE, ProfileError, load_profile
 
 DISCOVER_TIMEOUT_S = 10.0

@@ -10,7 +10,7 @@ This module designs the trials (each setting's scenario, engine and load, the
 repeats interleaved so a drift in the engine spreads over every setting instead
 of biasing one) and builds experiment.json from their results: the points
 pooled per setting and the trends read along them
-(:mod:`slogate.analysis.experiment`).
+(:mod:`slogate.studies.points`).
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from slogate import scenarios
-from slogate.analysis.capacity import Pricing
 from slogate.analysis.contracts import Experiment, parse
-from slogate.analysis.experiment import EXPECTATIONS, trend
+from slogate.analysis.costs import Pricing
 from slogate.analysis.versions import EXPERIMENT_SCHEMA
 from slogate.scenarios.loader import read_yaml, resolve
 from slogate.simengine.profiles import DEFAULT_PROFILE, WEIGHT_BYTES, load_profile
+from slogate.studies.points import EXPECTATIONS, trend
 from slogate.studies.trials import TrialResult, point_of, write_scenario
 
 FACTORS = ("prompt-length", "output-length", "concurrency", "precision")

@@ -18,12 +18,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from slogate.analysis.capacity import MaxSearch, Pricing, knee_index, limiting_slo, throughput_cost
 from slogate.analysis.contracts import SloEntry, Sweep, WorstSlo, parse
-from slogate.analysis.experiment import lookup
+from slogate.analysis.costs import MaxSearch, Pricing, knee_index, limiting_slo, throughput_cost
 from slogate.analysis.slo import is_latency_percentile
 from slogate.analysis.versions import SWEEP_SCHEMA
 from slogate.scenarios import Scenario
+from slogate.studies.points import lookup
 from slogate.studies.trials import TrialResult, point_of
 
 Mode = Literal["rate", "users"]

@@ -14,11 +14,11 @@ from typing import Any
 
 import yaml
 
-from slogate.analysis.capacity import Pricing, throughput_cost
 from slogate.analysis.contracts import ScenarioSummary, Summary
-from slogate.analysis.experiment import point_block
+from slogate.analysis.costs import Pricing, throughput_cost
 from slogate.analysis.rundata import RunData
 from slogate.simengine.profiles import load_profile
+from slogate.studies.points import point_block
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from slogate.scenarios.text import corpus_text
+from slogate.scenarios.prompt_text import corpus_text
 
 # (seconds from the start, input tokens, output tokens)
 ROWS = [(0.0, 1200, 40), (0.25, 900, 30), (1.5, 2000, 60), (1.75, 1500, 8), (3.0, 1100, 25)]

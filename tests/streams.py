@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 from slogate.analysis.records import RequestRecord
-from slogate.locustfiles.openai_stream import ChunkParser, StreamInterpreter, parse_chunk
-from slogate.locustfiles.sse import SSEParser
-from slogate.locustfiles.think_tags import ThinkTags
+from slogate.client.openai_stream import ChunkParser, StreamInterpreter, parse_chunk
+from slogate.client.sse import SSEParser
+from slogate.client.think_tags import ThinkTags
 
 
 def sse(*objs: object, event: bool = False) -> bytes:

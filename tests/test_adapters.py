@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from loadruns import slogate, summary
 
-from slogate.analysis.metrics import request_metrics
 from slogate.analysis.records import ErrorKind
-from slogate.locustfiles.client import StreamClient
+from slogate.analysis.request_metrics import request_metrics
+from slogate.client.streaming import StreamClient
+from slogate.engines.simulated import EngineProcess, start_engine
 from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
 from slogate.simengine.adapters import AdapterCost
 from slogate.simengine.engine import TokenStream
-from slogate.simengine.launch import EngineProcess, start_engine
 from slogate.simengine.profiles import load_profile
 from slogate.simengine.scheduler import Sequence
 

@@ -12,11 +12,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from slogate.analysis.metrics import request_metrics
 from slogate.analysis.records import ErrorKind
-from slogate.locustfiles.client import StreamClient
+from slogate.analysis.request_metrics import request_metrics
+from slogate.client.streaming import StreamClient
+from slogate.engines.simulated import EngineProcess, start_engine
 from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
-from slogate.simengine.launch import EngineProcess, start_engine
 
 TOKENS = 48
 TURN = PlannedTurn("s", 0, 0, "what is the answer?", TOKENS, 8, TOKENS, system_text="be brief")

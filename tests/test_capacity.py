@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from slogate.analysis.capacity import (
+from slogate.analysis.contracts import SloEntry
+from slogate.analysis.costs import (
     MaxSearch,
     Pricing,
     cost_block,
@@ -19,9 +20,8 @@ from slogate.analysis.capacity import (
     kv_plan,
     limiting_slo,
 )
-from slogate.analysis.contracts import SloEntry
 from slogate.cli import main
-from slogate.plan import add_plan_parser, plan_command
+from slogate.plan_cmd import add_plan_parser, plan_command
 from slogate.simengine.profiles import ProfileError, load_profile
 from slogate.studies.plan import PlanRequest, request_profile
 

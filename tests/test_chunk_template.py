@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from streams import interpret
 
 from slogate.analysis.records import RequestRecord
-from slogate.locustfiles.chunk_template import ChunkTemplate, learn_template
-from slogate.locustfiles.openai_stream import StreamInterpreter, parse_chunk
-from slogate.locustfiles.sse import MAX_EVENT_BYTES, SSEParser
+from slogate.client.chunk_template import ChunkTemplate, learn_template
+from slogate.client.openai_stream import StreamInterpreter, parse_chunk
+from slogate.client.sse import MAX_EVENT_BYTES, SSEParser
 
 
 def vllm_event(text: str, finish: str | None = None, ascii_only: bool = False) -> bytes:

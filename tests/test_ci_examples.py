@@ -13,7 +13,7 @@ import pytest
 import yaml
 from loadruns import ROOT, scenario_file, summary
 
-from slogate.exactengine.launcher import ExactEngine
+from slogate.engines.exact import ExactEngine
 
 pytestmark = pytest.mark.slow
 CI = ROOT / "docs" / "ci"

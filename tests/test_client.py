@@ -14,15 +14,15 @@ from collections.abc import Iterator
 import pytest
 from loadruns import slogate
 
-from slogate.analysis.metrics import ChunkTokenMethod, request_metrics
 from slogate.analysis.records import CountMethod, ErrorKind
-from slogate.exactengine.launcher import ExactEngine
-from slogate.exactengine.plan import ASCII_VOCABULARY, UTF8_VOCABULARY, token_text
+from slogate.analysis.request_metrics import ChunkTokenMethod, request_metrics
+from slogate.client.streaming import StreamClient, StreamResult
+from slogate.engines.exact import ExactEngine
 from slogate.exactengine.truth import TruthEntry
-from slogate.locustfiles.client import StreamClient, StreamResult
+from slogate.exactengine.writes import ASCII_VOCABULARY, UTF8_VOCABULARY, token_text
 from slogate.locustfiles.selftest import run_selftest
 from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
-from slogate.scenarios.text import LOCAL_TOKENIZER, tokenizer_counter
+from slogate.scenarios.prompt_text import LOCAL_TOKENIZER, tokenizer_counter
 
 MS = 1_000_000
 TOKENS = 12

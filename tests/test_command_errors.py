@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import pytest
 from loadruns import ModelsHandler, free_port, locust_command, slogate
 
-from slogate.exactengine.launcher import ExactEngine
+from slogate.engines.exact import ExactEngine
 
 pytestmark = pytest.mark.slow
 

@@ -1,13 +1,13 @@
 """The tokenized prompt corpus is kept in the user's cache between processes
-(scenarios/text.py): loaded, it is the same corpus; damaged, it is rebuilt."""
+(scenarios/prompt_text.py): loaded, it is the same corpus; damaged, it is rebuilt."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from slogate.scenarios import text
-from slogate.scenarios.text import LOCAL_TOKENIZER, load_tokenizer, tokenized_corpus
+from slogate.scenarios import prompt_text as text
+from slogate.scenarios.prompt_text import LOCAL_TOKENIZER, load_tokenizer, tokenized_corpus
 
 
 @pytest.fixture

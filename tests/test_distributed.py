@@ -27,7 +27,7 @@ from loadruns import (
 from slogate.analysis.histograms import HistogramSet
 from slogate.analysis.recorder import OVERALL
 from slogate.analysis.rundata import RunData
-from slogate.exactengine.launcher import ExactEngine
+from slogate.engines.exact import ExactEngine
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,11 @@ from pathlib import Path
 import pytest
 
 from slogate.analysis.contracts import EXPERIMENT_SCHEMA
-from slogate.analysis.experiment import (
+from slogate.analysis.recorder import Recorder
+from slogate.analysis.records import RequestRecord
+from slogate.analysis.rundata import RunData
+from slogate.reports.experiments import write_experiment
+from slogate.studies.points import (
     FALLS,
     FLAT,
     MIXED,
@@ -24,10 +28,6 @@ from slogate.analysis.experiment import (
     point_block,
     trend,
 )
-from slogate.analysis.recorder import Recorder
-from slogate.analysis.records import RequestRecord
-from slogate.analysis.rundata import RunData
-from slogate.reports.experiments import write_experiment
 
 MS = 1_000_000
 

@@ -18,7 +18,7 @@ import pytest
 from loadruns import locust_command, scenario_file, summary
 
 from slogate.analysis.slo import EXIT_INVALID, EXIT_PASS
-from slogate.exactengine.launcher import ExactEngine
+from slogate.engines.exact import ExactEngine
 
 pytestmark = pytest.mark.slow
 

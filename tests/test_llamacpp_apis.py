@@ -15,10 +15,10 @@ from collections.abc import Iterator
 import pytest
 from llamaservers import llama_server
 
-from slogate.analysis.metrics import request_metrics
 from slogate.analysis.records import ErrorKind
+from slogate.analysis.request_metrics import request_metrics
+from slogate.client.streaming import StreamClient
 from slogate.engines.llamacpp import MODEL_ALIAS, LlamaServer
-from slogate.locustfiles.client import StreamClient
 from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
 
 # One worker runs them all: a second llama.cpp server would halve both.

@@ -22,7 +22,7 @@ from loadruns import (
     wait_until_served,
 )
 
-from slogate.exactengine.launcher import ExactEngine
+from slogate.engines.exact import ExactEngine
 
 pytestmark = pytest.mark.slow
 

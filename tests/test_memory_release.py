@@ -16,7 +16,7 @@ from slogate.locustfiles.memory import release_freed_memory
 # measure the private memory before and after.
 SCRIPT = """
 import json, threading, psutil
-from slogate.scenarios.text import LOCAL_TOKENIZER, load_tokenizer, tokenized_corpus
+from slogate.scenarios.prompt_text import LOCAL_TOKENIZER, load_tokenizer, tokenized_corpus
 from slogate.locustfiles.memory import release_freed_memory
 load_tokenizer(str(LOCAL_TOKENIZER))
 uss = lambda: psutil.Process().memory_full_info().uss / 2**20

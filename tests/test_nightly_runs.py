@@ -13,7 +13,7 @@ import pytest
 from gateway import gateway
 from loadruns import ROOT, scenario_file, summary
 
-from slogate.exactengine.launcher import ExactEngine
+from slogate.engines.exact import ExactEngine
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from loadruns import ROOT, scenario_file, summary
 
-from slogate.exactengine.launcher import ExactEngine
+from slogate.engines.exact import ExactEngine
 
 pytestmark = pytest.mark.slow
 QUICK = {"ttft_ms": 20, "itl_ms": 10}

@@ -13,7 +13,7 @@ import pytest
 from streams import interpret
 
 from slogate.analysis.records import ErrorKind, RequestRecord
-from slogate.locustfiles.openai_stream import (
+from slogate.client.openai_stream import (
     Chunk,
     ChunkKind,
     as_chunk,

@@ -10,8 +10,8 @@ import pytest
 from loadruns import scenario_file, slogate, summary
 
 from slogate import scenarios
-from slogate.exactengine.launcher import ExactEngine
-from slogate.locustfiles.calibration import CHUNK_GAP_NS, chat_stream, parse_stream
+from slogate.engines.exact import ExactEngine
+from slogate.locustfiles.event_cost import CHUNK_GAP_NS, chat_stream, parse_stream
 from slogate.locustfiles.processes import (
     ASSUMED_ITL_S,
     measure_cost_per_event_us,

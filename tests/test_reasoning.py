@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 from streams import interpret, sse
 
-from slogate.analysis.metrics import answer_chunk_tokens, request_metrics
 from slogate.analysis.recorder import Recorder
 from slogate.analysis.records import ErrorKind, RequestRecord
-from slogate.locustfiles import messages_stream, responses_stream
-from slogate.locustfiles.think_tags import ThinkTags
+from slogate.analysis.request_metrics import answer_chunk_tokens, request_metrics
+from slogate.client import messages_stream, responses_stream
+from slogate.client.think_tags import ThinkTags
 
 MS = 1_000_000
 

@@ -21,8 +21,8 @@ from slogate.analysis.frames import read_frames
 from slogate.analysis.journal import JOURNAL_FILE, KILLED_REASON, TICK
 from slogate.analysis.records import ErrorKind
 from slogate.analysis.rundata import DATA_DIR, RunData
+from slogate.client.streaming import StreamClient
 from slogate.exactengine.misbehave import MisbehavingServer
-from slogate.locustfiles.client import StreamClient
 from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
 
 TURN = PlannedTurn("chat", 0, 0, "hello there", 8, 4, 8)

@@ -13,9 +13,9 @@ import pytest
 from loadruns import slogate
 
 from slogate import scenarios
-from slogate.locustfiles.client import chat_messages
+from slogate.client.streaming import chat_messages
 from slogate.scenarios.datasets.counts import token_counts
-from slogate.scenarios.text import LOCAL_TOKENIZER, tokenizer_counter
+from slogate.scenarios.prompt_text import LOCAL_TOKENIZER, tokenizer_counter
 
 COUNT = tokenizer_counter(str(LOCAL_TOKENIZER))
 DIALOGUES = datasets.dialogues()

@@ -13,7 +13,7 @@ import pytest
 from loadruns import slogate
 
 from slogate import scenarios
-from slogate.scenarios.text import LOCAL_TOKENIZER, tokenizer_counter
+from slogate.scenarios.prompt_text import LOCAL_TOKENIZER, tokenizer_counter
 
 COUNT = tokenizer_counter(str(LOCAL_TOKENIZER))
 TIMES = [t for t, _, _ in datasets.ROWS]

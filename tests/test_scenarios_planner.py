@@ -13,7 +13,7 @@ import pytest
 
 from slogate import scenarios
 from slogate.scenarios import Planner, Scenario
-from slogate.scenarios.text import LOCAL_TOKENIZER, corpus_text, tokenizer_counter
+from slogate.scenarios.prompt_text import LOCAL_TOKENIZER, corpus_text, tokenizer_counter
 
 count = tokenizer_counter(str(LOCAL_TOKENIZER))
 

@@ -10,9 +10,9 @@ import yaml
 from loadruns import ROOT
 
 from slogate import scenarios
-from slogate.locustfiles.clock import best_offset
 from slogate.locustfiles.provenance import tool_version
 from slogate.locustfiles.shipping import ShippingError, pack, refusal, unpack
+from slogate.locustfiles.worker_clocks import best_offset
 from slogate.scenarios.loader import resolve
 
 

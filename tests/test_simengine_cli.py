@@ -10,10 +10,10 @@ import time
 
 import pytest
 
+from slogate.engines.simulated import EngineStartError, engine_command, start_engine
 from slogate.simengine.__main__ import build_parser, main, overrides_from_args
 from slogate.simengine.config import build_config
 from slogate.simengine.faults import FaultError
-from slogate.simengine.launch import EngineStartError, engine_command, start_engine
 
 
 def test_flags_become_config() -> None:
@@ -72,7 +72,7 @@ def test_engine_exits_when_its_parent_dies() -> None:
         [
             sys.executable,
             "-c",
-            "import time; from slogate.simengine.launch import start_engine; "
+            "import time; from slogate.engines.simulated import start_engine; "
             "e = start_engine(); print(e.pid, flush=True); time.sleep(60)",
         ],
         stdout=subprocess.PIPE,

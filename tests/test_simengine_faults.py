@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from simprobe import Probe, chat_body, completion_body, probe_many
 
-from slogate.simengine.launch import EngineProcess, start_engine
+from slogate.engines.simulated import EngineProcess, start_engine
 
 
 @pytest.fixture(scope="module")

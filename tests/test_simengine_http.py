@@ -23,8 +23,8 @@ import aiohttp
 import pytest
 from simprobe import Probe, chat_body, completion_body, probe, probe_many
 
-from slogate.simengine.launch import EngineProcess, start_engine
-from slogate.simengine.text import encode_text
+from slogate.engines.simulated import EngineProcess, start_engine
+from slogate.simengine.token_io import encode_text
 
 pytestmark = pytest.mark.slow  # seven engine processes, and loads of seconds
 

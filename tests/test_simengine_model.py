@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from slogate.simengine.model import StepModel, StepWork
 from slogate.simengine.profiles import GIB, Efficiency, GPUSpec, ModelSpec, Profile, load_profile
+from slogate.simengine.roofline import StepModel, StepWork
 
 TOY_MODEL = ModelSpec(
     key="toy", hf_id="toy", layers=2, hidden=4, heads=2, kv_heads=1, head_dim=2,

@@ -9,7 +9,7 @@ import pytest
 from slogate.simengine.faults import NO_FAULTS, FaultInjector, Faults
 from slogate.simengine.kvcache import block_hashes
 from slogate.simengine.profiles import load_profile
-from slogate.simengine.sampling import EosDistribution, plan_output
+from slogate.simengine.response_length import EosDistribution, plan_output
 from slogate.simengine.scheduler import Scheduler, Sequence, Status
 from slogate.simengine.simulate import simulate_closed_loop
 

@@ -11,9 +11,9 @@ import aiohttp
 import pytest
 from simprobe import completion_body, probe
 
-from slogate.simengine.launch import start_engine
-from slogate.simengine.model import StepModel, StepWork
+from slogate.engines.simulated import start_engine
 from slogate.simengine.profiles import load_profile
+from slogate.simengine.roofline import StepModel, StepWork
 from slogate.simengine.scheduler import Scheduler, Sequence
 
 SPEC = "llama-3.1-8b@h100:speculative_tokens=3:acceptance_rate=0.7"

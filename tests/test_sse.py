@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from slogate.locustfiles.sse import Event, SSEParser
+from slogate.client.sse import Event, SSEParser
 
 
 def parse(data: bytes, sizes: int | None = None) -> tuple[list[Event], SSEParser]:

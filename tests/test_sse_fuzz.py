@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slogate.locustfiles.sse import Event, SSEParser, SSEProtocolError
+from slogate.client.sse import Event, SSEParser, SSEProtocolError
 
 BOUND = 64
 # bytes rich in what the grammar reacts to, plus anything at all

@@ -9,8 +9,8 @@ import gevent
 from reportdata import read_together, request
 
 from slogate import scenarios
+from slogate.client.engine_info import EngineInfo
 from slogate.locustfiles.context import LoadContext
-from slogate.locustfiles.engine_info import EngineInfo
 from slogate.locustfiles.session import RunSession
 
 SCENARIO = "exact-chat"

@@ -21,10 +21,10 @@ import pytest
 import trustme
 from loadruns import ModelsHandler, slogate
 
-from slogate.analysis.metrics import request_metrics
 from slogate.analysis.records import ErrorKind
-from slogate.locustfiles.client import StreamClient
-from slogate.locustfiles.engine_info import EngineUnreachable, discover
+from slogate.analysis.request_metrics import request_metrics
+from slogate.client.engine_info import EngineUnreachable, discover
+from slogate.client.streaming import StreamClient
 from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
 
 TTFT_S = 0.030

@@ -20,11 +20,11 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from slogate.analysis.metrics import request_metrics
+from slogate.analysis.request_metrics import request_metrics
 from slogate.analysis.server_metrics import parse_samples
-from slogate.locustfiles.client import StreamClient
+from slogate.client.streaming import StreamClient
+from slogate.engines.simulated import EngineProcess, start_engine
 from slogate.scenarios.model import Api, PlannedTurn, RequestOptions, Timeouts
-from slogate.simengine.launch import EngineProcess, start_engine
 
 pytestmark = pytest.mark.slow
 

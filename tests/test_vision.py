@@ -14,12 +14,12 @@ from PIL import Image
 
 from slogate import scenarios
 from slogate.analysis.records import ErrorKind
-from slogate.locustfiles.client import StreamClient
-from slogate.locustfiles.protocol import chat_messages
+from slogate.client.protocol import chat_messages
+from slogate.client.streaming import StreamClient
+from slogate.engines.simulated import EngineProcess, start_engine
 from slogate.scenarios.images import POOL_SIZE, image_pool
 from slogate.scenarios.model import Api, PlannedTurn, RequestOptions, Timeouts
 from slogate.scenarios.planner import Planner
-from slogate.simengine.launch import EngineProcess, start_engine
 from slogate.simengine.profiles import load_profile
 from slogate.simengine.vision import vision_cost
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from slogate.scenarios.cache import cache_dir, store
-from slogate.scenarios.text import count_batch
+from slogate.scenarios.prompt_text import count_batch
 
 
 def token_counts(tokenizer: str, texts: Sequence[str]) -> list[int]:

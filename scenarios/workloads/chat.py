@@ -18,8 +18,8 @@ import numpy as np
 from slogate.scenarios.distributions import Dist
 from slogate.scenarios.limits import MAX_TURNS
 from slogate.scenarios.model import PlannedTurn
+from slogate.scenarios.prompt_text import nonce
 from slogate.scenarios.schema import Reader, choice, nested, required
-from slogate.scenarios.text import nonce
 from slogate.scenarios.workloads.common import (
     TEXT_FIELD,
     Context,

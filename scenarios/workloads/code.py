@@ -15,8 +15,8 @@ import numpy as np
 
 from slogate.scenarios.distributions import Dist
 from slogate.scenarios.model import PlannedTurn
+from slogate.scenarios.prompt_text import nonce
 from slogate.scenarios.schema import Reader, choice, nested, number, optional, required
-from slogate.scenarios.text import nonce
 from slogate.scenarios.workloads.common import (
     Context,
     SystemPrompt,

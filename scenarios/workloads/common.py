@@ -12,6 +12,7 @@ import numpy as np
 from slogate.scenarios.distributions import Dist, read_dist
 from slogate.scenarios.limits import MAX_SECONDS, MAX_TOKENS
 from slogate.scenarios.model import PlannedTurn, Scenario
+from slogate.scenarios.prompt_text import CORPORA, Writer, nonce
 from slogate.scenarios.schema import (
     BOOLEAN,
     Field,
@@ -21,7 +22,6 @@ from slogate.scenarios.schema import (
     nested,
     optional,
 )
-from slogate.scenarios.text import CORPORA, Writer, nonce
 
 SHARED_TAG = 1  # planner.py tags stream (0) and arrival (2) randomness
 SALT_SYSTEM = 1

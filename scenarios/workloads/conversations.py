@@ -32,6 +32,7 @@ from slogate.scenarios.datasets.counts import token_counts
 from slogate.scenarios.distributions import Dist, read_dist
 from slogate.scenarios.limits import MAX_TOKENS, MAX_TURNS
 from slogate.scenarios.model import PlannedTurn
+from slogate.scenarios.prompt_text import LOCAL_TOKENIZER, nonce, tokenizer_file
 from slogate.scenarios.schema import (
     BOOLEAN,
     TEXT,
@@ -43,7 +44,6 @@ from slogate.scenarios.schema import (
     optional,
     required,
 )
-from slogate.scenarios.text import LOCAL_TOKENIZER, nonce, tokenizer_file
 from slogate.scenarios.workloads.common import Context, seconds
 
 SALT_ORDER = 4

@@ -12,8 +12,8 @@ from typing import Any
 
 from slogate.scenarios.distributions import Dist
 from slogate.scenarios.model import PlannedTurn
+from slogate.scenarios.prompt_text import nonce
 from slogate.scenarios.schema import Reader, choice, required
-from slogate.scenarios.text import nonce
 from slogate.scenarios.workloads.common import TEXT_FIELD, Context, seconds, tokens
 
 FIELDS = {

@@ -16,6 +16,7 @@ import numpy as np
 from slogate.scenarios.distributions import Dist
 from slogate.scenarios.limits import MAX_COUNT, MAX_DOCUMENTS
 from slogate.scenarios.model import PlannedTurn
+from slogate.scenarios.prompt_text import nonce
 from slogate.scenarios.schema import (
     Reader,
     choice,
@@ -26,7 +27,6 @@ from slogate.scenarios.schema import (
     optional,
     required,
 )
-from slogate.scenarios.text import nonce
 from slogate.scenarios.workloads.common import (
     SALT_DOCUMENTS,
     TEXT_FIELD,

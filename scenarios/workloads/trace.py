@@ -20,6 +20,7 @@ from slogate.scenarios.datasets import TRACE_LAYOUTS, DatasetReport, TraceColumn
 from slogate.scenarios.distributions import Dist
 from slogate.scenarios.limits import MAX_TOKENS
 from slogate.scenarios.model import PlannedTurn
+from slogate.scenarios.prompt_text import nonce
 from slogate.scenarios.schema import (
     TEXT,
     TEXT_LIST,
@@ -31,7 +32,6 @@ from slogate.scenarios.schema import (
     optional,
     required,
 )
-from slogate.scenarios.text import nonce
 from slogate.scenarios.workloads.common import SALT_BLOCKS, TEXT_FIELD, Context, seconds
 
 BLOCK_CACHE = 4096
