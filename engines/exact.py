@@ -4,13 +4,11 @@ its truth log. For tests, the selftest and benchmarks."""
 from __future__ import annotations
 
 import json
-import os
-import select
-import subprocess
 import sys
 import urllib.request
 from typing import Any
 
+from slogate.engines.child import Child, ChildStartError, start_child
 from slogate.exactengine.truth import TruthEntry
 
 READY_PREFIX = "exactengine listening on "
@@ -38,7 +36,7 @@ class ExactEngine:
         self.cpus = cpus
         self.start_timeout_s = start_timeout_s
         self.url = ""
-        self._process: subprocess.Popen[str] | None = None
+        self._child: Child | None = None
 
     def start(self) -> str:
         """Start the server; returns its base URL (``http://127.0.0.1:PORT``)."""
@@ -48,24 +46,19 @@ class ExactEngine:
         ]  # fmt: skip
         if self.api_key_env:
             command += ["--api-key-env", self.api_key_env]
-        cpus = self.cpus
-        self._process = subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            text=True,
-            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+        self._child = start_child(
+            command, name="exactengine", ready_prefix=READY_PREFIX, cpus=self.cpus
         )
-        ready, _, _ = select.select([self._process.stdout], [], [], self.start_timeout_s)
-        line = self._process.stdout.readline() if ready else ""
-        if not line.startswith(READY_PREFIX):
+        try:
+            self.url = self._child.wait_ready_line(self.start_timeout_s).strip()
+        except ChildStartError as error:
             self.stop()
-            raise RuntimeError(f"exactengine did not start (said {line!r}); see its stderr above")
-        self.url = line[len(READY_PREFIX) :].strip()
+            raise RuntimeError(f"exactengine did not start: {error}") from None
         return self.url
 
     @property
     def pid(self) -> int | None:
-        return self._process.pid if self._process else None
+        return self._child.pid if self._child else None
 
     def truth(self) -> list[TruthEntry]:
         """The finished requests since the last call, in the order they ended."""
@@ -74,16 +67,9 @@ class ExactEngine:
         return [TruthEntry.from_dict(entry) for entry in data["requests"]]
 
     def stop(self) -> None:
-        process, self._process = self._process, None
-        if process is None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        process.stdout.close()
+        child, self._child = self._child, None
+        if child is not None:
+            child.stop(grace_s=10)
 
     def __enter__(self) -> ExactEngine:
         self.start()

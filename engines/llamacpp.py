@@ -18,16 +18,16 @@ import argparse
 import os
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+
+from slogate.engines.child import Child, ChildStartError, start_child
 
 CACHE_ENV = "SLOGATE_CACHE"
 INSTALL_SCRIPT = "tools/install-llama-cpp.sh"
@@ -38,7 +38,6 @@ MODEL_ALIAS = "SmolLM2-135M-Instruct"
 DEFAULT_CTX_PER_SLOT = 8192
 DEFAULT_SLOTS = 4
 STOP_GRACE_S = 10.0
-LOG_TAIL_LINES = 20
 
 
 class LlamaCppMissing(FileNotFoundError):
@@ -135,7 +134,7 @@ class LlamaServer:
         self.binary, self.model = locate(cache)
         self.log_path = log_path
         self.port = self.config.port
-        self._process: subprocess.Popen[bytes] | None = None
+        self._child: Child | None = None
 
     @property
     def url(self) -> str:
@@ -143,11 +142,11 @@ class LlamaServer:
 
     @property
     def pid(self) -> int | None:
-        return self._process.pid if self._process else None
+        return self._child.pid if self._child else None
 
     def start(self) -> str:
         """Start llama-server and return its URL once ``/health`` answers 200."""
-        if self._process is not None:
+        if self._child is not None:
             raise LlamaServerError(f"llama-server already running at {self.url}")
         self.port = self.config.port or free_port(self.config.host)
         if self.log_path is None:
@@ -155,12 +154,16 @@ class LlamaServer:
             os.close(fd)
             self.log_path = Path(name)
         cmd = self.config.command(self.binary, self.model, self.port)
-        with self.log_path.open("wb") as log:
-            self._process = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
-            )
+        self._child = start_child(cmd, name="llama-server", log_path=self.log_path)
         try:
-            self._wait_healthy()
+            self._child.wait_ready(
+                lambda: health_ok(self.url),
+                self.config.startup_timeout_s,
+                ready=f"healthy at {self.url}/health",
+            )
+        except ChildStartError as error:
+            self.stop()
+            raise LlamaServerError(str(error)) from None
         except BaseException:
             self.stop()
             raise
@@ -168,51 +171,16 @@ class LlamaServer:
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> int | None:
         """SIGTERM, then SIGKILL after ``grace_s``; the exit code, None if never started."""
-        process, self._process = self._process, None
-        if process is None:
-            return None
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        return process.returncode
+        child, self._child = self._child, None
+        return child.stop(grace_s) if child is not None else None
 
     def wait(self, timeout_s: float | None = None) -> int | None:
         """Wait for the process to exit; its exit code, or None on timeout."""
-        if self._process is None:
-            return None
-        try:
-            return self._process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return None
+        return self._child.wait(timeout_s) if self._child is not None else None
 
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        if self.log_path is None or not self.log_path.is_file():
-            return ""
-        text = self.log_path.read_text(errors="replace").splitlines()
-        return "\n".join(text[-lines:])
-
-    def _wait_healthy(self) -> None:
-        if self._process is None:
-            raise LlamaServerError("llama-server was not started")
-        deadline = time.monotonic() + self.config.startup_timeout_s
-        while time.monotonic() < deadline:
-            code = self._process.poll()
-            if code is not None:
-                raise LlamaServerError(
-                    f"llama-server exited with code {code} while starting "
-                    f"(log {self.log_path}):\n{self.log_tail()}"
-                )
-            if health_ok(self.url):
-                return
-            time.sleep(0.1)
-        raise LlamaServerError(
-            f"llama-server not healthy at {self.url}/health after "
-            f"{self.config.startup_timeout_s:g} s (log {self.log_path}):\n{self.log_tail()}"
-        )
+    def log_tail(self) -> str:
+        """The last lines of the running server's log."""
+        return self._child.log_tail() if self._child is not None else ""
 
     def __enter__(self) -> LlamaServer:
         self.start()

@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import tempfile
-import threading
 import urllib.request
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
+from slogate.engines.child import Child, ChildStartError, start_child
 from slogate.simengine.profiles import DEFAULT_PROFILE
 from slogate.simengine.server import READY_PREFIX
 
@@ -33,13 +31,9 @@ class EngineStartError(RuntimeError):
 class EngineProcess:
     """A running simulated engine; stop it with :meth:`stop` or ``with``."""
 
-    def __init__(
-        self, process: subprocess.Popen[bytes], url: str, log: Any, reader: threading.Thread
-    ) -> None:
-        self.process = process
+    def __init__(self, child: Child, url: str) -> None:
+        self.child = child
         self.url = url
-        self._log = log
-        self._reader = reader  # drains the child's stdout until EOF
 
     @property
     def port(self) -> int:
@@ -47,7 +41,7 @@ class EngineProcess:
 
     @property
     def pid(self) -> int:
-        return self.process.pid
+        return self.child.pid
 
     def admin(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
         """Call an admin route (``/admin/faults``, ``/admin/stats``) and decode its JSON."""
@@ -69,26 +63,11 @@ class EngineProcess:
         return self.admin("GET", "/admin/stats" + ("?reset=1" if reset else ""))
 
     def stderr_text(self) -> str:
-        self._log.seek(0)
-        return self._log.read().decode("utf-8", "replace")
+        return self.child.log_text()
 
     def stop(self, timeout: float = 5.0) -> int | None:
         """Close stdin (the child shuts down cleanly), then SIGTERM, then SIGKILL."""
-        process = self.process
-        if process.poll() is None:
-            if process.stdin is not None and not process.stdin.closed:
-                process.stdin.close()
-            for signal_next in (process.terminate, process.kill):
-                try:
-                    process.wait(timeout / 2)
-                    break
-                except subprocess.TimeoutExpired:
-                    signal_next()
-            else:
-                process.wait(timeout)
-        self._reader.join(timeout)
-        self._log.close()
-        return process.returncode
+        return self.child.stop(grace_s=timeout / 2)
 
     def __enter__(self) -> EngineProcess:
         return self
@@ -134,36 +113,18 @@ def start_engine(
     ``overrides`` are :func:`slogate.simengine.config.build_config` settings (e.g.
     ``speedup=4``, ``num_gpu_blocks=128``); ``faults`` are fault settings."""
     command = engine_command(profile, host=host, port=port, faults=faults, **overrides)
-    log = tempfile.TemporaryFile()  # noqa: SIM115 - EngineProcess owns and closes it
-    process = subprocess.Popen(
+    child = start_child(
         command,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=log,
+        name="simulated engine",
+        ready_prefix=READY_PREFIX,
+        stdin_pipe=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    found: list[str] = []
-
-    def read_ready() -> None:
-        assert process.stdout is not None
-        with process.stdout:
-            for raw in process.stdout:  # keeps draining after the ready line
-                line = raw.decode("utf-8", "replace").strip()
-                if not found and line.startswith(READY_PREFIX):
-                    found.append(line[len(READY_PREFIX) :])
-                    ready.set()
-        ready.set()
-
-    ready = threading.Event()
-    reader = threading.Thread(target=read_ready, name="simengine-stdout", daemon=True)
-    reader.start()
-    ready.wait(ready_timeout)
-    engine = EngineProcess(process, found[0] if found else "", log, reader)
-    if not found:
-        stderr = engine.stderr_text()
-        code = engine.stop()
+    try:
+        url = child.wait_ready_line(ready_timeout)
+    except ChildStartError as error:
+        code = child.stop(grace_s=2.5)
         raise EngineStartError(
-            f"simulated engine did not start ({' '.join(command)}); exit code {code}; "
-            f"stderr: {stderr.strip()}"
-        )
-    return engine
+            f"simulated engine did not start ({' '.join(command)}); exit code {code}; {error}"
+        ) from None
+    return EngineProcess(child, url)
