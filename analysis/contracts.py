@@ -187,6 +187,24 @@ class Sessions(Contract):
     steps: Distribution | None = None
 
 
+class PrefixCache(Contract):
+    """Prefix-cache hits as the server's replies reported them: the
+    token-weighted hit rate (cached prompt tokens / prompt tokens), the
+    requests with a hit (cached_tokens > 0), each conversation's own rate,
+    and TTFT of hits and misses apart."""
+
+    reported: int
+    requests: int
+    hit_requests: int
+    hit_request_share: Number = None
+    prompt_tokens: int
+    cached_tokens: int
+    hit_rate: Number = None
+    conversations: Distribution | None = None
+    ttft_hit_ms: Distribution
+    ttft_miss_ms: Distribution
+
+
 class StageSummary(Contract):
     requests: Requests
     throughput: Throughput
@@ -205,6 +223,7 @@ class ScenarioSummary(Contract):
     cost: Cost | None = None
     ttft_by_turn_ms: dict[str, QuickDistribution] = Field(default_factory=dict)
     sessions: Sessions | None = None
+    prefix_cache: PrefixCache | None = None
     stages: dict[str, StageSummary] = Field(default_factory=dict)
     source: str | None = None
     api: str | None = None
@@ -265,13 +284,28 @@ class EngineLatencyStat(Contract):
     client_minus_engine: Number = None
 
 
+class EnginePrefixCache(Contract):
+    """The engine's prefix-cache counters (tokens) over the window, and its hit
+    rate, beside the client's rate from the replies' cached_tokens (null when
+    no reply said)."""
+
+    engine_hits: float
+    engine_queries: float
+    engine_hit_rate: Number = None
+    client_cached_tokens: int | None = None
+    client_prompt_tokens: int = 0
+    client_hit_rate: Number = None
+
+
 class EngineLatency(Contract):
-    """The engine's own TTFT and ITL (from its scraped histograms), when it exports them."""
+    """The engine's own TTFT and ITL (from its scraped histograms), when it
+    exports them, and its prefix-cache hit rate beside the client's."""
 
     engine: str | None = None
     window_s: Interval = (None, None)
     ttft_ms: EngineLatencyStat | None = None
     itl_ms: EngineLatencyStat | None = None
+    prefix_cache: EnginePrefixCache | None = None
 
 
 class LoopStall(Contract):

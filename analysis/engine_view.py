@@ -59,7 +59,35 @@ def engine_latency(run: RunData) -> dict[str, Any] | None:
         )
         if delta is not None:
             out[key] = compared(delta, _client_histogram(client, client_name))
+    cache = prefix_cache_compared(first.get("series") or {}, last.get("series") or {}, client)
+    if cache is not None:
+        out["prefix_cache"] = cache
     return out
+
+
+def prefix_cache_compared(
+    first: dict[str, float], last: dict[str, float], client: Bucket
+) -> dict[str, Any] | None:
+    """The engine's prefix-cache hit rate over the window (its hit and query
+    counters, in tokens) beside the client's from the replies' cached_tokens;
+    None when the engine exports no such counters. They differ by requests
+    the client did not measure (cut off at the stop, another client's) and,
+    on an engine that does not say cached_tokens, the client has no rate."""
+    names = ("prefix_cache_hits_total", "prefix_cache_queries_total")
+    if not all(n in first and n in last for n in names):
+        return None
+    hits = last[names[0]] - first[names[0]]
+    queries = last[names[1]] - first[names[1]]
+    c = client.counters
+    reported = c.cache_reported > 0 and c.input_tokens > 0
+    return {
+        "engine_hits": hits,
+        "engine_queries": queries,
+        "engine_hit_rate": round(hits / queries, 6) if queries > 0 else None,
+        "client_cached_tokens": c.cached_tokens if reported else None,
+        "client_prompt_tokens": c.input_tokens,
+        "client_hit_rate": round(c.cached_tokens / c.input_tokens, 6) if reported else None,
+    }
 
 
 def compared(engine: Histogram, client: HdrHistogram | None) -> dict[str, Any]:

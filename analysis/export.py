@@ -51,6 +51,7 @@ def request_line(
         "e2e_sched_ms": ms(metrics.e2e_sched_ns),
         "lag_ms": ms(metrics.lag_ns),
         "input_tokens": record.input_tokens,
+        "cached_tokens": record.cached_tokens,
         "intended_input_tokens": record.intended_input_tokens,
         "output_tokens": metrics.output_tokens,
         "intended_output_tokens": record.intended_output_tokens,

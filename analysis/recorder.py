@@ -22,6 +22,7 @@ ERROR_SAMPLES_PER_KIND = 5
 ERROR_SAMPLE_CHARS = 500
 MAX_TURN_BUCKET = 20
 OVERALL = "all"
+SESSION_CACHE_HIT = "session_cache_hit"  # per mille, one sample per conversation
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +75,11 @@ class Counters:
     # tool calls: requests whose reply called tools, and the calls
     tool_call_requests: int = 0
     tool_calls: int = 0
+    # prefix cache: requests whose reply said how many prompt tokens were cached,
+    # the prompt tokens cached, the requests with a hit (cached_tokens > 0),
+    cache_reported: int = 0
+    cached_tokens: int = 0
+    cache_hits: int = 0
     # agent sessions: finished with an answer, cut at the step limit, failed
     sessions: int = 0
     sessions_unfinished: int = 0
@@ -120,6 +126,9 @@ class Counters:
         self.answer_tokens += other.answer_tokens
         self.tool_call_requests += other.tool_call_requests
         self.tool_calls += other.tool_calls
+        self.cache_reported += other.cache_reported
+        self.cached_tokens += other.cached_tokens
+        self.cache_hits += other.cache_hits
         self.sessions += other.sessions
         self.sessions_unfinished += other.sessions_unfinished
         self.sessions_failed += other.sessions_failed
@@ -148,6 +157,9 @@ class Counters:
             "answer_tokens": self.answer_tokens,
             "tool_call_requests": self.tool_call_requests,
             "tool_calls": self.tool_calls,
+            "cache_reported": self.cache_reported,
+            "cached_tokens": self.cached_tokens,
+            "cache_hits": self.cache_hits,
             "sessions": self.sessions,
             "sessions_unfinished": self.sessions_unfinished,
             "sessions_failed": self.sessions_failed,
@@ -215,6 +227,18 @@ def count_into(counters: Counters, record: RequestRecord, m: RequestMetrics, goo
     counters.answer_tokens += answer.answer_tokens
     counters.tool_call_requests += record.tool_calls > 0
     counters.tool_calls += record.tool_calls
+    cached = record.cached_tokens
+    if cached is not None:
+        counters.cache_reported += 1
+        counters.cache_hits += cached > 0
+        counters.cached_tokens += cached
+
+
+def cache_hit(record: RequestRecord) -> bool:
+    """A prefix-cache hit: the server said it served part of the prompt from
+    its cache (cached_tokens > 0). A reply that did not say is a miss: vLLM
+    leaves the field out when nothing was cached."""
+    return bool(record.cached_tokens)
 
 
 # The answer's histograms and their headline twins: equal for a request that did
@@ -280,6 +304,7 @@ def record_into(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: 
         record_answer(hist, m.answer)
     if m.ttft_ns is not None:
         hist.record_ns(f"ttft_turn_{min(record.turn + 1, MAX_TURN_BUCKET)}", m.ttft_ns)
+        hist.record_ns("ttft_cache_hit" if cache_hit(record) else "ttft_cache_miss", m.ttft_ns)
     if record.input_tokens:
         if m.ttft_ns is not None:
             hist.record_ns(ttft_band(record.input_tokens), m.ttft_ns)
@@ -346,10 +371,7 @@ class Recorder:
         m = request_metrics(record)
         limits = self.goodput.get(record.scenario)
         good = record.ok and (limits is None or limits.met_by(m))
-        targets = [] if warmup else [self.bucket(record.scenario, OVERALL)]
-        if stage is not None:
-            targets.append(self.bucket(record.scenario, f"stage:{stage}"))
-        for bucket in targets:
+        for bucket in self._targets(record.scenario, stage, warmup):
             record_into(bucket, record, m, good)
             bucket.counters.note_end(wall_s)
         if self.origin_s is not None:
@@ -366,10 +388,7 @@ class Recorder:
     ) -> None:
         """One agent session, into the buckets a request ending now would go to:
         the steps it took and, when it ended with an answer, the time to it."""
-        targets = [] if warmup else [self.bucket(scenario, OVERALL)]
-        if stage is not None:
-            targets.append(self.bucket(scenario, f"stage:{stage}"))
-        for bucket in targets:
+        for bucket in self._targets(scenario, stage, warmup):
             c = bucket.counters
             c.sessions += 1
             c.sessions_failed += session.outcome == "failed"
@@ -377,6 +396,31 @@ class Recorder:
             bucket.histograms.record_us("session_steps", session.steps)
             if session.outcome == "answered":
                 bucket.histograms.record_ns("session", session.end_ns - session.start_ns)
+
+    def record_conversation_cache(
+        self,
+        scenario: str,
+        cached_tokens: int,
+        prompt_tokens: int,
+        stage: str | None = None,
+        warmup: bool = False,
+    ) -> None:
+        """One conversation's prefix-cache hit rate (its cached prompt tokens over
+        its prompt tokens, in per mille), into the buckets a request ending now
+        would go to."""
+        if prompt_tokens <= 0:
+            return
+        permille = round(1000 * min(cached_tokens, prompt_tokens) / prompt_tokens)
+        for bucket in self._targets(scenario, stage, warmup):
+            bucket.histograms.record_us(SESSION_CACHE_HIT, permille)
+
+    def _targets(self, scenario: str, stage: str | None, warmup: bool) -> list[Bucket]:
+        """The buckets something ending now goes to: the run's (after warm-up)
+        and its stage's."""
+        targets = [] if warmup else [self.bucket(scenario, OVERALL)]
+        if stage is not None:
+            targets.append(self.bucket(scenario, f"stage:{stage}"))
+        return targets
 
     def pop_windows(self, before: int) -> dict[tuple[str, int], Bucket]:
         """Remove and return the windows whose index is below ``before``: closed ones."""

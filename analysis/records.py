@@ -69,6 +69,11 @@ class RequestRecord:
     ``reasoning_tokens`` is the server's count of them when it sent one
     (``usage.completion_tokens_details.reasoning_tokens`` or the Responses
     API's ``output_tokens_details``).
+
+    ``cached_tokens`` is how many of the prompt's tokens the server said it
+    served from its prefix cache (``usage.prompt_tokens_details.cached_tokens``,
+    the Responses API's ``input_tokens_details``, Anthropic's
+    ``cache_read_input_tokens``); None when the reply did not say.
     """
 
     scenario: str
@@ -90,6 +95,7 @@ class RequestRecord:
     tool_calls: int = 0
     tool_arg_bytes: int = 0
     input_tokens: int | None = None
+    cached_tokens: int | None = None
     intended_input_tokens: int | None = None
     intended_output_tokens: int | None = None
     finish_reason: str | None = None

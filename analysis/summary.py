@@ -12,7 +12,7 @@ masked here, so no output built from the summary can leak them.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from hdrh.histogram import HdrHistogram
@@ -23,7 +23,7 @@ from slogate.analysis.engine_view import engine_latency
 from slogate.analysis.generator import generator_block
 from slogate.analysis.judge import Judgement, judge
 from slogate.analysis.percentiles import STANDARD_PERCENTILES, estimate, summarize
-from slogate.analysis.recorder import Bucket, Counters
+from slogate.analysis.recorder import SESSION_CACHE_HIT, Bucket, Counters
 from slogate.analysis.rundata import RunData
 from slogate.analysis.slo import (
     RunVerdict,
@@ -137,9 +137,18 @@ def in_ms(value_us: float | None) -> float | None:
     return None if value_us is None else round(value_us / US_PER_MS, 3)
 
 
-def distribution(histogram: HdrHistogram, unit_us: bool = True) -> dict[str, Any]:
-    """count, p50..p999, max, mean, min, and each percentile's 95% interval."""
-    scale = in_ms if unit_us else rounded
+def per_mille(value: float | None) -> float | None:
+    """A fraction recorded in per mille, as a fraction."""
+    return None if value is None else round(value / 1000, 4)
+
+
+def distribution(
+    histogram: HdrHistogram, unit_us: bool = True, scale: Callable | None = None
+) -> dict[str, Any]:
+    """count, p50..p999, max, mean, min, and each percentile's 95% interval;
+    ``scale`` turns a recorded value into the reported one (default: us to ms,
+    or as recorded when not ``unit_us``)."""
+    scale = scale or (in_ms if unit_us else rounded)
     d = summarize(histogram)
     if d.count == 0:
         empty: dict[str, Any] = dict.fromkeys(("count", *STANDARD_PERCENTILES, "max", "mean"))
@@ -279,6 +288,35 @@ def sessions_block(bucket: Bucket) -> dict[str, Any] | None:
     }
 
 
+def prefix_cache_block(bucket: Bucket) -> dict[str, Any] | None:
+    """Prefix-cache hits as the replies reported them (None: no reply said).
+    ``hit_rate`` is token-weighted: cached prompt tokens over all prompt tokens
+    of the successful requests; a hit is a request with cached_tokens > 0, and
+    a reply without the field counts as a miss of 0 cached tokens (vLLM leaves
+    it out then). ``conversations``: each conversation's own rate."""
+    c = bucket.counters
+    if not c.cache_reported:
+        return None
+    histograms = bucket.histograms
+    per_conversation = (
+        distribution(histograms.histogram(SESSION_CACHE_HIT), scale=per_mille)
+        if SESSION_CACHE_HIT in histograms
+        else None
+    )
+    return {
+        "reported": c.cache_reported,
+        "requests": c.ok,
+        "hit_requests": c.cache_hits,
+        "hit_request_share": rounded(c.cache_hits / c.ok, 6) if c.ok else None,
+        "prompt_tokens": c.input_tokens,
+        "cached_tokens": c.cached_tokens,
+        "hit_rate": rounded(c.cached_tokens / c.input_tokens, 6) if c.input_tokens else None,
+        "conversations": per_conversation,
+        "ttft_hit_ms": distribution(histograms.histogram("ttft_cache_hit")),
+        "ttft_miss_ms": distribution(histograms.histogram("ttft_cache_miss")),
+    }
+
+
 def turn_number(name: str) -> int:
     return int(name.removeprefix("ttft_turn_"))
 
@@ -371,6 +409,7 @@ def scenario_block(run: RunData, name: str, verdict: RunVerdict) -> dict[str, An
         "slo": [slo_entry(r) for r in verdict.results if r.scenario == name],
         "ttft_by_turn_ms": ttft_by_turn(bucket),
         "sessions": sessions_block(bucket),
+        "prefix_cache": prefix_cache_block(bucket),
         "stages": {
             stage: stage_block(b, stage_seconds(load, stage, b.counters))
             for stage, b in sorted(run.stages(name).items())

@@ -37,7 +37,9 @@ _CACHE_KEYS = ("cache_creation_input_tokens", "cache_read_input_tokens")
 
 
 def _start(obj: dict) -> Chunk:
-    """``message_start``: the prompt's tokens (cached ones included). Its
+    """``message_start``: the prompt's tokens (cached ones included: Anthropic's
+    ``input_tokens`` counts only those after the last cache breakpoint), of
+    which ``cache_read_input_tokens`` came from the cache. Its
     ``output_tokens`` is a placeholder; ``message_delta`` sends the count."""
     message = obj.get("message")
     usage = message.get("usage") if type(message) is dict else None
@@ -46,7 +48,8 @@ def _start(obj: dict) -> Chunk:
     prompt = usage_int(usage, "input_tokens")
     if prompt is not None:
         prompt += sum(usage_int(usage, key) or 0 for key in _CACHE_KEYS)
-    return Chunk(ChunkKind.EMPTY, prompt_tokens=prompt)
+    cached = usage_int(usage, "cache_read_input_tokens")
+    return Chunk(ChunkKind.EMPTY, prompt_tokens=prompt, cached_tokens=cached)
 
 
 def _index(obj: dict) -> int:

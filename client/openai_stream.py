@@ -82,9 +82,11 @@ class Chunk:
     which ``reasoning`` characters were reasoning; ``text`` is the part that
     belongs in the conversation (content or completion text).
     ``completion_tokens``/``prompt_tokens``/``reasoning_tokens`` are the event's
-    usage, when it had one; ``tools`` the tool-call deltas it carried."""
+    usage, when it had one, and ``cached_tokens`` the prompt tokens the server
+    served from its prefix cache; ``tools`` the tool-call deltas it carried."""
 
     __slots__ = (
+        "cached_tokens",
         "chars",
         "completion_tokens",
         "finish_reason",
@@ -109,8 +111,10 @@ class Chunk:
         reasoning: int = 0,
         reasoning_tokens: int | None = None,
         tools: list[ToolDelta] | None = None,
+        cached_tokens: int | None = None,
     ) -> None:
         self.kind = kind
+        self.cached_tokens = cached_tokens
         self.chars = chars
         self.text = text
         self.finish_reason = finish_reason
@@ -322,6 +326,7 @@ def chunk_object(obj: dict, data: bytes) -> Chunk:
         reasoning=reasoning,
         reasoning_tokens=usage_int(usage, "reasoning_tokens", "completion_tokens_details"),
         tools=tools,
+        cached_tokens=usage_int(usage, "cached_tokens", "prompt_tokens_details"),
     )
 
 
@@ -483,6 +488,8 @@ class StreamInterpreter:
             record.output_tokens = chunk.completion_tokens
         if chunk.prompt_tokens is not None:
             record.input_tokens = chunk.prompt_tokens
+        if chunk.cached_tokens is not None:
+            record.cached_tokens = chunk.cached_tokens
         if chunk.reasoning_tokens is not None:
             record.reasoning_tokens = chunk.reasoning_tokens
         if chunk.finish_reason is not None:

@@ -78,6 +78,7 @@ def _final(obj: dict, finish: str) -> Chunk:
         completion_tokens=usage_int(usage, "output_tokens"),
         prompt_tokens=usage_int(usage, "input_tokens"),
         reasoning_tokens=usage_int(usage, "reasoning_tokens", "output_tokens_details"),
+        cached_tokens=usage_int(usage, "cached_tokens", "input_tokens_details"),
     )
 
 

@@ -192,6 +192,17 @@ class LoadContext:
             warmup=self.timeline.in_warmup(elapsed),
         )
 
+    def record_conversation_cache(self, scenario: str, cached: int, prompt: int) -> None:
+        """A finished conversation's prefix-cache tokens: cached of prompt."""
+        elapsed = self.elapsed_s()
+        self.recorder.record_conversation_cache(
+            scenario,
+            cached,
+            prompt,
+            stage=self.timeline.stage_name(elapsed),
+            warmup=self.timeline.in_warmup(elapsed),
+        )
+
     def record(self, record: RequestRecord) -> None:
         chunks = record.chunk_ns
         together = [chunks[i] for i in range(1, len(chunks)) if chunks[i] == chunks[i - 1]]

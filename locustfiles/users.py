@@ -36,6 +36,24 @@ REQUEST_TYPE = "SSE"
 TOOL_RESULT = "The tool ran and found what was asked for; use it in the answer."
 
 
+class _ConversationCache:
+    """A conversation's prompt tokens and those its replies said were cached;
+    ``reported`` once a reply said so (a server that never does has no rate)."""
+
+    __slots__ = ("cached", "prompt", "reported")
+
+    def __init__(self) -> None:
+        self.cached = self.prompt = 0
+        self.reported = False
+
+    def add(self, result: StreamResult) -> None:
+        record = result.record
+        if record.ok and record.input_tokens:
+            self.prompt += record.input_tokens
+            self.cached += record.cached_tokens or 0
+            self.reported |= record.cached_tokens is not None
+
+
 class _ScenarioUser(User):
     abstract = True
 
@@ -85,22 +103,32 @@ class SlogateUser(_ScenarioUser):
         conversation = self.planner.conversation()
         chat = PROTOCOLS[self.scenario.api].conversational
         history: list[dict] = []
-        for turn in conversation.turns:
-            if turn.think_time_s > 0:
-                gevent.sleep(turn.think_time_s)
-            if self.scenario.agent is not None:
-                result = self.agent_turn(client, turn, history)
-            else:
-                messages = chat_messages(turn, history) if chat else None
-                result = self.send(client, client.prepare(turn, messages))
-            if not result.record.ok:
-                return
-            if chat:
-                history.append(user_message(turn))
-                history.append({"role": "assistant", "content": result.text})
+        cache = _ConversationCache()
+        try:
+            for turn in conversation.turns:
+                if turn.think_time_s > 0:
+                    gevent.sleep(turn.think_time_s)
+                if self.scenario.agent is not None:
+                    result = self.agent_turn(client, turn, history, cache)
+                else:
+                    messages = chat_messages(turn, history) if chat else None
+                    result = self.send(client, client.prepare(turn, messages))
+                    cache.add(result)
+                if not result.record.ok:
+                    return
+                if chat:
+                    history.append(user_message(turn))
+                    history.append({"role": "assistant", "content": result.text})
+        finally:
+            if cache.reported:
+                self.ctx.record_conversation_cache(self.scenario.name, cache.cached, cache.prompt)
 
     def agent_turn(
-        self, client: StreamClient, turn: PlannedTurn, history: list[dict]
+        self,
+        client: StreamClient,
+        turn: PlannedTurn,
+        history: list[dict],
+        cache: _ConversationCache,
     ) -> StreamResult:
         """One user message played as an agent: every reply that calls tools is
         answered after the step's tool latency (the calls of one reply run in
@@ -112,6 +140,7 @@ class SlogateUser(_ScenarioUser):
         assert agent is not None
         messages = chat_messages(turn, history)
         result = self.send(client, client.prepare(turn, messages))
+        cache.add(result)
         start_ns = result.record.start_ns
         steps = 1
         while True:
@@ -132,6 +161,7 @@ class SlogateUser(_ScenarioUser):
                 ),
             ]
             result = self.send(client, client.prepare(turn, messages))
+            cache.add(result)
             steps += 1
         outcome = "failed" if not record.ok else "unfinished" if result.tool_calls else "answered"
         self.ctx.record_session(

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from slogate.reports.html import DASH, margin_text, metric_value, num, signed_pct
+from slogate.reports.html import DASH, margin_text, metric_value, num, percent, signed_pct
 
 if TYPE_CHECKING:  # pydantic: not in load processes
     from slogate.analysis.contracts import BaselineError, Comparison, SloEntry, Summary
@@ -92,6 +92,26 @@ def engine_latency_lines(summary: Summary) -> list[str]:
                 f"({num(x.client_count)}), engine {num(x.mean)} ms ({num(x.count)}), "
                 f"client minus engine {num(x.client_minus_engine)} ms"
             )
+    cache = latency and latency.prefix_cache
+    if cache:
+        lines.append(
+            f"- prefix-cache hit rate (tokens): client {percent(cache.client_hit_rate)}, "
+            f"engine {percent(cache.engine_hit_rate)}"
+        )
+    return ["", *lines] if lines else []
+
+
+def prefix_cache_lines(summary: Summary) -> list[str]:
+    """Each scenario's prefix-cache hit rate from the replies, when they said."""
+    lines = []
+    for name, scenario in summary.scenarios.items():
+        cache = scenario.prefix_cache
+        if cache:
+            lines.append(
+                f"- {md(name)}: prefix-cache hit rate {percent(cache.hit_rate)} of prompt tokens, "
+                f"{num(cache.hit_requests)} of {num(cache.requests)} requests hit; TTFT p50 "
+                f"hit {num(cache.ttft_hit_ms.p50)} ms, miss {num(cache.ttft_miss_ms.p50)} ms"
+            )
     return ["", *lines] if lines else []
 
 
@@ -117,6 +137,7 @@ def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> 
     ]
     lines += [f"- {md(reason)}" for reason in summary.invalid_reasons]
     lines += ["", *slo_rows(summary)]
+    lines += prefix_cache_lines(summary)
     lines += engine_latency_lines(summary)
     if summary.baseline:
         lines += ["", *regression_lines(summary.baseline)]

@@ -39,7 +39,9 @@ _CONTROL_ESCAPE = re.compile(rb"\\(?:[nrtbf]|u[0-9a-fA-F]{4})")
 WRITE_BUFFER_LIMIT = 1 << 16  # above this the client lags: tokens merge into later chunks
 
 
-def _usage(prompt: int, completion: int, reasoning: int = 0) -> bytes:
+def _usage(prompt: int, completion: int, reasoning: int = 0, cached: int | None = None) -> bytes:
+    """vLLM's usage object; ``cached``: the prompt tokens found in the prefix
+    cache, sent in the final usage (vLLM with ``--enable-prompt-tokens-details``)."""
     usage = b'"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d' % (
         prompt,
         prompt + completion,
@@ -47,6 +49,8 @@ def _usage(prompt: int, completion: int, reasoning: int = 0) -> bytes:
     )
     if reasoning:
         usage += b',"completion_tokens_details":{"reasoning_tokens":%d}' % reasoning
+    if cached is not None:
+        usage += b',"prompt_tokens_details":{"cached_tokens":%d}' % cached
     return usage + b"}"
 
 
@@ -105,9 +109,9 @@ class ChunkEncoder:
         "_head",
         "_include_usage",
         "_mid",
-        "_prompt_tokens",
         "_reasoning_tokens",
         "_role",
+        "_seq",
         "_tool",
         "_tool_started",
         "chat",
@@ -120,7 +124,7 @@ class ChunkEncoder:
         request_id: str,
         created: int,
         model: str,
-        prompt_tokens: int,
+        seq: Sequence,
         continuous_usage: bool,
         include_usage: bool = True,
         reasoning_tokens: int = 0,
@@ -129,7 +133,7 @@ class ChunkEncoder:
         self.chat = chat
         self._tool = tool  # (call id, function name): the answer is this tool call
         self._tool_started = False
-        self._prompt_tokens = prompt_tokens
+        self._seq = seq  # its prompt length, and its cached tokens once admitted
         self._continuous = continuous_usage
         self._include_usage = include_usage
         self._reasoning_tokens = reasoning_tokens
@@ -156,9 +160,10 @@ class ChunkEncoder:
             return b"," + self._usage(completion_tokens) + b"}\n\n"
         return b"}\n\n"
 
-    def _usage(self, completion_tokens: int) -> bytes:
+    def _usage(self, completion_tokens: int, final: bool = False) -> bytes:
         reasoning = min(completion_tokens, self._reasoning_tokens)
-        return _usage(self._prompt_tokens, completion_tokens, reasoning)
+        cached = self._seq.num_cached_tokens if final else None
+        return _usage(self._seq.prompt_len, completion_tokens, reasoning, cached)
 
     def opening(self) -> bytes:
         """What precedes the first token: chat's role-only chunk."""
@@ -216,7 +221,7 @@ class ChunkEncoder:
         ``"choices": []`` usage chunk when asked for, then ``[DONE]``."""
         if not self._include_usage:
             return DONE
-        return self._head + b"[]," + self._usage(completion_tokens) + b"}\n\n" + DONE
+        return self._head + b"[]," + self._usage(completion_tokens, True) + b"}\n\n" + DONE
 
     def error(self, message: str) -> bytes:
         """An error inside the stream, as vLLM sends it, then ``[DONE]``."""

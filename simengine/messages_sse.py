@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from slogate.simengine.chat_sse import tool_arguments
+from slogate.simengine.scheduler import Sequence
 
 __all__ = ["MessagesEncoder"]
 
@@ -36,28 +37,41 @@ def _event(kind: str, fields: dict[str, Any]) -> bytes:
     )
 
 
+def cache_usage(prompt_tokens: int, cached_tokens: int) -> dict[str, int]:
+    """Anthropic's ``message_start`` usage: ``input_tokens`` counts only the
+    prompt tokens not read from the cache (``cache_read_input_tokens``);
+    ``output_tokens`` is a placeholder."""
+    return {
+        "input_tokens": prompt_tokens - cached_tokens,
+        "cache_read_input_tokens": cached_tokens,
+        "output_tokens": 1,
+    }
+
+
 class MessagesEncoder:
     """Encodes one message's events; stateful (which content block is open)."""
 
-    __slots__ = ("_block", "_id", "_model", "_open", "_prompt_tokens", "_tool", "_tool_started")
+    __slots__ = ("_block", "_id", "_model", "_open", "_seq", "_tool", "_tool_started")
 
     def __init__(
         self,
         *,
         request_id: str,
         model: str,
-        prompt_tokens: int,
+        seq: Sequence,
         tool: tuple[str, str] | None = None,
     ) -> None:
         self._id = request_id
         self._tool = tool  # (call id, function name): the answer is this tool call
         self._tool_started = False
         self._model = model
-        self._prompt_tokens = prompt_tokens
+        self._seq = seq  # its prompt length, and its cached tokens once admitted
         self._block = -1  # index of the open content block
         self._open: str | None = None  # its kind: "thinking", "text" or "tool_use"
 
     def opening(self) -> bytes:
+        """``message_start``: written with the first token, after admission,
+        so the prefix cache's share of the prompt is known."""
         message = {
             "id": self._id,
             "type": "message",
@@ -66,7 +80,7 @@ class MessagesEncoder:
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": self._prompt_tokens, "output_tokens": 1},
+            "usage": cache_usage(self._seq.prompt_len, self._seq.num_cached_tokens or 0),
         }
         return _event("message_start", {"message": message})
 

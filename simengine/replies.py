@@ -36,13 +36,17 @@ def whole_body(
     finish_reason: str,
     reasoning: str,
     answer: str,
+    cached_tokens: int = 0,
 ) -> dict[str, Any]:
-    """The JSON body of a finished, non-streamed request."""
+    """The JSON body of a finished, non-streamed request; ``cached_tokens``: the
+    prompt tokens found in the prefix cache, reported as each API does."""
     thinking = min(reply.reasoning_tokens, output_tokens)
     if reply.api == "responses":
-        return _responses(
+        body = _responses(
             reply, model, prompt_tokens, output_tokens, finish_reason, reasoning, answer
         )
+        body["usage"]["input_tokens_details"] = {"cached_tokens": cached_tokens}
+        return body
     if reply.api == "messages":
         content: list[dict[str, Any]] = [{"type": "text", "text": answer}]
         if reasoning:
@@ -55,12 +59,17 @@ def whole_body(
             "content": content,
             "stop_reason": STOP_REASONS.get(finish_reason, finish_reason),
             "stop_sequence": None,
-            "usage": {"input_tokens": prompt_tokens, "output_tokens": output_tokens},
+            "usage": {
+                "input_tokens": prompt_tokens - cached_tokens,
+                "cache_read_input_tokens": cached_tokens,
+                "output_tokens": output_tokens,
+            },
         }
     usage: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "total_tokens": prompt_tokens + output_tokens,
         "completion_tokens": output_tokens,
+        "prompt_tokens_details": {"cached_tokens": cached_tokens},
     }
     if thinking:
         usage["completion_tokens_details"] = {"reasoning_tokens": thinking}

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from slogate.simengine.chat_sse import tool_arguments
+from slogate.simengine.scheduler import Sequence
 
 __all__ = ["ResponsesEncoder"]
 
@@ -33,9 +34,9 @@ class ResponsesEncoder:
         "_in_answer",
         "_in_reasoning",
         "_model",
-        "_prompt_tokens",
         "_reasoning_tokens",
         "_seq",
+        "_sequence",
         "_tool",
         "_tool_args",
     )
@@ -46,7 +47,7 @@ class ResponsesEncoder:
         request_id: str,
         created: int,
         model: str,
-        prompt_tokens: int,
+        sequence: Sequence,
         reasoning_tokens: int = 0,
         tool: tuple[str, str] | None = None,
     ) -> None:
@@ -55,9 +56,9 @@ class ResponsesEncoder:
         self._tool_args: list[bytes] = []
         self._created = created
         self._model = model
-        self._prompt_tokens = prompt_tokens
+        self._sequence = sequence  # its prompt length, and its cached tokens once admitted
         self._reasoning_tokens = reasoning_tokens
-        self._seq = 0
+        self._seq = 0  # the events' sequence_number
         self._in_reasoning = False
         self._in_answer = False
 
@@ -184,10 +185,12 @@ class ResponsesEncoder:
             done = {"item_id": item["id"], "output_index": index, "arguments": arguments}
             tail = self._event("response.function_call_arguments.done", done)
         tail += self._event("response.output_item.done", {"output_index": index, "item": item})
+        prompt = self._sequence.prompt_len
         usage = {
-            "input_tokens": self._prompt_tokens,
+            "input_tokens": prompt,
             "output_tokens": completion_tokens,
-            "total_tokens": self._prompt_tokens + completion_tokens,
+            "total_tokens": prompt + completion_tokens,
+            "input_tokens_details": {"cached_tokens": self._sequence.num_cached_tokens or 0},
             "output_tokens_details": {
                 "reasoning_tokens": min(self._reasoning_tokens, completion_tokens)
             },

@@ -69,6 +69,7 @@ class Sequence:
         "last_token_time",
         "max_output",
         "num_blocks",
+        "num_cached_tokens",
         "num_computed",
         "num_preemptions",
         "num_shared",
@@ -105,6 +106,9 @@ class Sequence:
         self.status = Status.WAITING
         self.num_tokens = prompt_len  # prompt + output so far
         self.num_computed = 0  # tokens whose KV is in the cache
+        # prompt tokens found computed at the first admission (vLLM's
+        # num_cached_tokens: what usage.prompt_tokens_details reports); None before
+        self.num_cached_tokens: int | None = None
         self.output_len = 0
         self.num_blocks = 0
         self.num_shared = 0
@@ -257,6 +261,8 @@ class Scheduler:
             waiting.popleft()
             seq.status = Status.RUNNING
             seq.num_computed = computed
+            if seq.num_cached_tokens is None:
+                seq.num_cached_tokens = computed
             running.append(seq)
             self.prefix_queries += seq.num_tokens
             self.prefix_hits += hits * block_size

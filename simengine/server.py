@@ -356,14 +356,12 @@ def _encoder(
             request_id=seq.request_id,
             created=int(time.time()),
             model=model,
-            prompt_tokens=seq.prompt_len,
+            sequence=seq,
             reasoning_tokens=thinking,
             tool=tool,
         )
     if api == "messages":
-        return MessagesEncoder(
-            request_id=seq.request_id, model=model, prompt_tokens=seq.prompt_len, tool=tool
-        )
+        return MessagesEncoder(request_id=seq.request_id, model=model, seq=seq, tool=tool)
     options = body.get("stream_options") or {}
     return ChunkEncoder(
         tool=tool,
@@ -371,7 +369,7 @@ def _encoder(
         request_id=seq.request_id,
         created=int(time.time()),
         model=model,
-        prompt_tokens=seq.prompt_len,
+        seq=seq,
         continuous_usage=bool(options.get("continuous_usage_stats")),
         include_usage=bool(options.get("include_usage")),
         reasoning_tokens=thinking,
@@ -420,7 +418,14 @@ async def _whole(
     answer = prose.text_slice(reply.text_start + thinking, text_tokens - thinking)
     model = state.config.model_name
     reply_body = whole_body(
-        reply, model, seq.prompt_len, seq.output_len, seq.finish_reason, reasoning, answer
+        reply,
+        model,
+        seq.prompt_len,
+        seq.output_len,
+        seq.finish_reason,
+        reasoning,
+        answer,
+        seq.num_cached_tokens or 0,
     )
     body = orjson.dumps(reply_body)
     if faults.malformed_at is not None:

@@ -279,7 +279,12 @@ def test_non_stream_responses(engines: Any) -> None:
         completions(engine), {"prompt": [5, 6, 7], "max_tokens": 5, "ignore_eos": True}
     )
     assert status == 200 and text["object"] == "text_completion"
-    assert text["usage"] == {"prompt_tokens": 3, "total_tokens": 8, "completion_tokens": 5}
+    assert text["usage"] == {
+        "prompt_tokens": 3,
+        "total_tokens": 8,
+        "completion_tokens": 5,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
 
 
 async def generating(engine: EngineProcess, timeout_s: float = 10.0) -> None:

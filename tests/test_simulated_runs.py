@@ -28,3 +28,37 @@ def test_chat_without_host_runs_on_the_simulated_engine_and_ttft_rises_with_turn
     # each turn re-sends the growing history: longer prefill, later first token
     assert p50 == sorted(p50), p50
     assert p50[3] > 1.5 * p50[0], p50
+
+
+def test_multi_turn_prefix_cache_rate_agrees_with_the_engine_counters(tmp_path):
+    """Each turn re-sends its conversation: the replies' cached_tokens give a
+    token-weighted rate equal to the engine's vllm:prefix_cache counters over
+    the run (but for the requests the stop cut off, which the engine counted),
+    each conversation's own rate, and TTFT of hits and misses, in summary.json,
+    summary.md and the report."""
+    out = tmp_path / "out"
+    done = slogate(
+        "run", "tests/data/chat-turns.yaml", "--users", "2", "--duration", "12s",
+        "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    s = summary(out)
+    cache = s["scenarios"]["chat-turns"]["prefix_cache"]
+    ok = s["scenarios"]["chat-turns"]["requests"]["ok"]
+    assert cache["reported"] == cache["requests"] == ok > 8
+    assert 0.2 < cache["hit_rate"] < 1.0
+    assert cache["hit_requests"] == cache["ttft_hit_ms"]["count"] > 0
+    assert cache["ttft_hit_ms"]["count"] + cache["ttft_miss_ms"]["count"] == ok
+    assert cache["conversations"]["count"] >= 2
+    engine = s["engine_latency"]["prefix_cache"]
+    assert engine["client_cached_tokens"] == cache["cached_tokens"]
+    assert engine["client_prompt_tokens"] == cache["prompt_tokens"]
+    if s["run"]["cancelled_at_stop"] == 0:
+        assert engine["engine_hits"] == cache["cached_tokens"]
+        assert engine["engine_queries"] == cache["prompt_tokens"]
+    else:  # the engine also counted the prompts of the requests the stop cut off
+        assert engine["engine_hits"] >= cache["cached_tokens"]
+        assert engine["engine_queries"] > cache["prompt_tokens"]
+        assert abs(engine["engine_hit_rate"] - cache["hit_rate"]) < 0.1
+    assert "prefix-cache hit rate" in (out / "summary.md").read_text()
+    assert 'id="prefix-cache-1"' in (out / "report.html").read_text()
