@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slogate.analysis.bands import TPOT_BY_CONTEXT, TTFT_BY_INPUT, band_label
+from slogate.analysis.lag_causes import cause_p99_ms, cause_text
 from slogate.analysis.recorder import Bucket, Counters
 from slogate.analysis.rundata import RunData
 from slogate.analysis.slo import SAME_READ_SHARE, RunVerdict, Verdict, evaluate_run, lag_p99_ms
@@ -83,14 +84,16 @@ def generator_findings(run: RunData) -> list[Finding]:
     findings = []
     lag, bound = lag_p99_ms(run), generator.get("max_lag_ms")
     if lag is not None and bound is not None and lag > bound:
+        causes = cause_p99_ms(run)
         findings.append(
             Finding(
                 "load generator",
-                f"The load generator itself lagged: requests started {lag:.1f} ms after their "
-                f"scheduled time at p99, over the {bound:g} ms bound. Latencies measured from "
-                "the actual start understate queueing; fix the generator (more --processes, "
-                "a lower rate) before reading the verdicts.",
-                {"lag_p99_ms": lag, "max_lag_ms": bound},
+                f"The load generator itself lagged: requests were sent {lag:.1f} ms after their "
+                f"scheduled time at p99, over the {bound:g} ms bound"
+                + (f", {cause_text(causes)}" if causes else "")
+                + ". Latencies measured from the actual start understate queueing; fix the "
+                "generator (more --processes, a lower rate) before reading the verdicts.",
+                {"lag_p99_ms": lag, "max_lag_ms": bound, "lag_cause_p99_ms": causes},
                 ("*",),
             )
         )

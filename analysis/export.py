@@ -50,6 +50,9 @@ def request_line(
         "ttft_sched_ms": ms(metrics.ttft_sched_ns),
         "e2e_sched_ms": ms(metrics.e2e_sched_ns),
         "lag_ms": ms(metrics.lag_ns),
+        "lag_parts_ms": None
+        if metrics.lag_parts is None
+        else {name.removeprefix("lag_"): ms(v) for name, v in metrics.lag_parts.items()},
         "input_tokens": record.input_tokens,
         "cached_tokens": record.cached_tokens,
         "intended_input_tokens": record.intended_input_tokens,

@@ -317,6 +317,9 @@ def record_into(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: 
     for name, value in scheduled:
         if value is not None:
             hist.record_ns(name, value)
+    if m.lag_parts is not None:
+        for name, value in m.lag_parts.items():
+            hist.record_ns(name, value)
     hist.record_us("output_tokens", m.output_tokens)
     if record.inputs:
         hist.record_us("inputs", record.inputs)

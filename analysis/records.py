@@ -74,6 +74,13 @@ class RequestRecord:
     served from its prefix cache (``usage.prompt_tokens_details.cached_tokens``,
     the Responses API's ``input_tokens_details``, Anthropic's
     ``cache_read_input_tokens``); None when the reply did not say.
+
+    Open loop, where the lateness of a request's send came from:
+    ``prepare_wait_ns`` is how long after ``scheduled_ns`` the dispatcher
+    waited for the request to be built (the look-ahead fell behind),
+    ``connected_ns`` when it had a connection (``start_ns`` when an idle one
+    was waiting) and ``sent_ns`` when its bytes were handed to the kernel
+    (0: never written).
     """
 
     scenario: str
@@ -103,6 +110,9 @@ class RequestRecord:
     error_message: str = ""
     http_status: int | None = None
     stalled_same_reads: int = 0
+    prepare_wait_ns: int = 0
+    connected_ns: int = 0
+    sent_ns: int = 0
 
     @property
     def ok(self) -> bool:

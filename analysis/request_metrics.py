@@ -18,8 +18,11 @@ docs/design.md's measurement contract:
   reasoning characters.
 - E2E: start -> end of stream.
 - Scheduled (open loop): TTFT and E2E from the scheduled instant, and the
-  generator's lag (actual - scheduled start), so queueing in a late generator
-  cannot hide (coordinated omission).
+  generator's lag (the request's bytes handed to the kernel - its scheduled
+  instant), so queueing in a late generator cannot hide (coordinated
+  omission). The lag splits by cause, the four parts summing to it: prepared
+  late (the dispatcher waited for it to be built), dispatcher late (the rest
+  until its send started), connect (no idle connection was waiting) and write.
 """
 
 from __future__ import annotations
@@ -56,8 +59,44 @@ class RequestMetrics:
     ttft_sched_ns: int | None
     e2e_sched_ns: int | None
     lag_ns: int | None
+    lag_parts: LagParts | None
     answer: AnswerMetrics
     ttftc_ns: int | None  # time to the first tool-call token (None: no tool call)
+
+
+@dataclass(slots=True, frozen=True)
+class LagParts:
+    """An open-loop request's lag by cause, in nanoseconds; they sum to its lag."""
+
+    prepare_ns: int
+    dispatch_ns: int
+    connect_ns: int
+    write_ns: int
+
+    def items(self) -> tuple[tuple[str, int], ...]:
+        """``(histogram name, value)`` of each part (``lag_prepare``, ...)."""
+        return (
+            ("lag_prepare", self.prepare_ns),
+            ("lag_dispatch", self.dispatch_ns),
+            ("lag_connect", self.connect_ns),
+            ("lag_write", self.write_ns),
+        )
+
+
+def lag_parts(record: RequestRecord) -> LagParts | None:
+    """Where a written open-loop request's lag came from (None: not scheduled, or
+    never written): the dispatcher's wait for it to be built, then the
+    dispatcher itself until the send started, then connect and write."""
+    scheduled = record.scheduled_ns
+    if scheduled is None or not record.sent_ns:
+        return None
+    connected = record.connected_ns or record.start_ns
+    return LagParts(
+        prepare_ns=record.prepare_wait_ns,
+        dispatch_ns=record.start_ns - scheduled - record.prepare_wait_ns,
+        connect_ns=connected - record.start_ns,
+        write_ns=record.sent_ns - connected,
+    )
 
 
 @dataclass(slots=True, frozen=True)
@@ -234,7 +273,8 @@ def request_metrics(record: RequestRecord) -> RequestMetrics:
         chunk_token_method=token_method,
         ttft_sched_ns=None if first is None or scheduled is None else first - scheduled,
         e2e_sched_ns=None if scheduled is None else record.end_ns - scheduled,
-        lag_ns=None if scheduled is None else record.start_ns - scheduled,
+        lag_ns=None if scheduled is None else (record.sent_ns or record.start_ns) - scheduled,
+        lag_parts=lag_parts(record),
         answer=answer_metrics(record, tokens, total, itl),
         ttftc_ns=None if record.tool_call_ns is None else record.tool_call_ns - record.start_ns,
     )

@@ -49,6 +49,7 @@ from slogate.analysis.generator import (
     processes,
 )
 from slogate.analysis.histograms import recorded
+from slogate.analysis.lag_causes import cause_p99_ms, cause_text
 from slogate.analysis.percentiles import CONFIDENCE, estimate, min_samples
 from slogate.analysis.recorder import ANSWER_TWINS, Bucket, Counters
 from slogate.analysis.rundata import RunData
@@ -387,9 +388,11 @@ def invalid_reasons(run: RunData) -> list[str]:
     generator = meta.get("generator") or {}
     lag, bound = lag_p99_ms(run), generator.get("max_lag_ms")
     if lag is not None and bound is not None and lag > bound:
+        cause = cause_text(cause_p99_ms(run))
         reasons.append(
             f"load generator lag p99 {lag:.1f} ms exceeds its bound {bound:g} ms: "
             "arrivals were late, latencies understate queueing"
+            + (f"; the lag was {cause}" if cause else "")
         )
     if generator.get("cpu_warning"):
         reasons.append("load generator CPU was saturated (over 90%): timings are unreliable")

@@ -22,6 +22,7 @@ from slogate.analysis.diagnosis import diagnose, findings_to_dicts
 from slogate.analysis.engine_view import engine_latency
 from slogate.analysis.generator import generator_block
 from slogate.analysis.judge import Judgement, judge
+from slogate.analysis.lag_causes import cause_p99_ms
 from slogate.analysis.percentiles import STANDARD_PERCENTILES, estimate, summarize
 from slogate.analysis.recorder import SESSION_CACHE_HIT, Bucket, Counters
 from slogate.analysis.rundata import RunData
@@ -48,6 +49,10 @@ DETAILED = (
     "chunk_gap",
     "max_stall",
     "lag",
+    "lag_prepare",
+    "lag_dispatch",
+    "lag_connect",
+    "lag_write",
 )
 TOKEN_HISTOGRAMS = (
     "input_tokens",
@@ -489,7 +494,14 @@ def generator_summary(run: RunData) -> dict[str, Any]:
     made readable (loop stalls, error bounds, collector pauses; merged and per
     process) in place of the encoded histograms."""
     given = {k: v for k, v in (run.meta.get("generator") or {}).items() if k != "health"}
-    return redact({**given, "lag_p99_ms": lag_p99_ms(run), **generator_block(run.meta)})
+    return redact(
+        {
+            **given,
+            "lag_p99_ms": lag_p99_ms(run),
+            "lag_cause_p99_ms": cause_p99_ms(run),
+            **generator_block(run.meta),
+        }
+    )
 
 
 def pricing(run: RunData) -> Pricing | None:

@@ -241,6 +241,7 @@ class Pool:
         self.tls = tls
         self.connect_s = connect_s
         self.kernel_timestamps = kernel_timestamps and KERNEL_TIMESTAMPS_AVAILABLE and tls is None
+        self.size = size
         self.slots = gevent.lock.BoundedSemaphore(size)
         self._idle: list[Connection] = []
         self._busy: set[Connection] = set()
@@ -270,6 +271,23 @@ class Pool:
 
     def connect(self) -> Connection:
         """A new connection, marked busy (ConnectError when there is none)."""
+        conn = self._open()
+        self._mark_busy(conn)
+        return conn
+
+    def open_ahead(self, wanted: int) -> None:
+        """Open connections until ``wanted`` are idle, within the pool's size, so
+        the requests about to be sent find one waiting: a connect at a
+        request's instant makes it late, and a burst of them makes the whole
+        burst late. A failure opens no more; each request then meets it itself."""
+        try:
+            self.resolve()
+            while len(self._idle) < wanted and len(self._idle) + len(self._busy) < self.size:
+                self._idle.append(self._open())
+        except ConnectError:
+            return
+
+    def _open(self) -> Connection:
         family, kind, proto, address = self._address
         sock = gevent.socket.socket(family, kind, proto)
         where = f"{self.host}:{self.port}"
@@ -289,9 +307,7 @@ class Pool:
         except OSError as exc:
             sock.close()
             raise ConnectError(f"{where}: {exc}", timed_out=False) from exc
-        conn = Connection(sock, self.tls is not None, self.kernel_timestamps)
-        self._mark_busy(conn)
-        return conn
+        return Connection(sock, self.tls is not None, self.kernel_timestamps)
 
     def give_back(self, conn: Connection, reusable: bool) -> None:
         self._busy.discard(conn)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import ssl as ssl_module
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import orjson
@@ -250,11 +251,17 @@ class StreamClient:
         return self.send_prepared(self.prepare(turn, messages), scheduled_ns)
 
     def send_prepared(
-        self, prepared: PreparedRequest, scheduled_ns: int | None = None
+        self,
+        prepared: PreparedRequest,
+        scheduled_ns: int | None = None,
+        writing: Callable[[], None] | None = None,
     ) -> StreamResult:
         """Send a prepared request and follow it to its end. The clock starts
         just before the request is written (connecting first when no idle
-        connection is left, since a real client waits for that too)."""
+        connection is left, since a real client waits for that too).
+        ``writing`` is called once, as the write begins or when the request
+        failed before it: open loop holds its CPU-bound preparation until every
+        request handed over has reached its write."""
         turn, request = prepared.turn, prepared.request
         record = RequestRecord(
             scenario=turn.scenario,
@@ -267,20 +274,23 @@ class StreamClient:
         )
         stream = StreamInterpreter(record, self.protocol.parse or parse_chunk, self._think_tags())
         pool = self.pool
+        writing = _Once(writing)
         with pool.slots:
             try:
                 pool.resolve()
-                exchange = _Exchange(self, stream, pool.idle(), turn)
+                exchange = _Exchange(self, stream, pool.idle(), turn, writing)
                 record.start_ns = time.perf_counter_ns()
                 try:
                     exchange.run(request)
                 except _StaleConnection:
-                    _Exchange(self, stream, None, turn).run(request)
+                    _Exchange(self, stream, None, turn, writing).run(request)
             except ConnectError as exc:
                 kind = ErrorKind.TIMEOUT_CONNECT if exc.timed_out else ErrorKind.CONNECT
                 self._fail(stream, kind, str(exc))
             except _Failure as failure:
                 self._fail(stream, failure.kind, str(failure))
+            finally:
+                writing()
         if record.error_message:
             record.error_message = self._redact(record.error_message)[:SHOWN_MESSAGE_CHARS]
         text = stream.text
@@ -303,6 +313,20 @@ class StreamClient:
         return text.replace(self._api_key, "***") if self._api_key else text
 
 
+class _Once:
+    """Calls ``callback`` (if any) the first time it is called, never again."""
+
+    __slots__ = ("callback",)
+
+    def __init__(self, callback: Callable[[], None] | None) -> None:
+        self.callback = callback
+
+    def __call__(self) -> None:
+        callback, self.callback = self.callback, None
+        if callback is not None:
+            callback()
+
+
 class _Exchange:
     """One attempt at one request on one connection: send, read the headers, then
     follow the events, each timed at the arrival of the read that completed it."""
@@ -321,6 +345,7 @@ class _Exchange:
         "stall_ns",
         "stream",
         "turn",
+        "writing",
     )
 
     def __init__(
@@ -329,8 +354,10 @@ class _Exchange:
         stream: StreamInterpreter,
         idle: Connection | None,
         turn: PlannedTurn,
+        writing: _Once,
     ) -> None:
         self.client = client
+        self.writing = writing
         self.turn = turn
         self.conn = idle
         self.stream = stream
@@ -350,6 +377,7 @@ class _Exchange:
         pool = self.client.pool
         if self.conn is None:
             self.conn = pool.connect()
+        self.record.connected_ns = time.perf_counter_ns()
         reusable = False
         try:
             reusable = self._run(request)
@@ -362,7 +390,9 @@ class _Exchange:
             timeouts.first_token_s * 1e9
         )
         try:
+            self.writing()
             self.conn.send(request, first_deadline)
+            self.record.sent_ns = time.perf_counter_ns()
             response = self.response
             while not response.headers_done:
                 self._read(first_deadline)

@@ -14,6 +14,16 @@ running streams interleave) and never starts one when the next request to
 send is due within the guard: about twice the longest recent preparation, so
 its CPU-bound work ends before that instant and the dispatcher wakes on time.
 The dispatcher only sleeps until each instant and hands over what was built.
+
+Bursts (many requests due within the same millisecond, as real traces have)
+need three more things. The schedule's clock starts only once the requests
+due in its first ``PRIME_S`` are built, so a burst at the very start is not
+late by its own preparation. No preparation (nor the planning before it)
+starts while a request handed over has not yet begun its write (the
+consumer says so with :meth:`LookAhead.written`): a burst is handed over
+whole and its sends run before the filler takes the CPU again. And after each
+preparation ``ready`` is told how many prepared requests wait, so what
+sending them needs (connections) is made ahead too.
 """
 
 from __future__ import annotations
@@ -34,9 +44,13 @@ P = TypeVar("P")
 
 HORIZON_S = 2.0
 CAPACITY = 256
+PRIME_S = 0.25  # the start's requests built before the schedule's clock starts
 GUARD_MIN_NS = 2_000_000  # the dispatcher's own wake-up is about 1 ms late (libev's epoll)
 GUARD_FACTOR = 2
 RECENT = 16  # preparations the guard remembers
+# How long the filler waits for handed-over requests to begin their writes
+# before it prepares anyway (a connect that hangs must not starve the rest).
+HOLD_MAX_NS = 20_000_000
 # The last stretch before an instant is spent yielding to the loop instead of
 # asleep: a sleeping process wakes up to milliseconds late (BENCHMARKS.md, an
 # idle process here: p99 2.3 ms), one that keeps yielding runs on time. At most
@@ -48,38 +62,49 @@ SPIN_SHARE = 20
 
 @dataclass(frozen=True, slots=True)
 class Due(Generic[P]):
-    """A prepared request and the instant (``perf_counter_ns``) it is due."""
+    """A prepared request, the instant (``perf_counter_ns``) it is due, and how
+    long after that instant the dispatcher waited for it to be built (its lag's
+    "prepared late" part; the rest of its lag is the dispatcher's or the send's)."""
 
     due_ns: int
     item: P
+    waited_ns: int = 0
 
 
 class LookAhead(Generic[T, P]):
     """Prepares ``plans`` ahead of their instants; iterate it for :class:`Due` items
-    in schedule order. ``due_ns`` gives a plan's instant; ``prepare`` builds what
-    is sent. Plans due at or after ``until_ns`` end the iteration."""
+    in schedule order. ``offset_ns`` gives a plan's instant from the schedule's
+    start (``origin_ns``, set as the iteration starts, once the first plans are
+    built); ``prepare`` builds what is sent. Plans due at or after ``until_ns``
+    (``perf_counter_ns``) end the iteration. The consumer calls :meth:`written` once
+    for every item handed over, when its write began (or it failed before)."""
 
     def __init__(
         self,
         plans: Iterator[T],
-        due_ns: Callable[[T], int],
+        offset_ns: Callable[[T], int],
         prepare: Callable[[T], P],
         until_ns: int,
         horizon_s: float = HORIZON_S,
         capacity: int = CAPACITY,
+        ready: Callable[[int], None] | None = None,
     ) -> None:
         if capacity < 1 or horizon_s <= 0:
             raise ValueError("look-ahead: capacity >= 1 and horizon_s > 0 are required")
         self._plans = plans
-        self._due_ns = due_ns
+        self._offset_ns = offset_ns
         self._prepare = prepare
         self._until_ns = until_ns
         self._horizon_ns = int(horizon_s * 1e9)
         self._capacity = capacity
-        self._buffer: deque[Due[P]] = deque()
+        self._ready = ready
+        self.origin_ns = 0
+        self._buffer: deque[tuple[int, P]] = deque()  # (offset, prepared), in order
         self._recent: deque[int] = deque(maxlen=RECENT)
+        self._unwritten = 0  # handed over, write not yet begun
         self._added = Event()  # set when the buffer gains an item or the plans end
-        self._taken = Event()  # set when the dispatcher takes an item
+        self._changed = Event()  # set when an item is taken or begins its write
+        self._pending: T | None = None  # planned, waiting for room to be prepared
         self._exhausted = False
         self._error: BaseException | None = None
         self._filler: gevent.Greenlet | None = None
@@ -94,11 +119,20 @@ class LookAhead(Generic[T, P]):
         longest = max(self._recent, default=0)
         return max(GUARD_MIN_NS, GUARD_FACTOR * longest)
 
+    def written(self) -> None:
+        """A request handed over began its write (or failed before it)."""
+        self._unwritten -= 1
+        self._changed.set()
+
     def __iter__(self) -> Iterator[Due[P]]:
-        self._filler = gevent.spawn(self._fill)
-        previous_ns = time.perf_counter_ns()
+        self._prime()
+        self.origin_ns = time.perf_counter_ns()
+        if not self._exhausted:
+            self._filler = gevent.spawn(self._fill)
+        previous_ns = self.origin_ns
         try:
             while True:
+                sought_ns = arrived_ns = time.perf_counter_ns()
                 while not self._buffer:
                     if self._exhausted:
                         if self._error is not None:
@@ -106,15 +140,19 @@ class LookAhead(Generic[T, P]):
                         return
                     self._added.clear()
                     self._added.wait()
-                head = self._buffer[0]
-                spin_ns = min(SPIN_MAX_NS, max(head.due_ns - previous_ns, 0) // SPIN_SHARE)
-                _sleep_until(head.due_ns, spin_ns)
-                previous_ns = head.due_ns
+                    arrived_ns = time.perf_counter_ns()
+                offset, item = self._buffer[0]
+                due_ns = self.origin_ns + offset
+                waited_ns = max(0, arrived_ns - max(sought_ns, due_ns))
+                spin_ns = min(SPIN_MAX_NS, max(due_ns - previous_ns, 0) // SPIN_SHARE)
+                _sleep_until(due_ns, spin_ns)
+                previous_ns = due_ns
                 self._buffer.popleft()
-                yield head
+                self._unwritten += 1
+                yield Due(due_ns, item, waited_ns)
                 # Set only now, after the caller spawned the request's send: that
                 # greenlet runs before the filler's next preparation.
-                self._taken.set()
+                self._changed.set()
         finally:
             self.close()
 
@@ -123,17 +161,38 @@ class LookAhead(Generic[T, P]):
         if self._filler is not None and not self._filler.dead:
             self._filler.kill(block=False)
 
+    def _prime(self) -> None:
+        """Build the plans due in the schedule's first ``PRIME_S`` (at most
+        ``capacity``, within the horizon) before its clock starts."""
+        first: int | None = None
+        span_ns = min(PRIME_S * 1e9, self._horizon_ns)
+        try:
+            while len(self._buffer) < self._capacity and not self._exhausted:
+                plan = self._next_plan()
+                if plan is None:
+                    return
+                offset = self._offset_ns(plan)
+                first = offset if first is None else first
+                if offset - first > span_ns:
+                    self._pending = plan
+                    return
+                self._build(plan, offset, 0)
+        except Exception as error:  # raised after the plans built before it, as _fill's
+            self._error = error
+            self._exhausted = True
+
     def _fill(self) -> None:
         try:
-            for plan in self._plans:
-                due = self._due_ns(plan)
-                if due >= self._until_ns:
-                    break
-                self._wait_for_room(due)
+            while True:
+                self._wait_for_room(None)
                 started = time.perf_counter_ns()
-                item = self._prepare(plan)
-                self._recent.append(time.perf_counter_ns() - started)
-                self._buffer.append(Due(due, item))
+                plan = self._next_plan()
+                if plan is None:
+                    return
+                planned_ns = time.perf_counter_ns() - started
+                offset = self._offset_ns(plan)
+                self._wait_for_room(offset)
+                self._build(plan, offset, planned_ns)
                 self._added.set()
                 gevent.sleep(0)  # one preparation per slice: the loop serves reads between
         except Exception as error:  # the dispatcher raises it, where the run handles errors
@@ -142,22 +201,64 @@ class LookAhead(Generic[T, P]):
             self._exhausted = True
             self._added.set()
 
-    def _wait_for_room(self, due_ns: int) -> None:
-        """Wait until the plan due at ``due_ns`` may be prepared: room in the
-        buffer, within the horizon, and the next instant not within the guard
-        (a preparation then would make its dispatch late)."""
-        while self._buffer:
+    def _next_plan(self) -> T | None:
+        """The next plan (None once they end or reach ``until_ns``; before the
+        schedule's clock starts, it would start now)."""
+        plan, self._pending = self._pending, None
+        if plan is None:
+            plan = next(self._plans, None)
+        origin_ns = self.origin_ns or time.perf_counter_ns()
+        if plan is None or origin_ns + self._offset_ns(plan) >= self._until_ns:
+            self._exhausted = True
+            return None
+        return plan
+
+    def _build(self, plan: T, offset: int, planned_ns: int) -> None:
+        """Prepare ``plan`` into the buffer, then make what sending it needs; the
+        whole cost (with its planning) is remembered for the guard."""
+        started = time.perf_counter_ns()
+        self._buffer.append((offset, self._prepare(plan)))
+        if self._ready is not None:
+            self._ready(len(self._buffer))
+        self._recent.append(planned_ns + time.perf_counter_ns() - started)
+
+    def _wait(self, seconds: float | None) -> None:
+        self._changed.clear()
+        self._changed.wait(seconds)
+
+    def _wait_for_writes(self) -> None:
+        """Hold while a request handed over has not begun its write (at most
+        ``HOLD_MAX_NS`` since the last one began)."""
+        deadline = time.perf_counter_ns() + HOLD_MAX_NS
+        while self._unwritten > 0:
+            left = deadline - time.perf_counter_ns()
+            if left <= 0:
+                return
+            before = self._unwritten
+            self._wait(left / 1e9)
+            if self._unwritten < before:
+                deadline = time.perf_counter_ns() + HOLD_MAX_NS
+
+    def _wait_for_room(self, offset: int | None) -> None:
+        """Wait until a plan may be planned (``offset`` None) or the one due at
+        ``offset`` prepared: every request handed over has begun its write,
+        room in the buffer, within the horizon, and the next instant not within
+        the guard (work started then would make its dispatch late). With
+        nothing buffered, at once: the next request is overdue."""
+        while True:
+            self._wait_for_writes()
+            if not self._buffer:
+                return
             now = time.perf_counter_ns()
             if len(self._buffer) >= self._capacity:
                 wait_s = None
-            elif due_ns - now > self._horizon_ns:
-                wait_s = (due_ns - now - self._horizon_ns) / 1e9
-            elif self._buffer[0].due_ns - now < self.guard_ns():
+            elif offset is not None and self.origin_ns + offset - now > self._horizon_ns:
+                wait_s = (self.origin_ns + offset - now - self._horizon_ns) / 1e9
+            elif self.origin_ns + self._buffer[0][0] - now < self.guard_ns():
                 wait_s = None
             else:
                 return
-            self._taken.clear()
-            self._taken.wait(wait_s)
+            self._wait(wait_s)
 
 
 def _sleep_until(due_ns: int, spin_ns: int = 0) -> None:

@@ -13,6 +13,7 @@ dispatch itself is only a write.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import gevent
 from gevent.pool import Pool
@@ -28,7 +29,7 @@ from slogate.client.streaming import (
     StreamResult,
     chat_messages,
 )
-from slogate.locustfiles.lookahead import LookAhead
+from slogate.locustfiles.lookahead import Due, LookAhead
 from slogate.locustfiles.state import current_context
 from slogate.scenarios.model import PlannedTurn
 
@@ -67,21 +68,26 @@ class _ScenarioUser(User):
         self,
         client: StreamClient,
         prepared: PreparedRequest,
-        scheduled_ns: int | None = None,
+        due: Due | None = None,
+        writing: Callable[[], None] | None = None,
     ) -> StreamResult:
         """Send one request and record it, in slogate's histograms and in Locust's
         own statistics. A request the end of the run cuts off is counted as
-        cancelled, outside latencies and errors."""
+        cancelled, outside latencies and errors. ``due``: open loop, its instant
+        and the dispatcher's wait for it; ``writing``: as
+        :meth:`StreamClient.send_prepared` takes it."""
         ctx = self.ctx
         ctx.in_flight += 1
         try:
-            result = client.send_prepared(prepared, scheduled_ns=scheduled_ns)
+            result = client.send_prepared(prepared, due and due.due_ns, writing)
         except gevent.GreenletExit:
             ctx.cancelled += 1
             raise
         finally:
             ctx.in_flight -= 1
         record = result.record
+        if due is not None:
+            record.prepare_wait_ns = due.waited_ns
         ctx.record(record)
         self.environment.events.request.fire(
             request_type=REQUEST_TYPE,
@@ -194,21 +200,23 @@ class OpenLoopUser(_ScenarioUser):
         limit = max(1, self.scenario.load.max_in_flight // ctx.shards)
         client = ctx.client(self.scenario, concurrency=limit)
         pool = Pool(limit)
-        # The schedule starts now, not at the run's origin: a dispatcher spawned
-        # a few hundred milliseconds late would otherwise begin with a burst of
-        # overdue arrivals and charge its own start-up to the engine as lag.
-        origin_ns = time.perf_counter_ns()
-        end_ns = origin_ns + int((ctx.timeline.total_s - ctx.elapsed_s()) * 1e9)
+        # The schedule starts when the look-ahead has built its first requests,
+        # not at the run's origin: a dispatcher spawned a few hundred
+        # milliseconds late would otherwise begin with a burst of overdue
+        # arrivals and charge its own start-up to the engine as lag. Each
+        # request's send (connect, write, the stream) is a greenlet of its own,
+        # so a server slow to read one body delays that request alone.
         ahead = LookAhead(
             self.planner.arrivals(rate_scale=self.scenario.weight / ctx.shards),
-            due_ns=lambda turn: origin_ns + int(turn.arrival_s * 1e9),
+            offset_ns=lambda turn: int(turn.arrival_s * 1e9),
             prepare=client.prepare,
-            until_ns=end_ns,
+            until_ns=time.perf_counter_ns() + int((ctx.timeline.total_s - ctx.elapsed_s()) * 1e9),
+            ready=client.pool.open_ahead,
         )
         try:
             for due in ahead:
                 pool.wait_available()
-                pool.spawn(self.send, client, due.item, due.due_ns)
+                pool.spawn(self.send, client, due.item, due, ahead.written)
             pool.join()
         finally:
             ahead.close()

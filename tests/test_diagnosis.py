@@ -121,7 +121,7 @@ def test_generator_lag_voids_the_verdicts_and_comes_first():
     )
     findings = diagnose(run)
     assert findings[0].cause == "load generator"
-    assert findings[0].evidence == {"lag_p99_ms": 180.0, "max_lag_ms": 50.0}
+    assert findings[0].evidence == {"lag_p99_ms": 180.0, "max_lag_ms": 50.0, "lag_cause_p99_ms": {}}
     assert "180.0 ms" in findings[0].text
 
 

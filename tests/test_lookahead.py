@@ -13,6 +13,7 @@ import pytest
 
 from slogate.locustfiles.lookahead import (
     GUARD_MIN_NS,
+    PRIME_S,
     SPIN_MAX_NS,
     SPIN_SHARE,
     LookAhead,
@@ -31,6 +32,7 @@ class Log:
     prepared: dict[int, int] = field(default_factory=dict)
     taken: dict[int, int] = field(default_factory=dict)
     buffered_at_start: dict[int, int] = field(default_factory=dict)
+    waited: dict[int, int] = field(default_factory=dict)
 
     def in_buffer_at(self, t: int) -> list[int]:
         return [
@@ -47,8 +49,8 @@ def run(
     """Iterate a look-ahead over plans ``0..n-1`` due at ``dues_ms`` from now;
     preparing burns ``busy_ms`` of CPU. Returns the order taken, the log, each
     plan's due instant and the look-ahead."""
-    origin = time.perf_counter_ns() + 20 * MS
-    due = {i: origin + int(d * MS) for i, d in enumerate(dues_ms)}
+    offsets = {i: int(d * MS) for i, d in enumerate(dues_ms)}
+    due: dict[int, int] = {}
     log = Log()
 
     def prepare(i: int) -> str:
@@ -62,17 +64,22 @@ def run(
 
     ahead = LookAhead(
         iter(range(len(dues_ms))),
-        due_ns=due.__getitem__,
+        offset_ns=offsets.__getitem__,
         prepare=prepare,
-        until_ns=origin + int(until_ms * MS),
+        until_ns=time.perf_counter_ns() + int(until_ms * MS),
         **options,
     )
     order = []
     for item in ahead:
         i = int(item.item.split()[1])
         log.taken[i] = time.perf_counter_ns()
+        log.waited[i] = item.waited_ns
+        due[i] = ahead.origin_ns + offsets[i]
         assert item.due_ns == due[i]
         order.append(i)
+        ahead.written()  # the dispatcher's send begins its write at once
+    for i in log.prepared.keys() - due.keys():
+        due[i] = ahead.origin_ns + offsets[i]
     return order, log, due, ahead
 
 
@@ -126,7 +133,7 @@ def test_a_failed_preparation_is_raised_to_the_dispatcher_after_the_earlier_plan
         return i
 
     now = time.perf_counter_ns()
-    ahead = LookAhead(iter(range(5)), lambda i: now + i * MS, prepare, until_ns=now + 1_000 * MS)
+    ahead = LookAhead(iter(range(5)), lambda i: i * MS, prepare, until_ns=now + 1_000 * MS)
     taken = []
     with pytest.raises(ValueError, match="plan 2"):
         for item in ahead:
@@ -155,3 +162,80 @@ def test_the_last_stretch_before_an_instant_keeps_the_loop_running():
 def test_the_spin_is_at_most_the_guard_and_a_share_of_the_gap():
     assert SPIN_MAX_NS <= GUARD_MIN_NS  # no preparation can start while it spins
     assert SPIN_SHARE >= 10  # a tenth of a core at most, at any rate of sends
+
+
+def test_a_burst_at_the_start_is_built_before_the_schedule_starts():
+    """Sixteen plans due at the schedule's first instant, and one 100 ms later:
+    the clock starts only once those due in the first PRIME_S are built."""
+    _, log, due, ahead = run([0.0] * 16 + [100.0], busy_ms=1.0)
+    assert all(log.prepared[i] <= ahead.origin_ns for i in range(17))
+    assert all(log.taken[i] >= due[i] for i in range(17))
+
+
+def test_beyond_the_start_nothing_is_built_before_the_clock_starts():
+    _, log, _, ahead = run([0.0, 1.0, PRIME_S * 1000 + 50.0])
+    assert log.prepared[1] <= ahead.origin_ns < log.started[2]
+
+
+def test_no_preparation_starts_while_a_request_handed_over_has_not_begun_its_write():
+    """The consumer's sends begin their writes 3 ms after each hand-over; every
+    preparation after the start finds each request handed over before it
+    already writing."""
+    dues = [100.0 * (i // 4) for i in range(24)]  # bursts of 4, 100 ms apart
+    offsets = {i: int(d * MS) for i, d in enumerate(dues)}
+    started: dict[int, int] = {}
+    handed: dict[int, int] = {}
+    writing: dict[int, int] = {}
+
+    def prepare(i: int) -> int:
+        started[i] = time.perf_counter_ns()
+        return i
+
+    ahead = LookAhead(
+        iter(range(24)), offsets.__getitem__, prepare, time.perf_counter_ns() + 10**10
+    )
+
+    def send(i: int) -> None:
+        gevent.sleep(0.003)
+        writing[i] = time.perf_counter_ns()
+        ahead.written()
+
+    sends = []
+    for due in ahead:
+        handed[due.item] = time.perf_counter_ns()
+        sends.append(gevent.spawn(send, due.item))
+    gevent.joinall(sends)
+    checked = 0
+    for at in started.values():
+        if at <= ahead.origin_ns:
+            continue
+        before = [j for j, h in handed.items() if h < at]
+        checked += bool(before)
+        assert all(writing[j] <= at for j in before)
+    assert checked
+
+
+def test_ready_hears_how_many_prepared_requests_wait_after_each_preparation():
+    heard: list[tuple[int, int]] = []
+    ahead: LookAhead
+
+    def ready(waiting: int) -> None:
+        heard.append((waiting, ahead.buffered))
+
+    now = time.perf_counter_ns()
+    ahead = LookAhead(iter(range(6)), lambda i: i * 5 * MS, str, now + 10**10, ready=ready)
+    for _ in ahead:
+        ahead.written()
+    assert len(heard) == 6
+    assert all(waiting == buffered >= 1 for waiting, buffered in heard)
+
+
+def test_the_dispatchers_wait_for_a_late_preparation_is_handed_over_with_it():
+    """Plan 2 (due 1 ms after plan 1) may start only once plan 1 is taken (the
+    guard) and takes 20 ms to build: the dispatcher waits at least 15 ms past
+    its instant for it, and says so; plan 0, built before the start, cost no
+    wait."""
+    _, log, due, _ = run([0.0, 300.0, 301.0], busy_ms=20.0, horizon_s=0.005)
+    assert log.waited[0] == 0
+    assert log.waited[2] >= log.prepared[2] - due[2] >= 15 * MS
+    assert log.waited[2] <= log.taken[2] - due[2]

@@ -129,3 +129,30 @@ def test_batch_recording_equals_one_value_at_a_time() -> None:
         b.get_max_value(),
         b.get_total_count(),
     )
+
+
+def test_lag_is_split_by_cause_and_the_parts_sum_to_it() -> None:
+    # due 990, the dispatcher waited 3 ms for it to be built, send started 1000
+    # (7 ms more), connected 1001 (1 ms), written 1001.5 (0.5 ms): lag 11.5 ms
+    m = request_metrics(
+        record(scheduled_ns=990 * MS, prepare_wait_ns=3 * MS, connected_ns=1001 * MS,
+               sent_ns=1001 * MS + MS // 2)
+    )  # fmt: skip
+    parts = m.lag_parts
+    assert (parts.prepare_ns, parts.dispatch_ns) == (3 * MS, 7 * MS)
+    assert (parts.connect_ns, parts.write_ns) == (MS, MS // 2)
+    assert m.lag_ns == 11 * MS + MS // 2 == sum(v for _, v in parts.items())
+
+
+def test_a_request_built_in_time_on_an_idle_connection_lags_by_dispatch_and_write() -> None:
+    # built before its instant 990, reused connection, written at 1000.2
+    m = request_metrics(
+        record(scheduled_ns=990 * MS, connected_ns=1000 * MS, sent_ns=1000 * MS + MS // 5)
+    )
+    assert [v for _, v in m.lag_parts.items()] == [0, 10 * MS, 0, MS // 5]
+    assert m.lag_ns == 10 * MS + MS // 5
+
+
+def test_no_lag_parts_without_a_schedule_or_a_write() -> None:
+    assert request_metrics(record(sent_ns=1001 * MS)).lag_parts is None
+    assert request_metrics(record(scheduled_ns=990 * MS)).lag_parts is None

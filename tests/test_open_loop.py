@@ -95,3 +95,10 @@ def test_a_server_stall_shows_in_scheduled_latency_not_in_send_based(tmp_path):
     assert sent["p50"] < 100
     assert metrics["lag_ms"]["p99"] > 50
     assert s["verdict"] == "invalid" and done.returncode == 3  # the generator fell behind
+    # the dispatcher waited for a free place: the lag's cause, measured and named
+    causes = s["generator"]["lag_cause_p99_ms"]
+    assert next(iter(causes)) == "dispatcher_late"
+    assert causes["dispatcher_late"] > 50 > causes["prepared_late"] + causes["write"]
+    assert metrics["lag_dispatch_ms"]["p99"] == pytest.approx(causes["dispatcher_late"])
+    (reason,) = [r for r in s["invalid_reasons"] if "lag p99" in r]
+    assert "the lag was mostly dispatcher late" in reason

@@ -263,3 +263,19 @@ def test_the_proportion_interval_is_clopper_pearson() -> None:
         lower, upper = proportion_interval(hits, n)
         assert lower == pytest.approx(beta.ppf(0.025, hits, n - hits + 1), rel=1e-12)
         assert upper == pytest.approx(beta.ppf(0.975, hits + 1, n - hits), rel=1e-12)
+
+
+def test_a_lag_over_its_bound_names_the_part_of_the_lag_with_the_largest_p99() -> None:
+    # 100 requests: lag 60 ms each = prepared late 55 + dispatcher 3 + connect 0 + write 2;
+    # a second scenario's requests were late only by their writes (8 ms)
+    late = bucket(
+        {"ttft": UNIFORM_MS[:100], "lag": [60.0] * 100, "lag_prepare": [55.0] * 100,
+         "lag_dispatch": [3.0] * 100, "lag_connect": [0.0] * 100, "lag_write": [2.0] * 100}
+    )  # fmt: skip
+    writes = bucket({"ttft": UNIFORM_MS[:100], "lag": [8.0] * 100, "lag_write": [8.0] * 100})
+    run = run_of({"a": late, "b": writes}, generator={"max_lag_ms": 50.0})
+    (reason,) = [r for r in evaluate_run(run).reasons if "lag p99" in r]
+    assert reason.endswith(
+        "the lag was mostly prepared late (p99 55.0 ms; write 8.0 ms, dispatcher late 3.0 ms, "
+        "connect 0.0 ms)"
+    )

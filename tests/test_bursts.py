@@ -1,0 +1,69 @@
+"""Bursts of same-instant arrivals leave on time: the open-loop dispatch path
+(look-ahead, connections opened ahead, one greenlet per request's send) against
+the exact-schedule server, judged by the server's own account of when each
+request's last byte arrived (its kernel receive timestamp), never by the
+client's."""
+
+from __future__ import annotations
+
+import pytest
+from gevent.pool import Pool
+
+from slogate.client.streaming import StreamClient
+from slogate.engines.exact import ExactEngine
+from slogate.locustfiles.lookahead import LookAhead
+from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
+
+pytestmark = pytest.mark.slow
+BURSTS = 4
+SIZE = 16
+GAP_S = 0.3
+BOUND_NS = 2_000_000
+PROMPT_WORDS = 8_000  # a 60 KB body: a long prompt, as a production trace's
+PROMPT = " ".join(f"w{j}" for j in range(PROMPT_WORDS))
+
+
+def turn(i: int) -> PlannedTurn:
+    return PlannedTurn(
+        scenario="bursts",
+        conversation=i,
+        turn=0,
+        user_text=f"{i} {PROMPT}",
+        max_tokens=4,
+        intended_input_tokens=PROMPT_WORDS,
+        intended_output_tokens=4,
+        arrival_s=(i // SIZE) * GAP_S,
+    )
+
+
+def test_bursts_of_16_same_instant_arrivals_reach_the_server_within_2_ms_of_their_instant():
+    with ExactEngine({"ttft_ms": 5, "itl_ms": 2}) as engine:
+        client = StreamClient(
+            engine.url, "chat", engine.model, RequestOptions(), Timeouts(), BURSTS * SIZE
+        )
+        pool = Pool(BURSTS * SIZE)
+        ahead = LookAhead(
+            (turn(i) for i in range(BURSTS * SIZE)),
+            offset_ns=lambda t: int(t.arrival_s * 1e9),
+            prepare=client.prepare,
+            until_ns=1 << 62,
+            ready=client.pool.open_ahead,
+        )
+        results = []
+
+        def send(due) -> None:
+            results.append(client.send_prepared(due.item, due.due_ns, ahead.written))
+
+        for due in ahead:
+            pool.spawn(send, due)
+        pool.join()
+        client.close()
+        truth = engine.truth()
+    assert all(r.record.ok for r in results), [r.record.error_message for r in results]
+    received = sorted(entry.received_ns for entry in truth)
+    assert len(received) == BURSTS * SIZE
+    for burst in range(BURSTS):
+        instant = ahead.origin_ns + int(burst * GAP_S * 1e9)
+        arrived = received[burst * SIZE : (burst + 1) * SIZE]
+        late_ms = [round((t - instant) / 1e6, 3) for t in arrived]
+        assert all(0 <= t - instant <= BOUND_NS for t in arrived), (burst, late_ms)
