@@ -11,8 +11,15 @@ never rests on numbers the generator itself bent. A regression is a
 gated percentile (p95, p99 by default) of a latency metric that got worse in
 that sense. Throughput and error rate are shown beside it but do not gate.
 
+A latency that rose beyond the tolerance with its intervals apart, but by no
+more than the generators' error, is neither: its status is ``cannot-tell``.
+The gate cannot say whether the server or the runner moved it, so it does not
+pass it silently: the comparison's verdict is "cannot tell" and its exit code
+3 (the run cannot be judged) unless the user allowed it (``--allow-uncertain``).
+
 Exit codes of ``slogate compare``: 0 no regression, 1 regression, 2 bad input
-(a folder that is not a results folder, or two runs without a scenario in common).
+(a folder that is not a results folder, or two runs without a scenario in common),
+3 a gated latency rose by no more than the generators' error.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from slogate.analysis.exitcodes import EXIT_INVALID
 from slogate.analysis.generator import ProcessHealth, error_bound_ms, merged, processes
 from slogate.analysis.percentiles import STANDARD_PERCENTILES, Estimate, estimate
 from slogate.analysis.recorder import Counters
@@ -31,12 +39,14 @@ from slogate.analysis.slo import proportion_interval
 EXIT_NO_REGRESSION = 0
 EXIT_REGRESSION = 1
 EXIT_BAD_INPUT = 2
+EXIT_CANNOT_TELL = EXIT_INVALID
 DEFAULT_TOLERANCE = 0.10
 GATED = ("p95", "p99")
 LATENCY_METRICS = ("ttft", "itl", "tpot", "e2e", "ttft_sched", "e2e_sched")
 US_PER_MS = 1000.0
 
 SAME, WORSE, BETTER, UNCERTAIN, MISSING = "same", "worse", "better", "uncertain", "missing"
+CANNOT_TELL = "cannot-tell"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +80,11 @@ class Delta:
         return self.gated and self.status == WORSE
 
     @property
+    def cannot_tell(self) -> bool:
+        """A gated rise the generators' error can explain: the gate cannot judge it."""
+        return self.gated and self.status == CANNOT_TELL
+
+    @property
     def within_generator_error(self) -> bool:
         """A change no larger than the two runs' load generators can have made."""
         change = self.change
@@ -89,8 +104,8 @@ def classify(
     intervals: bool = True,
     generator_error: float | None = None,
 ) -> str:
-    """same / worse / better / uncertain / missing, as the module docstring
-    defines; ``generator_error`` in the estimates' unit."""
+    """same / worse / better / uncertain / cannot-tell / missing, as the module
+    docstring defines; ``generator_error`` in the estimates' unit."""
     if base is None or new is None or not base.count or not new.count:
         return MISSING
     if base.value == new.value:
@@ -106,7 +121,7 @@ def classify(
     if not disjoint:
         return UNCERTAIN
     if within_error(high.value - low.value, generator_error):
-        return UNCERTAIN
+        return CANNOT_TELL if worse else UNCERTAIN
     return WORSE if worse else BETTER
 
 
@@ -149,18 +164,32 @@ class Comparison:
     deltas: tuple[Delta, ...]
     only_in_base: tuple[str, ...] = ()
     only_in_new: tuple[str, ...] = ()
+    allow_uncertain: bool = False
 
     @property
     def regressions(self) -> list[Delta]:
         return [d for d in self.deltas if d.regression]
 
     @property
+    def cannot_tell(self) -> list[Delta]:
+        return [d for d in self.deltas if d.cannot_tell]
+
+    @property
+    def blocked(self) -> bool:
+        """No regression, but a gated rise the gate was not allowed to let pass."""
+        return not self.regressions and bool(self.cannot_tell) and not self.allow_uncertain
+
+    @property
     def exit_code(self) -> int:
-        return EXIT_REGRESSION if self.regressions else EXIT_NO_REGRESSION
+        if self.regressions:
+            return EXIT_REGRESSION
+        return EXIT_CANNOT_TELL if self.blocked else EXIT_NO_REGRESSION
 
     @property
     def verdict(self) -> str:
-        return "regression" if self.regressions else "no regression"
+        if self.regressions:
+            return "regression"
+        return "cannot tell" if self.blocked else "no regression"
 
     def to_dict(self) -> dict[str, Any]:
         def delta(d: Delta) -> dict[str, Any]:
@@ -175,6 +204,7 @@ class Comparison:
                 "status": d.status,
                 "gated": d.gated,
                 "regression": d.regression,
+                "cannot_tell": d.cannot_tell,
                 "generator_error_ms": d.generator_error_ms,
             }
 
@@ -186,6 +216,8 @@ class Comparison:
             "verdict": self.verdict,
             "exit_code": self.exit_code,
             "regressions": len(self.regressions),
+            "cannot_tell": len(self.cannot_tell),
+            "allow_uncertain": self.allow_uncertain,
             "only_in_base": list(self.only_in_base),
             "only_in_new": list(self.only_in_new),
             "deltas": [delta(d) for d in self.deltas],
@@ -242,8 +274,10 @@ def compare(
     new: RunData,
     tolerance: float = DEFAULT_TOLERANCE,
     gated: tuple[str, ...] = GATED,
+    allow_uncertain: bool = False,
 ) -> Comparison:
-    """Deltas of every scenario the two runs share; raises ValueError when they share none."""
+    """Deltas of every scenario the two runs share; raises ValueError when they
+    share none. ``allow_uncertain`` lets a cannot-tell rise pass the gate."""
     if not 0.0 <= tolerance < 10.0:
         raise ValueError(f"tolerance {tolerance!r}: expected a fraction such as 0.10")
     unknown = [s for s in gated if s not in STANDARD_PERCENTILES]
@@ -266,4 +300,5 @@ def compare(
         deltas=tuple(deltas),
         only_in_base=tuple(n for n in base_names if n not in new_names),
         only_in_new=tuple(n for n in new_names if n not in base_names),
+        allow_uncertain=allow_uncertain,
     )

@@ -385,6 +385,7 @@ class Delta(Contract):
     status: str
     gated: bool
     regression: bool
+    cannot_tell: bool = False
     generator_error_ms: Number = None
 
 
@@ -398,6 +399,8 @@ class Comparison(Contract):
     verdict: str
     exit_code: int
     regressions: int
+    cannot_tell: int = 0
+    allow_uncertain: bool = False
     only_in_base: list[str] = Field(default_factory=list)
     only_in_new: list[str] = Field(default_factory=list)
     deltas: list[Delta] = Field(default_factory=list)

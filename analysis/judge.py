@@ -7,8 +7,10 @@ report, the CI gate and the web UI cannot disagree about an SLO.
 
 The gate's order follows docs/design.md: the SLO verdict decides (pass, fail,
 invalid, inconclusive); a run whose SLOs all pass can still fail the gate when
-the baseline comparison finds a regression. A baseline that shares no scenario
-with the run is no reason to fail the run: the error is kept for the report.
+the baseline comparison finds a regression, and exit 3 when a gated latency
+rose by no more than the generators' error (unless ``allow_uncertain``). A
+baseline that shares no scenario with the run is no reason to fail the run:
+the error is kept for the report.
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ class Judgement:
     @property
     def exit_code(self) -> int:
         code = self.verdict.exit_code
-        if code == 0 and self.comparison is not None and self.comparison.regressions:
-            return self.comparison.exit_code  # the gate: every SLO met, yet slower
+        if code == 0 and self.comparison is not None and self.comparison.exit_code:
+            return self.comparison.exit_code  # every SLO met, yet slower or not judgeable
         return code
 
 
@@ -50,12 +52,15 @@ def judge(
     tolerance: float = DEFAULT_TOLERANCE,
     baseline_error: str | None = None,
 ) -> Judgement:
-    """Evaluate every SLO of ``run`` and compare it with ``baseline`` when given."""
+    """Evaluate every SLO of ``run`` and compare it with ``baseline`` when given
+    (letting a cannot-tell rise pass when the run was told ``--allow-uncertain``)."""
     verdict = evaluate_run(run)
     comparison = None
     if baseline is not None:
         try:
-            comparison = compare(baseline, run, tolerance)
+            comparison = compare(
+                baseline, run, tolerance, allow_uncertain=bool(run.meta.get("allow_uncertain"))
+            )
         except ValueError as exc:
             baseline_error = str(exc)
     return Judgement(verdict, comparison, baseline_error)

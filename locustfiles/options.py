@@ -198,6 +198,13 @@ OPTIONS = (
         cli=("--baseline",),
     ),
     Option(
+        "--allow-uncertain",
+        "let a gated latency that rose by no more than the load generators' error "
+        "pass the baseline gate (by default the gate cannot tell, and exits 3)",
+        switch=True,
+        cli=("--allow-uncertain",),
+    ),
+    Option(
         "--push-metrics",
         "Prometheus Pushgateway URL to push the run's metrics to",
         default="",

@@ -185,6 +185,7 @@ def start_session(options: Any, runner: Any) -> RunSession:
         baseline=baseline,
         pricing=pricing,
         push_url=options.push_metrics or None,
+        allow_uncertain=options.allow_uncertain,
     )
     if options.selftest > 0:
         session.selftest = measure_generator(options.selftest)

@@ -75,9 +75,12 @@ class RunSession:
         baseline: tuple[str, RunData] | None = None,
         pricing: Pricing | None = None,
         push_url: str | None = None,
+        allow_uncertain: bool = False,
     ) -> None:
         """``baseline``: the folder of a run to compare with, and its data (read
-        before the run, so a bad folder stops it before any load); ``push_url``:
+        before the run, so a bad folder stops it before any load);
+        ``allow_uncertain``: a gated rise within the generators' error passes
+        the gate instead of exiting 3; ``push_url``:
         a Prometheus Pushgateway that receives the run's metrics at the end."""
         self.ctx = ctx
         self.engine = engine
@@ -89,6 +92,7 @@ class RunSession:
         self.baseline = baseline
         self.pricing = pricing
         self.push_url = push_url
+        self.allow_uncertain = allow_uncertain
         self.collector: Recorder = ctx.recorder
         self.rows: list[dict[str, Any]] = []
         self.worker_gauges: dict[str, dict[str, float]] = {}
@@ -238,6 +242,7 @@ class RunSession:
                 "health": self.health(),
             },
             "baseline": self.baseline[0] if self.baseline else None,
+            "allow_uncertain": self.allow_uncertain,
             "pricing": asdict(self.pricing) if self.pricing else None,
             "pid": os.getpid(),
         }
@@ -277,7 +282,9 @@ class RunSession:
         if outcome.comparison is not None and self.baseline is not None:
             text = comparison_text(outcome.comparison)
             log.info(
-                "slogate: against baseline %s (exit 1 on a regression)\n%s", self.baseline[0], text
+                "slogate: against baseline %s (exit 1 on a regression, 3 when it cannot tell)\n%s",
+                self.baseline[0],
+                text,
             )
         step = append_step_summary(outcome.files["markdown"].read_text(encoding="utf-8"))
         if step is not None:

@@ -23,7 +23,8 @@ def comparison_text(comparison: Comparison, all_rows: bool = False) -> str:
     """The verdict line, then the gated percentiles (every row with ``all_rows``)."""
     c = comparison
     lines = [
-        f"{c.verdict.upper()}: {len(c.regressions)} regression(s); tolerance "
+        f"{c.verdict.upper()}: {len(c.regressions)} regression(s), {len(c.cannot_tell)} "
+        f"that cannot be told from the generators' error; tolerance "
         f"{100 * c.tolerance:g}%, gated {', '.join(c.gated)}, baseline {c.base_run or '?'} "
         f"-> {c.new_run or '?'}"
     ]
@@ -31,7 +32,7 @@ def comparison_text(comparison: Comparison, all_rows: bool = False) -> str:
     width = max((len(f"{d.scenario} {d.metric} {d.stat}") for d in rows), default=10)
     for d in rows:
         name = f"{d.scenario} {d.metric} {d.stat}"
-        status = "REGRESSION" if d.regression else d.status
+        status = "REGRESSION" if d.regression else d.status.upper() if d.cannot_tell else d.status
         if d.within_generator_error:
             status += f" (within the generators' ±{d.generator_error_ms:.3f} ms)"
         lines.append(
@@ -41,6 +42,11 @@ def comparison_text(comparison: Comparison, all_rows: bool = False) -> str:
     for label, names in (("only in baseline", c.only_in_base), ("only in new", c.only_in_new)):
         if names:
             lines.append(f"  {label}: {', '.join(names)}")
+    if c.blocked:
+        lines.append(
+            "  the gate cannot tell whether the server or the load generator moved the "
+            "CANNOT-TELL rows: exit 3 (--allow-uncertain lets them pass)"
+        )
     return "\n".join(lines)
 
 

@@ -60,23 +60,30 @@ def regression_lines(baseline: Comparison | BaselineError) -> list[str]:
 
     if isinstance(baseline, BaselineError):
         return [f"Baseline not compared: {md(baseline.error)}"]
-    regressions = [d for d in baseline.deltas if d.regression]
+    shown = [d for d in baseline.deltas if d.regression or d.cannot_tell]
     head = (
         f"Against baseline **{md(baseline.base_run or '?')}**: "
-        f"{md(baseline.verdict)}, {len(regressions)} regression(s) "
+        f"{md(baseline.verdict)}, {baseline.regressions} regression(s), "
+        f"{baseline.cannot_tell} rise(s) within the generators' error "
         f"(tolerance {100 * baseline.tolerance:g}%, gated "
         f"{md(', '.join(baseline.gated))}, confidence intervals must not overlap)."
     )
     lines = [head]
-    if regressions:
-        lines += ["", "| scenario | metric | baseline | now | change |", "|---|---|--:|--:|--:|"]
-        for d in regressions:
+    if shown:
+        lines += [
+            "",
+            "| scenario | metric | baseline | now | change | generator ± | status |",
+            "|---|---|--:|--:|--:|--:|---|",
+        ]
+        for d in shown:
             base, new = (None if e is None else e.value for e in (d.base, d.new))
             lines.append(
                 f"| {md(d.scenario)} | {md(d.metric)} {md(d.stat)} "
                 f"| {metric_value(base, d.metric)} "
                 f"| {metric_value(new, d.metric)} "
-                f"| {signed_pct(d.change_pct)} |"
+                f"| {signed_pct(d.change_pct)} "
+                f"| {metric_value(d.generator_error_ms, d.metric)} "
+                f"| {'regression' if d.regression else 'cannot tell'} |"
             )
     return lines
 
@@ -123,9 +130,13 @@ def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> 
     verdict, run = summary.verdict, summary.run
     engine = run.engine or {}
     compared = isinstance(summary.baseline, Comparison)
-    regressed = compared and summary.baseline.regressions
-    mark = VERDICT_MARK["fail"] if regressed and verdict == "pass" else VERDICT_MARK.get(verdict)
-    headline = md(verdict.upper()) + (", REGRESSION against the baseline" if regressed else "")
+    gate = summary.baseline.verdict if compared else "no regression"
+    mark = VERDICT_MARK.get(verdict)
+    if verdict == "pass" and gate != "no regression":
+        mark = VERDICT_MARK["fail" if gate == "regression" else "invalid"]
+    headline = md(verdict.upper())
+    if gate != "no regression":
+        headline += f", {md(gate.upper())} against the baseline"
     title = f"## {mark or ''} slogate {md(run.run_id or '')}: {headline} (exit {summary.exit_code})"
     target = ", ".join(
         md(part) for part in (engine.get("model"), engine.get("owned_by"), run.host) if part

@@ -85,9 +85,14 @@ class SummaryCollector:
         throughput = self.gauge("throughput_per_second", "Successful work per second", ("what",))
         goodput = self.gauge("goodput_ratio", "Share of requests within every per-request limit")
         regressions = self.gauge("regressions", "Gated percentiles worse than the baseline")
+        cannot_tell = self.gauge(
+            "cannot_tell",
+            "Gated percentiles that rose by no more than the load generators' error",
+        )
         stamp = start_timestamp(s)
         compared = s.baseline if isinstance(s.baseline, Comparison) else None
-        regressed = {} if compared is None else regressions_by_scenario(compared)
+        regressed = {} if compared is None else deltas_by_scenario(compared, "regression")
+        untold = {} if compared is None else deltas_by_scenario(compared, "cannot_tell")
         for name, block in s.scenarios.items():
             target = target_values(s, name)
             for slo in block.slo:
@@ -117,8 +122,9 @@ class SummaryCollector:
                 goodput.add_metric(target, fraction)
             if compared is not None:
                 regressions.add_metric(target, regressed.get(name, 0))
+                cannot_tell.add_metric(target, untold.get(name, 0))
         families = (value, threshold, margin, slo_verdict, verdict, exit_code, started)
-        yield from (*families, latency, throughput, goodput, regressions)
+        yield from (*families, latency, throughput, goodput, regressions, cannot_tell)
         yield from self.run_wide()
 
     def run_wide(self) -> Iterator[Metric]:
@@ -169,10 +175,11 @@ def start_timestamp(summary: Summary) -> float | None:
         return None
 
 
-def regressions_by_scenario(baseline: Comparison) -> dict[str, int]:
+def deltas_by_scenario(baseline: Comparison, flag: str) -> dict[str, int]:
+    """How many of each scenario's deltas carry ``flag`` (regression, cannot_tell)."""
     counts: dict[str, int] = {}
     for d in baseline.deltas:
-        if d.regression:
+        if getattr(d, flag):
             counts[d.scenario] = counts.get(d.scenario, 0) + 1
     return counts
 

@@ -66,6 +66,11 @@ def add_small_parsers(sub: argparse._SubParsersAction) -> None:
         "--tolerance", type=non_negative_float, default=0.10, help="relative, default 0.10"
     )
     compare.add_argument("--all", action="store_true", help="print every percentile, not the gated")
+    compare.add_argument(
+        "--allow-uncertain",
+        action="store_true",
+        help="exit 0, not 3, when a gated latency rose by no more than the generators' error",
+    )
     schema = sub.add_parser("schema", help="print a document's JSON Schema")
     schema.add_argument("name", help="summary, sweep, experiment or run-data")
     selftest = sub.add_parser("selftest", help="this machine's measurement error and capacity")

@@ -23,6 +23,7 @@ from slogate.analysis.history import (
 )
 from slogate.analysis.rundata import RunData
 from slogate.analysis.summary import build_summary
+from slogate.cli import main
 from slogate.reports import write_index, write_results
 from slogate.reports.index import FALLBACK_FILE
 
@@ -121,6 +122,18 @@ def test_results_folders_sort_by_time_unless_the_user_names_one(tmp_path: Path) 
     assert results_folder("chat", tmp_path / "mine") == tmp_path / "mine"
 
 
+def busy_night(i: int, scale: float, stall_ms: float | None) -> RunData:
+    """Night ``i``, its latencies times ``scale``; with ``stall_ms`` its load loop
+    was held that long for 10% of its time (a busy runner)."""
+    run = realistic_run(n=4000, seed=100 + i, scale=scale)
+    if stall_ms is not None:
+        health = ProcessHealth(pid=1)
+        health.stall.record_value(100, 9000)
+        health.stall.record_value(int(stall_ms * 1000), 1000)
+        run.meta["generator"]["health"] = {"local": health.to_dict()}
+    return run
+
+
 def test_a_change_within_the_generators_error_is_no_regression_on_the_dashboard(
     tmp_path: Path,
 ) -> None:
@@ -128,12 +141,7 @@ def test_a_change_within_the_generators_error_is_no_regression_on_the_dashboard(
     about +900 ms), but its load loop was held 5 s for 10% of its time."""
 
     def past(i: int, scale: float, stall_ms: float | None) -> PastRun:
-        run = realistic_run(n=4000, seed=100 + i, scale=scale)
-        if stall_ms is not None:
-            health = ProcessHealth(pid=1)
-            health.stall.record_value(100, 9000)
-            health.stall.record_value(int(stall_ms * 1000), 1000)
-            run.meta["generator"]["health"] = {"local": health.to_dict()}
+        run = busy_night(i, scale, stall_ms)
         return PastRun(tmp_path / f"night-{i}", parse(Summary, build_summary(run), "summary"))
 
     quiet, slower = past(0, 1.0, None), past(1, 1.2, None)
@@ -141,3 +149,35 @@ def test_a_change_within_the_generators_error_is_no_regression_on_the_dashboard(
     assert {("ttft_ms", "p95"), ("e2e_ms", "p99")} <= flagged
     held = past(1, 1.2, stall_ms=5000.0)
     assert regressions_between(quiet, held, "chat") == []
+
+
+def test_the_busy_runner_gate_cannot_tell_and_exits_3_unless_allowed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The dashboard's busy night through the gate: E2E p99 rose 20% (about +900 ms)
+    within the runner's 5 s error, so neither `slogate compare` nor `--baseline`
+    may pass it silently: exit 3 with the reason, 0 with --allow-uncertain."""
+    quiet = tmp_path / "quiet"
+    busy_night(0, 1.0, None).save(quiet)
+    held = tmp_path / "held"
+    busy_night(1, 1.2, stall_ms=5000.0).save(held)
+    assert main(["compare", str(quiet), str(held)]) == 3
+    out = capsys.readouterr().out
+    assert out.startswith("CANNOT TELL: 0 regression(s)")
+    assert re.search(r"chat e2e_ms p99 .* \+\d+\.\d%  CANNOT-TELL \(within the generators' ±", out)
+    page = (held / "comparison.html").read_text()
+    assert '<tr class="cannot-tell">' in page and "exit 3; --allow-uncertain" in page
+    assert main(["compare", str(quiet), str(held), "--allow-uncertain"]) == 0
+    assert capsys.readouterr().out.startswith("NO REGRESSION: 0 regression(s)")
+
+    # through --baseline: the busy night's own SLOs are not trusted either (exit 3
+    # as invalid), and its outputs show which gated rises the gate could not judge
+    gated = write_results(tmp_path / "gated", RunData.load(held), RunData.load(quiet))
+    assert (gated.verdict, gated.exit_code) == ("invalid", 3)
+    assert gated.summary["baseline"]["verdict"] == "cannot tell"
+    markdown = (tmp_path / "gated" / "summary.md").read_text()
+    assert re.search(r"\| chat \| e2e\\_ms p99 \|.*\| cannot tell \|", markdown)
+    metrics = (tmp_path / "gated" / "metrics.prom").read_text()
+    assert re.search(r"slogate_cannot_tell\{[^}]*scenario=\"chat\"[^}]*\} [1-9]", metrics)
+    report = (tmp_path / "gated" / "report.html").read_text()
+    assert ": cannot tell</b>" in report and '<tr class="cannot-tell">' in report
