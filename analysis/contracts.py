@@ -251,6 +251,38 @@ class Finding(Contract):
     explains: list[str] = Field(default_factory=list)
 
 
+class StoppedEarly(Contract):
+    """``--abort-on-fail`` stopped the run: when (seconds since the start, and
+    of measurement), on which SLO, and why it could no longer pass."""
+
+    at_s: float
+    measured_s: float
+    scenario: str
+    slo: str
+    reason: str
+
+
+class SaturationFound(Contract):
+    """When a scenario was first found past saturation, and the two trends."""
+
+    at_s: float
+    scenario: str
+    confidence: float
+    in_flight_per_s: float
+    ttft_ms_per_s: float
+    windows: int
+    reason: str
+
+
+class SaturationCheck(Contract):
+    """``--saturation``: the mode, what it found (None: never past saturation),
+    and whether it ended the run."""
+
+    mode: Literal["monitor", "stop"]
+    found: SaturationFound | None = None
+    stopped: bool = False
+
+
 class RunInfo(Contract):
     """Where and when the run was made (secrets already masked), its keys in
     the order summary.json writes them."""
@@ -261,6 +293,8 @@ class RunInfo(Contract):
     measured_s: Number = None
     complete: bool | None = None
     incomplete_reason: str | None = None
+    stopped_early: StoppedEarly | None = None
+    saturation: SaturationCheck | None = None
     host: str | None = None
     engine: dict[str, Any] | None = None
     tool_version: str | None = None
@@ -503,6 +537,7 @@ class Sweep(Contract):
     cost_at_max: Cost | None = None
     headline: str
     findings: list[str]
+    skipped_levels: list[float] = Field(default_factory=list)
 
 
 class ExperimentTrend(Contract):

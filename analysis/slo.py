@@ -18,8 +18,9 @@ the engine's batching: they stay a finding of the diagnosis, not a reason to
 distrust.
 
 The run's verdict is ``invalid`` when its numbers cannot be trusted (the run did
-not complete, the load generator lagged beyond its bound or ran out of CPU, no
-request was measured, or an SLO was invalid as above); otherwise the worst
+not complete, ``--saturation stop`` ended it past saturation, the load
+generator lagged beyond its bound or ran out of CPU, no request was measured,
+or an SLO was invalid as above); otherwise the worst
 scenario verdict wins, fail before inconclusive before pass. Exit codes follow
 docs/design.md.
 """
@@ -385,6 +386,9 @@ def invalid_reasons(run: RunData) -> list[str]:
     reasons = []
     if meta.get("complete") is False:
         reasons.append(f"run incomplete: {meta.get('incomplete_reason') or 'no reason given'}")
+    saturation = meta.get("saturation") or {}
+    if saturation.get("stopped"):
+        reasons.append(f"stopped by --saturation stop: {saturation['found']['reason']}")
     generator = meta.get("generator") or {}
     lag, bound = lag_p99_ms(run), generator.get("max_lag_ms")
     if lag is not None and bound is not None and lag > bound:

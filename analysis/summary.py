@@ -75,6 +75,8 @@ RUN_KEYS = (
     "measured_s",
     "complete",
     "incomplete_reason",
+    "stopped_early",
+    "saturation",
     "host",
     "engine",
     "tool_version",

@@ -11,6 +11,7 @@ import argparse
 import math
 from collections.abc import Callable
 
+from slogate.analysis.saturation import MODES as SATURATION_MODES
 from slogate.scenarios.limits import MAX_PROCESSES
 from slogate.scenarios.units import parse_duration
 
@@ -69,3 +70,10 @@ def port(text: str) -> int:
 def processes(text: str) -> int | str:
     """``auto`` or a number of load processes."""
     return text if text == "auto" else process_count(text)
+
+
+def saturation_mode(text: str) -> str:
+    """``off``, ``monitor`` or ``stop`` (``slogate.analysis.saturation``)."""
+    if text not in SATURATION_MODES:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected one of {', '.join(SATURATION_MODES)}")
+    return text

@@ -71,6 +71,7 @@ class LoadContext:
     cancelled: int = 0
     finished: int = 0
     timeline_done: bool = False
+    stop_early: bool = False
     cpu_warning: bool = False
     watch: LoopWatch = field(init=False)
     request_log: RequestLog | None = None

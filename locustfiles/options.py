@@ -23,6 +23,7 @@ from slogate.locustfiles.argtypes import (
     positive_float,
     positive_int,
     processes,
+    saturation_mode,
 )
 from slogate.locustfiles.request_log import REQUESTS_FILE
 from slogate.scenarios.limits import MAX_PROCESSES
@@ -196,6 +197,32 @@ OPTIONS = (
         example="auto",
         metavar="DIR",
         cli=("--baseline",),
+    ),
+    Option(
+        "--saturation",
+        "past saturation (requests in flight and TTFT both rising, a trend test at 99% "
+        "confidence): 'monitor' says so in the verdict, 'stop' ends the run, exit 3; 'off'",
+        saturation_mode,
+        default="monitor",
+        example="stop",
+        metavar="MODE",
+        cli=("--saturation",),
+    ),
+    Option(
+        "--abort-on-fail",
+        "stop the run, FAIL, as soon as an SLO has failed for good (its whole 95% "
+        "interval beyond the limit); a passing run always runs to the end",
+        switch=True,
+        cli=("--abort-on-fail",),
+    ),
+    Option(
+        "--abort-min-window",
+        "with --abort-on-fail: measured time (after warm-up) before any stop",
+        duration,
+        default=10.0,
+        example="30s",
+        metavar="DURATION",
+        cli=("--abort-min-window",),
     ),
     Option(
         "--allow-uncertain",

@@ -186,6 +186,8 @@ def start_session(options: Any, runner: Any) -> RunSession:
         pricing=pricing,
         push_url=options.push_metrics or None,
         allow_uncertain=options.allow_uncertain,
+        abort_min_window_s=options.abort_min_window if options.abort_on_fail else None,
+        saturation=options.saturation,
     )
     if options.selftest > 0:
         session.selftest = measure_generator(options.selftest)
@@ -364,8 +366,9 @@ def journal_pause() -> None:
 
 
 def housekeeping(environment: Any, session: RunSession) -> None:
-    """Once a second: close finished windows, sample users, flush the journal;
-    every ``--status-interval`` print the status line."""
+    """Once a second: close finished windows, sample users, flush the journal,
+    see whether the run may stop early; every ``--status-interval`` print the
+    status line."""
     runner = environment.runner
     options = environment.parsed_options
     next_status = time.monotonic() + options.status_interval
@@ -374,6 +377,8 @@ def housekeeping(environment: Any, session: RunSession) -> None:
         session.users = runner.user_count
         session.close_windows()
         session.flush_journal(pause=journal_pause)
+        session.check_early_stop()
+        session.check_saturation()
         if options.headless and time.monotonic() >= next_status:
             next_status += options.status_interval
             log.info(session.status_line())

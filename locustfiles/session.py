@@ -20,11 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 from slogate.analysis.costs import Pricing
 from slogate.analysis.diagnosis import blurred_share
+from slogate.analysis.early_stop import EarlyStop, early_stop
 from slogate.analysis.generator import ProcessHealth, error_bound_ms, merged
 from slogate.analysis.journal import JOURNAL_FILE, JournalWriter
 from slogate.analysis.judge import judge_live, live_status, preload_statistics
 from slogate.analysis.recorder import OVERALL, Recorder
 from slogate.analysis.rundata import DATA_DIR, RunData, forget_final_save
+from slogate.analysis.saturation import Saturation
+from slogate.analysis.saturation import detect as detect_saturation
 from slogate.analysis.slo import SloResult, Verdict
 from slogate.analysis.summary import redact
 from slogate.analysis.timeseries import window_row
@@ -76,11 +79,16 @@ class RunSession:
         pricing: Pricing | None = None,
         push_url: str | None = None,
         allow_uncertain: bool = False,
+        abort_min_window_s: float | None = None,
+        saturation: str = "off",
     ) -> None:
         """``baseline``: the folder of a run to compare with, and its data (read
         before the run, so a bad folder stops it before any load);
         ``allow_uncertain``: a gated rise within the generators' error passes
-        the gate instead of exiting 3; ``push_url``:
+        the gate instead of exiting 3; ``abort_min_window_s``: with
+        ``--abort-on-fail``, the measured time before a settled failure stops
+        the run (None: never stopped early); ``saturation``: off, monitor
+        (the verdict says so) or stop (the run ends, exit 3); ``push_url``:
         a Prometheus Pushgateway that receives the run's metrics at the end."""
         self.ctx = ctx
         self.engine = engine
@@ -93,6 +101,10 @@ class RunSession:
         self.pricing = pricing
         self.push_url = push_url
         self.allow_uncertain = allow_uncertain
+        self.abort_min_window_s = abort_min_window_s
+        self.stopped_early: EarlyStop | None = None
+        self.saturation_mode = saturation
+        self.saturated: Saturation | None = None
         self.collector: Recorder = ctx.recorder
         self.rows: list[dict[str, Any]] = []
         self.worker_gauges: dict[str, dict[str, float]] = {}
@@ -210,6 +222,47 @@ class RunSession:
             scenario.name, scenario_meta(scenario), bucket, measured, self.generator_health()
         )
 
+    def check_early_stop(self) -> EarlyStop | None:
+        """With ``--abort-on-fail``: stop the load once an SLO has failed for
+        good (``slogate.analysis.early_stop``); everything measured is kept."""
+        if self.abort_min_window_s is None or self.stopped_early is not None:
+            return None
+        elapsed = self.ctx.elapsed_s()
+        measured = max(elapsed - self.ctx.timeline.warmup_s, 0.0)
+        results = [r for scenario in self.ctx.scenarios for r in self.live_slo(scenario)[0]]
+        stop = early_stop(results, elapsed, measured, self.abort_min_window_s)
+        if stop is not None:
+            self.stopped_early = stop
+            self.ctx.stop_early = True
+            log.warning("slogate: --abort-on-fail: stopping at %.0f s: %s", elapsed, stop.reason)
+        return stop
+
+    def check_saturation(self) -> Saturation | None:
+        """Whether a scenario's queue and TTFT are growing without bound
+        (``slogate.analysis.saturation``), found once; with ``stop`` the load ends."""
+        if self.saturation_mode == "off" or self.saturated is not None:
+            return self.saturated
+        warmup = self.ctx.timeline.warmup_s
+        for scenario in self.ctx.scenarios:
+            found = detect_saturation(scenario.name, self.rows, since_s=warmup)
+            if found is not None:
+                self.saturated = found
+                log.warning("slogate: %s", found.reason)
+                if self.saturation_mode == "stop":
+                    log.warning("slogate: --saturation stop: ending the run")
+                    self.ctx.stop_early = True
+                break
+        return self.saturated
+
+    def saturation_meta(self) -> dict[str, Any] | None:
+        if self.saturation_mode == "off":
+            return None
+        return {
+            "mode": self.saturation_mode,
+            "found": self.saturated.to_dict() if self.saturated else None,
+            "stopped": self.saturated is not None and self.saturation_mode == "stop",
+        }
+
     def meta(self, complete: bool, reason: str | None) -> dict[str, Any]:
         ended = time.time()
         measured = self.ctx.timeline.measured_s
@@ -243,6 +296,8 @@ class RunSession:
             },
             "baseline": self.baseline[0] if self.baseline else None,
             "allow_uncertain": self.allow_uncertain,
+            "stopped_early": asdict(self.stopped_early) if self.stopped_early else None,
+            "saturation": self.saturation_meta(),
             "pricing": asdict(self.pricing) if self.pricing else None,
             "pid": os.getpid(),
         }

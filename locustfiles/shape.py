@@ -11,7 +11,8 @@ from slogate.locustfiles.users import OpenLoopUser, SlogateUser
 
 class SlogateShape(LoadTestShape):
     """Users (closed loop) or dispatcher shards (open loop) per stage, until
-    the timeline ends. ``-u``/``-r``/``-t`` reach it through the scenario's
+    the timeline ends, or until the run is told to stop early (``--abort-on-fail``:
+    its answer is known). ``-u``/``-r``/``-t`` reach it through the scenario's
     overrides, hence ``use_common_options``. On a master the shape stops the
     workers itself before the run ends: Locust's quit alone would give their
     final reports half a second (docs/design.md)."""
@@ -20,7 +21,7 @@ class SlogateShape(LoadTestShape):
 
     def tick(self) -> tuple[int, float, list] | None:
         ctx = current_context()
-        phase = ctx.timeline.phase_at(ctx.elapsed_s())
+        phase = None if ctx.stop_early else ctx.timeline.phase_at(ctx.elapsed_s())
         if phase is None:
             ctx.timeline_done = True
             if isinstance(self.runner, MasterRunner):

@@ -146,6 +146,15 @@ def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> 
         "",
         f"Target: {target or DASH}; revision {md(run.git_revision or DASH)}.",
     ]
+    found = run.saturation and run.saturation.found
+    if found:
+        lines += [
+            "",
+            f"**Past saturation** (--saturation {run.saturation.mode}): {md(found.reason)}.",
+        ]
+    if run.stopped_early is not None:
+        stop = run.stopped_early
+        lines += ["", f"Stopped early (--abort-on-fail) at {stop.at_s:.0f} s: {md(stop.reason)}."]
     lines += [f"- {md(reason)}" for reason in summary.invalid_reasons]
     lines += ["", *slo_rows(summary)]
     lines += prefix_cache_lines(summary)

@@ -164,7 +164,35 @@ class SummaryCollector:
         for stat, quantile in QUANTILES.items():
             if bounds.get(stat) is not None:
                 bound.add_metric([*run, quantile], bounds[stat] / 1000)
-        yield from (engine_mean, drift, bound)
+        yield from (engine_mean, drift, bound, *self.stops(run))
+
+    def stops(self, run: list[str]) -> Iterator[Metric]:
+        """When the run was found past saturation, and when it stopped early (only
+        when it did), in seconds since its start."""
+        s = self.summary
+        saturated = self.gauge(
+            "saturated", "1 when the run was found past saturation (--saturation)", run_wide=True
+        )
+        checked = s.run.saturation
+        if checked is not None:
+            saturated.add_metric(run, 1 if checked.found else 0)
+        yield saturated
+        for name, doc, at in (
+            (
+                "saturated_at_seconds",
+                "When the run was found past saturation",
+                checked and checked.found,
+            ),
+            (
+                "stopped_early_at_seconds",
+                "When --abort-on-fail stopped the run",
+                s.run.stopped_early,
+            ),
+        ):
+            family = self.gauge(name, doc, run_wide=True)
+            if at:
+                family.add_metric(run, at.at_s)
+            yield family
 
 
 def start_timestamp(summary: Summary) -> float | None:

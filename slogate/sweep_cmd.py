@@ -73,6 +73,12 @@ def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
         help="a trial too short to bound a percentile (inconclusive) is rerun longer, "
         "up to this (default 10 x --duration)",
     )
+    p.add_argument(
+        "--keep-climbing",
+        action="store_true",
+        help="--rates/--users: run the higher levels even after one failed, was invalid "
+        "or went past saturation (by default the sweep stops climbing there)",
+    )
     add_trial_options(p)
 
 
@@ -93,6 +99,7 @@ def sweep_settings(args: argparse.Namespace) -> SweepSettings:
         max_trials=args.max_trials,
         max_duration=args.max_duration,
         seed=args.seed,
+        keep_climbing=args.keep_climbing,
         command=shlex.join(["slogate", *sys.argv[1:]]),
     )
 

@@ -54,6 +54,7 @@ class SweepSettings:
     max_duration: float | None = None
     seed: int | None = None
     command: str = ""
+    keep_climbing: bool = False
 
     @property
     def unit(self) -> str:
@@ -180,11 +181,18 @@ def find_max(trials: SweepTrials, search: MaxSearch) -> None:
         search.record(step.value, result.passed, step.confirmation)
 
 
-def run_levels(trials: SweepTrials, search: MaxSearch) -> None:
-    """Every level once; the search object only keeps the books (highest pass,
-    lowest fail), it chooses nothing."""
-    for value in trials.settings.levels:
-        search.record(value, trials.judge(value, trials.settings.duration).passed)
+def run_levels(trials: SweepTrials, search: MaxSearch) -> tuple[float, ...]:
+    """Every level once, lowest first, until one fails, is invalid or is past
+    saturation: a higher load would only spend GPU time to fail again (unless
+    ``keep_climbing``). The search object only keeps the books (highest pass,
+    lowest fail), it chooses nothing. Returns the levels left unrun."""
+    levels = trials.settings.levels
+    for i, value in enumerate(levels):
+        result = trials.judge(value, trials.settings.duration)
+        search.record(value, result.passed)
+        if result.beyond_limit and not trials.settings.keep_climbing:
+            return levels[i + 1 :]
+    return ()
 
 
 @dataclass(frozen=True)
@@ -195,6 +203,7 @@ class SweepRun:
     trials: SweepTrials
     search: MaxSearch
     finished: bool
+    skipped: tuple[float, ...] = ()
 
 
 def run_sweep(settings: SweepSettings, search: MaxSearch, runner: TrialRunner) -> SweepRun:
@@ -204,9 +213,8 @@ def run_sweep(settings: SweepSettings, search: MaxSearch, runner: TrialRunner) -
     trials = SweepTrials(settings, runner)
     if settings.find_max:
         find_max(trials, search)
-    else:
-        run_levels(trials, search)
-    return SweepRun(trials, search, not settings.find_max or search.next() is None)
+        return SweepRun(trials, search, search.next() is None)
+    return SweepRun(trials, search, True, run_levels(trials, search))
 
 
 def slo_list(result: TrialResult) -> list[WorstSlo]:
@@ -341,6 +349,11 @@ def build_document(run: SweepRun, out: Path, pricing: Pricing | None) -> dict[st
     limiting = None if limiter is None else limiting_slo(slo_list(limiter[1]))
     knee = knee_of(points, **knee_metric(slos, limiting))
     headline, lines = findings_text(unit, best, limiter, knee)
+    if run.skipped:
+        lines.append(
+            f"not run: {', '.join(f'{v:g}' for v in run.skipped)} {unit}, above a level that "
+            "failed, was invalid or went past saturation (--keep-climbing runs them)"
+        )
     at_max = next((p for p in points if p["x"] == best), None)
     cost = None
     if at_max is not None:
@@ -361,6 +374,7 @@ def build_document(run: SweepRun, out: Path, pricing: Pricing | None) -> dict[st
         "cost_at_max": cost,
         "headline": headline,
         "findings": lines,
+        "skipped_levels": list(run.skipped),
     }
     parse(Sweep, doc, str(out / "sweep.json"))  # the writer holds to its own contract
     return doc

@@ -44,6 +44,17 @@ class TrialResult:
     def passed(self) -> bool:
         return self.verdict == "pass"
 
+    @property
+    def saturated(self) -> bool:
+        """Found past saturation (``--saturation``): its latencies describe a queue."""
+        checked = None if self.summary is None else self.summary.run.saturation
+        return checked is not None and checked.found is not None
+
+    @property
+    def beyond_limit(self) -> bool:
+        """Failed, invalid or past saturation: a higher load can only be worse."""
+        return self.verdict in ("fail", "invalid") or self.saturated
+
 
 def write_scenario(path: Path, raw: Mapping[str, Any]) -> Path:
     """A trial's scenario as YAML beside the study, so the trial can be rerun alone."""

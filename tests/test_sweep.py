@@ -33,14 +33,16 @@ TTFT_P99 = {"metric": "ttft_ms", "stat": "p99", "threshold": 500.0, "kind": "max
 TPOT_P95 = {"metric": "tpot_ms", "stat": "p95", "threshold": 50.0, "kind": "max"}
 
 
-def summary(verdict: str, slo: list[dict], reasons: tuple[str, ...] = ()) -> Summary:
+def summary(
+    verdict: str, slo: list[dict], reasons: tuple[str, ...] = (), run: dict | None = None
+) -> Summary:
     """A trial's summary holding only what the sweep reads, parsed like a real one."""
     block = {"verdict": verdict, "requests": {"ok": 0, "failed": 0, "total": 0},
              "tokens": {"input": 0, "output": 0}, "metrics": {}, "throughput": {},
              "slo": slo}  # fmt: skip
     return Summary.model_validate(
         {"schema": SUMMARY_SCHEMA, "verdict": verdict, "exit_code": 0,
-         "invalid_reasons": list(reasons), "scenarios": {"chat": block}}
+         "invalid_reasons": list(reasons), "scenarios": {"chat": block}, "run": run or {}}
     )  # fmt: skip
 
 
@@ -321,6 +323,40 @@ def test_each_level_runs_once_and_the_knee_follows_the_limiting_slo(tmp_path):
     slos = [WorstSlo.model_validate(s) for s in doc["slo"]]
     limiting = WorstSlo.model_validate(doc["limiting_slo"])
     assert knee_metric(slos, limiting) == {"metric": "tpot_ms", "stat": "p95"}
+
+
+def saturated_from(level: float, out: Path, calls: list[TrialSpec]):
+    """Every trial passes its SLO, but from ``level`` up the run went past saturation."""
+
+    def run(spec: TrialSpec) -> TrialResult:
+        calls.append(spec)
+        found = {"at_s": 35.0, "scenario": "chat", "confidence": 0.99,
+                 "in_flight_per_s": 2.0, "ttft_ms_per_s": 90.0, "windows": 6,
+                 "reason": "chat: past saturation at 35 s"}  # fmt: skip
+        checked = {"mode": "monitor", "found": found if spec.value >= level else None}
+        entries = [slo_entry(TTFT_P99, 100.0, "pass", 80.0)]
+        s = summary("pass", entries, run={"saturation": checked})
+        return TrialResult(out / "runs" / spec.name, 0, s)
+
+    return run
+
+
+def test_levels_stop_climbing_after_the_first_failed_or_saturated_one(tmp_path):
+    calls: list[TrialSpec] = []
+    settings = SweepSettings("chat.yaml", "rate", 4.0, levels=(1, 2, 4, 8, 16))
+    run = run_sweep(settings, settings.search(), ttft_engine(3, tmp_path, calls))
+    assert [c.value for c in calls] == [1, 2, 4]  # 4 failed: 8 and 16 would fail too
+    doc = build_document(run, tmp_path, None)
+    assert doc["skipped_levels"] == [8, 16] and doc["max"] == 2
+    assert doc["findings"][-1].startswith("not run: 8, 16 requests/s, above a level that failed")
+    calls.clear()
+    run = run_sweep(settings, settings.search(), saturated_from(4, tmp_path, calls))
+    assert [c.value for c in calls] == [1, 2, 4] and run.skipped == (8, 16)
+    assert run.trials.by_value[4][0].saturated and run.trials.by_value[4][0].passed
+    calls.clear()
+    onward = SweepSettings("chat.yaml", "rate", 4.0, levels=(1, 2, 4, 8, 16), keep_climbing=True)
+    run = run_sweep(onward, onward.search(), ttft_engine(3, tmp_path, calls))
+    assert [c.value for c in calls] == [1, 2, 4, 8, 16] and run.skipped == ()
 
 
 def test_a_search_or_level_list_offers_whole_users():

@@ -1,0 +1,136 @@
+"""Saturation: is the server past the rate it can serve, its queue growing without bound?
+
+Past saturation an open-loop run measures a queue, not the server: every
+latency percentile grows with the run's length and says nothing of the
+engine. The signal is GuideLLM's (vllm-project/guidellm #438, its
+over-saturation constraint): the requests in flight and the time to first
+token both rise, each beyond its margin of error. Here each rise is a trend
+test with a stated confidence, not a fixed threshold: over the trailing
+``window`` of the time series (one point per window of the run: the in-flight
+gauge at its end, the median TTFT of the requests it finished), the
+least-squares slope's one-sided Student-t lower bound at ``confidence``
+(99%) must be above zero, for both signals. A slope that only just clears
+zero is still not "without bound": each signal must also have grown by at
+least ``min_growth`` (25%) of its fitted level at the window's start over the
+window. A stationary queue (a rate below capacity) drifts both ways and fails
+one of the two tests, nearly always both.
+
+Only windows after warm-up count: a ramp fills the queue by design.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+CONFIDENCE = 0.99
+MIN_POINTS = 6
+MIN_GROWTH = 0.25
+MODES = ("off", "monitor", "stop")
+
+
+@dataclass(frozen=True, slots=True)
+class Trend:
+    """A least-squares line through (t, y): its slope per second, the slope's
+    one-sided lower bound at the confidence used, the fitted values at the
+    first and last t, and the number of points."""
+
+    slope: float
+    lower: float
+    start: float
+    end: float
+    points: int
+
+    @property
+    def growth(self) -> float:
+        """The fitted rise over the span, relative to the fitted start (inf from 0 or below)."""
+        rise = self.end - self.start
+        return rise / self.start if self.start > 0 else (math.inf if rise > 0 else 0.0)
+
+    def rising(self, min_growth: float) -> bool:
+        return self.lower > 0 and self.growth >= min_growth
+
+
+def trend(t: Sequence[float], y: Sequence[float], confidence: float = CONFIDENCE) -> Trend | None:
+    """The slope of ``y`` over ``t`` with its one-sided lower confidence bound
+    (Student-t with n - 2 degrees of freedom); None under 3 points or one instant."""
+    n = len(t)
+    if n < 3 or n != len(y):
+        return None
+    t_mean, y_mean = sum(t) / n, sum(y) / n
+    sxx = sum((x - t_mean) ** 2 for x in t)
+    if sxx == 0:
+        return None
+    slope = sum((x - t_mean) * (v - y_mean) for x, v in zip(t, y, strict=True)) / sxx
+    intercept = y_mean - slope * t_mean
+    residual = sum((v - intercept - slope * x) ** 2 for x, v in zip(t, y, strict=True))
+    se = math.sqrt(residual / (n - 2) / sxx)
+    from scipy.stats import t as student  # not in load processes until a check runs
+
+    lower = slope - float(student.ppf(confidence, n - 2)) * se
+    return Trend(slope, lower, intercept + slope * t[0], intercept + slope * t[-1], n)
+
+
+@dataclass(frozen=True, slots=True)
+class Saturation:
+    """The first window at whose end the run was found past saturation."""
+
+    at_s: float
+    scenario: str
+    in_flight: Trend
+    ttft_ms: Trend
+    confidence: float
+
+    @property
+    def reason(self) -> str:
+        q, f = self.in_flight, self.ttft_ms
+        return (
+            f"{self.scenario}: past saturation at {self.at_s:.0f} s: requests in flight "
+            f"{q.start:.0f} -> {q.end:.0f} (+{q.slope:.2f}/s) and TTFT p50 {f.start:.0f} -> "
+            f"{f.end:.0f} ms (+{f.slope:.1f} ms/s) both rising over the last {q.points} "
+            f"windows at {100 * self.confidence:g}% confidence: the latencies describe a "
+            "queue, not the server"
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "at_s": self.at_s,
+            "scenario": self.scenario,
+            "confidence": self.confidence,
+            "in_flight_per_s": self.in_flight.slope,
+            "ttft_ms_per_s": self.ttft_ms.slope,
+            "windows": self.in_flight.points,
+            "reason": self.reason,
+        }
+
+
+def detect(
+    scenario: str,
+    rows: Sequence[dict],
+    since_s: float,
+    points: int = MIN_POINTS,
+    confidence: float = CONFIDENCE,
+    min_growth: float = MIN_GROWTH,
+) -> Saturation | None:
+    """Saturation in ``scenario``'s time-series rows (``slogate.analysis.timeseries``)
+    over their last ``points`` windows that start at or after ``since_s``; None
+    while there are fewer, or while either signal is not rising."""
+    usable = [
+        r
+        for r in rows
+        if r["scenario"] == scenario
+        and r["t_s"] >= since_s
+        and r.get("in_flight") is not None
+        and r.get("ttft_p50_ms") is not None
+    ][-points:]
+    if len(usable) < points:
+        return None
+    ends = [r["t_s"] + r["window_s"] for r in usable]
+    queue = trend(ends, [float(r["in_flight"]) for r in usable], confidence)
+    ttft = trend(ends, [float(r["ttft_p50_ms"]) for r in usable], confidence)
+    if queue is None or ttft is None:
+        return None
+    if queue.rising(min_growth) and ttft.rising(min_growth):
+        return Saturation(ends[-1], scenario, queue, ttft, confidence)
+    return None
