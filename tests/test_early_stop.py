@@ -57,3 +57,20 @@ def test_nothing_stops_before_the_minimum_window_and_the_reason_names_the_slo() 
     assert stop.reason.startswith("chat: ttft_ms p50 <= 450 failed for good after 10 s measured:")
     assert "on 1000 samples, 95% interval 4" in stop.reason and "entirely beyond" in stop.reason
     assert early_stop([median_under(480.0)], 30.0, 30.0, 10.0) is None
+
+
+def test_a_stopped_run_says_when_and_why_in_every_output(tmp_path) -> None:
+    from reportdata import realistic_run
+
+    from slogate.reports import write_results
+
+    run = realistic_run(n=2000, seed=5)
+    reason = "chat: ttft_ms p99 <= 2000 failed for good after 12 s measured: ..."
+    run.meta["stopped_early"] = {"at_s": 14.0, "measured_s": 12.0, "scenario": "chat",
+                                 "slo": "ttft_ms p99 <= 2000", "reason": reason}  # fmt: skip
+    outcome = write_results(tmp_path, run)
+    assert outcome.summary["run"]["stopped_early"]["at_s"] == 14.0
+    assert "Stopped early</b> by --abort-on-fail at 14 s" in (tmp_path / "report.html").read_text()
+    assert "Stopped early (--abort-on-fail) at 14 s" in (tmp_path / "summary.md").read_text()
+    metrics = (tmp_path / "metrics.prom").read_text()
+    assert "slogate_stopped_early_at_seconds{" in metrics and "} 14.0" in metrics

@@ -69,3 +69,31 @@ def test_windows_before_warm_up_ends_and_other_scenarios_do_not_count() -> None:
     assert detect("code", rows(queue, ttft), since_s=0.0) is None
     small = [1.0 + 0.01 * i for i in range(8)]  # significant, but 5% growth: bounded
     assert detect("chat", rows(small, [100.0 + 0.1 * i for i in range(8)]), since_s=0.0) is None
+
+
+def test_a_saturated_run_says_so_in_every_output_and_stop_makes_it_invalid(tmp_path) -> None:
+    from reportdata import realistic_run
+
+    from slogate.reports import write_results
+
+    queue = [50.0 * i + 3 for i in range(1, 9)]
+    found = detect("chat", rows(queue, [80.0 + 10.0 * q for q in queue]), since_s=0.0)
+    run = realistic_run(n=2000, seed=5)
+    run.meta["saturation"] = {"mode": "monitor", "found": found.to_dict(), "stopped": False}
+    monitored = write_results(tmp_path / "monitor", run)
+    assert monitored.summary["run"]["saturation"]["found"]["at_s"] == 40.0
+    assert "stopped by --saturation" not in " ".join(monitored.summary["invalid_reasons"])
+    report = (tmp_path / "monitor" / "report.html").read_text()
+    assert "<b>Past saturation</b> (--saturation monitor): chat: past saturation at 40 s" in report
+    assert (
+        "**Past saturation** (--saturation monitor)"
+        in (tmp_path / "monitor" / "summary.md").read_text()
+    )
+    metrics = (tmp_path / "monitor" / "metrics.prom").read_text()
+    assert "slogate_saturated{" in metrics and "slogate_saturated_at_seconds{" in metrics
+    run.meta["saturation"] = {"mode": "stop", "found": found.to_dict(), "stopped": True}
+    stopped = write_results(tmp_path / "stop", run)
+    assert (stopped.verdict, stopped.exit_code) == ("invalid", 3)
+    assert stopped.summary["invalid_reasons"][0].startswith(
+        "stopped by --saturation stop: chat: past saturation at 40 s"
+    )
