@@ -105,6 +105,7 @@ class RunSession:
         self.stopped_early: EarlyStop | None = None
         self.saturation_mode = saturation
         self.saturated: Saturation | None = None
+        self.rows_checked = 0
         self.collector: Recorder = ctx.recorder
         self.rows: list[dict[str, Any]] = []
         self.worker_gauges: dict[str, dict[str, float]] = {}
@@ -242,6 +243,9 @@ class RunSession:
         (``slogate.analysis.saturation``), found once; with ``stop`` the load ends."""
         if self.saturation_mode == "off" or self.saturated is not None:
             return self.saturated
+        if len(self.rows) == self.rows_checked:
+            return None  # no window closed since the last look
+        self.rows_checked = len(self.rows)
         warmup = self.ctx.timeline.warmup_s
         for scenario in self.ctx.scenarios:
             found = detect_saturation(scenario.name, self.rows, since_s=warmup)
