@@ -25,8 +25,6 @@ from __future__ import annotations
 import select
 import socket
 import ssl as ssl_module
-import struct
-import sys
 import time
 from collections.abc import Callable
 
@@ -35,17 +33,13 @@ import gevent.lock
 import gevent.socket
 from gevent.hub import Waiter
 
+from slogate.client import kernel_time
+
 __all__ = ["READ_SIZE", "ConnectError", "Connection", "Pool"]
 
 READ_SIZE = 65536
 WATCHDOG_S = 0.05
 _NEVER = 1 << 62
-# Python does not export SO_TIMESTAMPNS; 35 is its value on Linux (asm-generic).
-_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform == "linux" else None)
-_ANCILLARY_SIZE = socket.CMSG_SPACE(16)
-_TIMESPEC = struct.Struct("@qq")
-
-KERNEL_TIMESTAMPS_AVAILABLE = _SO_TIMESTAMPNS is not None
 
 
 class ConnectError(Exception):
@@ -54,14 +48,6 @@ class ConnectError(Exception):
     def __init__(self, message: str, timed_out: bool) -> None:
         super().__init__(message)
         self.timed_out = timed_out
-
-
-def _realtime_offset_ns() -> int:
-    """CLOCK_REALTIME minus the monotonic perf_counter clock, read back to back."""
-    before = time.perf_counter_ns()
-    real = time.time_ns()
-    after = time.perf_counter_ns()
-    return real - (before + after) // 2
 
 
 class Connection:
@@ -105,7 +91,7 @@ class Connection:
         if not self.tls:
             self.sock.settimeout(0.0)  # plain reads wait on the watcher, never in the socket
         self._full = False
-        self._offset = _realtime_offset_ns() if self.kernel_timestamps else 0
+        self._offset = kernel_time.realtime_offset_ns() if self.kernel_timestamps else 0
 
     def read(self, deadline_ns: int) -> bytes:
         """The bytes that have arrived, waiting for some until ``deadline_ns``
@@ -131,16 +117,11 @@ class Connection:
         """The bytes that have arrived on a plain connection, without waiting
         (BlockingIOError when there are none), their arrival instant in ``at``."""
         if self.kernel_timestamps:
-            data, ancillary, _, _ = self._recvmsg(READ_SIZE, _ANCILLARY_SIZE)
+            data, ancillary, _, _ = self._recvmsg(READ_SIZE, kernel_time.ANCILLARY_SIZE)
         else:
             data, ancillary = self._recv(READ_SIZE), None
         now = time.perf_counter_ns()
-        self.at = now
-        if ancillary:
-            seconds, nanos = _TIMESPEC.unpack_from(ancillary[0][2])
-            kernel = seconds * 1_000_000_000 + nanos - self._offset
-            if now - 10_000_000_000 < kernel <= now:
-                self.at = kernel
+        self.at = kernel_time.arrival_ns(ancillary, self._offset, now) if ancillary else now
         return data
 
     def follow(self, take: Callable[[bytes], bool], deadline: Callable[[], int]) -> None:
@@ -240,7 +221,7 @@ class Pool:
         self.port = port
         self.tls = tls
         self.connect_s = connect_s
-        self.kernel_timestamps = kernel_timestamps and KERNEL_TIMESTAMPS_AVAILABLE and tls is None
+        self.kernel_timestamps = kernel_timestamps and kernel_time.AVAILABLE and tls is None
         self.size = size
         self.slots = gevent.lock.BoundedSemaphore(size)
         self._idle: list[Connection] = []
@@ -296,7 +277,7 @@ class Pool:
             sock.connect(address)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.kernel_timestamps:
-                sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+                kernel_time.enable(sock)
             if self.tls is not None:
                 sock = self.tls.wrap_socket(sock, server_hostname=self.host)
         except TimeoutError as exc:

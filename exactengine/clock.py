@@ -1,5 +1,5 @@
-"""Nanosecond timing for the server: a timerfd to wake at an exact instant, and
-the kernel's receive timestamp of a read, on the monotonic clock.
+"""Nanosecond timing for the server: a timerfd to wake at an exact instant (the
+kernel's receive timestamp of a read is :mod:`slogate.client.kernel_time`'s).
 
 ``time.perf_counter_ns()`` is CLOCK_MONOTONIC on Linux, shared by every process
 of the machine, so the instants this server logs compare with a client's.
@@ -10,16 +10,9 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
-import socket
-import struct
-import time
 
 _CLOCK_MONOTONIC = 1
 _TFD_TIMER_ABSTIME = 1
-# Python does not export SO_TIMESTAMPNS; 35 is its value on Linux (asm-generic).
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
-ANCILLARY_SIZE = socket.CMSG_SPACE(16)
-_TIMESPEC = struct.Struct("@qq")
 
 
 class _Timespec(ctypes.Structure):
@@ -58,22 +51,3 @@ class TimerFd:
 
     def close(self) -> None:
         os.close(self.fd)
-
-
-def realtime_offset_ns() -> int:
-    """CLOCK_REALTIME minus the monotonic clock, read back to back."""
-    before = time.perf_counter_ns()
-    real = time.time_ns()
-    after = time.perf_counter_ns()
-    return real - (before + after) // 2
-
-
-def arrival_ns(ancillary: list[tuple[int, int, bytes]], now_ns: int) -> int:
-    """When the kernel received the bytes of a ``recvmsg`` (monotonic clock);
-    ``now_ns`` when it did not say or the clocks disagree."""
-    if ancillary:
-        seconds, nanos = _TIMESPEC.unpack_from(ancillary[0][2])
-        at = seconds * 1_000_000_000 + nanos - realtime_offset_ns()
-        if now_ns - 10_000_000_000 < at <= now_ns:
-            return at
-    return now_ns

@@ -31,8 +31,9 @@ from typing import Any, Literal
 
 import orjson
 
+from slogate.client import kernel_time
 from slogate.exactengine.behaviour import Behaviour
-from slogate.exactengine.clock import ANCILLARY_SIZE, SO_TIMESTAMPNS, TimerFd, arrival_ns
+from slogate.exactengine.clock import TimerFd
 from slogate.exactengine.truth import TruthEntry
 from slogate.exactengine.writes import Request, Write, stream_writes
 
@@ -224,7 +225,7 @@ class _Connection:
     def __init__(self, server: ExactServer, sock: socket.socket) -> None:
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        kernel_time.enable(sock)
         self.server = server
         self.sock = sock
         self.fd = sock.fileno()
@@ -301,7 +302,7 @@ class _Connection:
 
     def _read(self) -> None:
         try:
-            data, ancillary, _, _ = self.sock.recvmsg(READ_SIZE, ANCILLARY_SIZE)
+            data, ancillary, _, _ = self.sock.recvmsg(READ_SIZE, kernel_time.ANCILLARY_SIZE)
         except BlockingIOError:
             return
         except OSError:
@@ -312,7 +313,11 @@ class _Connection:
             return
         self.buffer += data
         if self.stream is None:
-            self._next_request(arrival_ns(ancillary, time.perf_counter_ns()))
+            self._next_request(
+                kernel_time.arrival_ns(
+                    ancillary, kernel_time.realtime_offset_ns(), time.perf_counter_ns()
+                )
+            )
 
     def _next_request(self, now: int) -> None:
         while self.stream is None and not self.closing and not self.closed:
