@@ -169,10 +169,10 @@ def selftest(args: argparse.Namespace) -> int:
 
 
 def delegated(name: str) -> Callable[[argparse.Namespace], int]:
-    """The ``<name>_command`` of module ``slogate.<name>``, imported when called."""
+    """The ``<name>_command`` of module ``slogate.<name>_cmd``, imported when called."""
 
     def call(args: argparse.Namespace) -> int:
-        return getattr(importlib.import_module(f"slogate.{name}"), f"{name}_command")(args)
+        return getattr(importlib.import_module(f"slogate.{name}_cmd"), f"{name}_command")(args)
 
     return call
 
