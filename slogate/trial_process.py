@@ -5,6 +5,11 @@ Each trial is its own `slogate run` process writing its own results folder
 like a run; the study (:mod:`slogate.studies`) only reads those folders. The engine
 (:mod:`slogate.target`) is the one the user names (``--host``) or a
 simulated engine started for the trials that share a profile.
+
+Apart from :mod:`slogate.studies.trials` by design: this module starts a
+process and declares command-line options, which the studies room knows
+nothing of (the CLI passes :func:`run_trial` in as a callable); that one only
+reads the folders a trial leaves, so a study can be rebuilt from them.
 """
 
 from __future__ import annotations
@@ -17,7 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from slogate.analysis.contracts import Summary, read_document
-from slogate.locustfiles.argtypes import positive_duration, positive_float, positive_int
+from slogate.locustfiles.argtypes import (
+    non_negative_int,
+    positive_duration,
+    positive_float,
+    positive_int,
+)
 from slogate.locustfiles.options import PRICE
 from slogate.studies.trials import TrialResult
 
@@ -39,7 +49,7 @@ def add_trial_options(p: argparse.ArgumentParser) -> None:
         default=20.0,
         help="length of each trial, e.g. 20s (default 20s)",
     )
-    p.add_argument("--seed", type=int, help="workload seed")
+    p.add_argument("--seed", type=non_negative_int, help="workload seed")
     p.add_argument("--out", help="results folder (default results/<time>-<name>)")
     PRICE.add_to_cli(p)
     p.add_argument(

@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from slogate.analysis.contracts import SloEntry, Sweep, WorstSlo, parse
-from slogate.analysis.costs import MaxSearch, Pricing, knee_index, limiting_slo, throughput_cost
+from slogate.analysis.costs import Pricing, throughput_cost
 from slogate.analysis.slo import is_latency_percentile
 from slogate.analysis.versions import SWEEP_SCHEMA
 from slogate.scenarios import Scenario
+from slogate.studies.max_load import MaxSearch, knee_index, limiting_slo
 from slogate.studies.points import lookup
 from slogate.studies.trials import TrialResult, point_of
 

@@ -3,6 +3,10 @@
 Each trial is a plain `slogate run` writing its own results folder; a study
 reads only those folders (summary.json, data/), so any trial can be opened,
 re-rendered or compared like a run.
+
+Starting the trial's process is :mod:`slogate.trial_process`'s, in the CLI:
+this room declares no options and starts no processes, so what is here runs
+the same on trials run now and on folders read back later.
 """
 
 from __future__ import annotations

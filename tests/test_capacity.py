@@ -10,19 +10,11 @@ import json
 import pytest
 
 from slogate.analysis.contracts import SloEntry
-from slogate.analysis.costs import (
-    MaxSearch,
-    Pricing,
-    cost_block,
-    cost_per_million,
-    knee_index,
-    kv_formula,
-    kv_plan,
-    limiting_slo,
-)
+from slogate.analysis.costs import Pricing, cost_block, cost_per_million, kv_formula, kv_plan
 from slogate.cli import main
 from slogate.plan_cmd import add_plan_parser, plan_command
 from slogate.simengine.profiles import ProfileError, load_profile
+from slogate.studies.max_load import MaxSearch, knee_index, limiting_slo
 from slogate.studies.plan import PlanRequest, request_profile
 
 MIB, GIB = 1024**2, 1024**3
