@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from datetime import timedelta
 
 from slogate.analysis.saturation import MODES as SATURATION_MODES
 from slogate.scenarios.limits import MAX_PROCESSES
@@ -24,6 +25,13 @@ def duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(error)) from error
 
 
+def age(text: str) -> timedelta:
+    """``30d``, ``12h``, ``90m``: how old a run may be."""
+    if text.endswith("d"):
+        return timedelta(days=duration(text[:-1]))
+    return timedelta(seconds=duration(text))
+
+
 def _checked(text: str, kind: type, ok: Callable[[float], bool], what: str) -> int | float:
     try:
         value = kind(text)
@@ -32,6 +40,16 @@ def _checked(text: str, kind: type, ok: Callable[[float], bool], what: str) -> i
     if value is None or not math.isfinite(value) or not ok(value):
         raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
     return value
+
+
+def integer(text: str) -> int:
+    """Any integer: for a flag whose range the scenario checks, with its own limits."""
+    return _checked(text, int, lambda v: True, "an integer")
+
+
+def number(text: str) -> float:
+    """Any finite number: for a flag whose range the scenario checks."""
+    return _checked(text, float, lambda v: True, "a number")
 
 
 def positive_int(text: str) -> int:

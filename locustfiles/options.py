@@ -18,7 +18,9 @@ from typing import Any
 
 from slogate.locustfiles.argtypes import (
     duration,
+    integer,
     non_negative_int,
+    number,
     port,
     positive_float,
     positive_int,
@@ -139,7 +141,7 @@ OPTIONS = (
     Option(
         "-u",
         "closed loop: concurrent users",
-        int,
+        integer,
         example="4",
         cli=("--users", "-u"),
         locust_own=True,
@@ -149,7 +151,7 @@ OPTIONS = (
     Option(
         "-r",
         "users started per second",
-        float,
+        number,
         example="2",
         cli=("--spawn-rate", "-r"),
         locust_own=True,
@@ -159,7 +161,7 @@ OPTIONS = (
     Option(
         "--rate",
         "open loop: requests per second (replaces the scenario's load)",
-        float,
+        number,
         example="5",
         cli=("--rate",),
         scenario_key="rate",

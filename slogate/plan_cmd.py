@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from slogate.analysis.slo import EXIT_CONFIG
+from slogate.locustfiles.argtypes import positive_int
 from slogate.locustfiles.options import PRICE
 from slogate.reports.plan_text import plan_text, write_plan
 from slogate.simengine.profiles import ProfileError
@@ -29,7 +30,7 @@ def add_plan_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", help="a full profile name, e.g. llama-3.1-8b@h100:fp8")
     p.add_argument("--model", help="model, e.g. llama-3.1-8b, llama-2-7b, qwen2.5-7b")
     p.add_argument("--gpu", help="GPU, e.g. h100, h200, a100, l40s, l4")
-    p.add_argument("--gpus", type=int, help="GPUs (tensor parallel), default 1")
+    p.add_argument("--gpus", type=positive_int, help="GPUs (tensor parallel), default 1")
     p.add_argument("--dtype", help="weight dtype: bf16, fp16, fp8, int8, int4")
     p.add_argument("--kv-dtype", help="KV-cache dtype: bf16, fp16, fp8 (default: the model's)")
     p.add_argument(
@@ -40,12 +41,14 @@ def add_plan_parser(sub: argparse._SubParsersAction) -> None:
         help="engine setting, e.g. gpu_memory_utilization=0.8, max_num_seqs=256",
     )
     p.add_argument(
-        "--context", type=int, help="tokens per sequence (prompt + output), default 4096"
+        "--context", type=positive_int, help="tokens per sequence (prompt + output), default 4096"
     )
-    p.add_argument("--batch", type=int, help="also size the KV cache of this many sequences")
+    p.add_argument(
+        "--batch", type=positive_int, help="also size the KV cache of this many sequences"
+    )
     p.add_argument(
         "--output-tokens",
-        type=int,
+        type=positive_int,
         default=256,
         help="output tokens per request for the throughput estimate (default 256)",
     )

@@ -10,23 +10,13 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 from slogate.analysis.history import RESULTS_ROOT, read_runs, runs_to_prune
 from slogate.analysis.slo import EXIT_CONFIG
-from slogate.locustfiles.argtypes import duration, non_negative_int
+from slogate.locustfiles.argtypes import age, non_negative_int
 from slogate.reports import write_index
-
-DAY_S = 86_400.0
-
-
-def age(text: str) -> timedelta:
-    """``30d``, ``12h``, ``90m``: how old a run may be."""
-    if text.endswith("d"):
-        days = duration(text[:-1])
-        return timedelta(seconds=days * DAY_S)
-    return timedelta(seconds=duration(text))
 
 
 def add_prune_parser(sub: argparse._SubParsersAction) -> None:
