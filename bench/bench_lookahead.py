@@ -64,7 +64,9 @@ def percentiles(values: np.ndarray) -> dict[str, float]:
     }
 
 
-def one_run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+def one_run(args: argparse.Namespace, out: Path, scenario: Path = SCENARIO) -> dict[str, Any]:
+    """``slogate run`` of ``scenario`` (one scenario) against the simulated
+    engine, the machine's floor measured beside it; the lag and its causes."""
     from slogate.engines.simulated import start_engine
 
     pin = not args.no_pin and len(os.sched_getaffinity(0)) >= 2
@@ -72,7 +74,7 @@ def one_run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     with start_engine(args.profile, speedup=args.speedup) as engine:
         if pin:
             os.sched_setaffinity(engine.pid, {ENGINE_CPU})
-        command = [sys.executable, "-m", "slogate.cli", "run", str(SCENARIO)]
+        command = [sys.executable, "-m", "slogate.cli", "run", str(scenario)]
         command += ["--host", engine.url, "--duration", f"{args.duration:g}", "--out", str(out)]
         floor = subprocess.Popen(
             [sys.executable, __file__, "probe", "--seconds", f"{args.duration:g}"],
@@ -95,13 +97,15 @@ def one_run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     if not summary_path.is_file():
         raise SystemExit(f"slogate run wrote no summary (exit {done.returncode}):\n{done.stderr}")
     summary = json.loads(summary_path.read_text())
-    scenario = summary["scenarios"]["long-prompts"]
-    lag = scenario["metrics"]["lag_ms"]
+    (measured,) = summary["scenarios"].values()
+    lag = measured["metrics"]["lag_ms"]
     return {
         "lag_ms": {k: lag[k] for k in ("count", "p50", "p99", "max")},
+        "lag_cause_p99_ms": summary["generator"].get("lag_cause_p99_ms"),
         "machine_floor_ms": json.loads(floor_out),
-        "requests_ok": scenario["requests"]["ok"],
-        "input_tokens_per_s": round(scenario["throughput"]["input_tokens_per_s"]),
+        "requests_ok": measured["requests"]["ok"],
+        "requests_per_s": measured["throughput"]["requests_per_s"],
+        "input_tokens_per_s": round(measured["throughput"]["input_tokens_per_s"]),
         "verdict": summary["verdict"],
         "load_average": [round(load_before, 2), round(load_after, 2)],
         "pinned": pin,

@@ -18,6 +18,7 @@ from slogate.locustfiles.argtypes import (
     non_negative_float,
     non_negative_int,
     positive_duration,
+    positive_float,
     positive_int,
 )
 from slogate.locustfiles.options import add_cli_options
@@ -46,8 +47,22 @@ def add_engine_parser(sub: argparse._SubParsersAction) -> None:
 def add_scenario_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("scenario", help="check or sample a scenario file")
     ssub = p.add_subparsers(dest="scenario_command", required=True)
-    check = ssub.add_parser("check", help="validate only")
+    check = ssub.add_parser(
+        "check",
+        help="validate; for a trace replayed at its times, its burstiness and whether this "
+        "machine can send it on time",
+    )
     check.add_argument("file")
+    check.add_argument("--json", action="store_true", help="one JSON object")
+    check.add_argument(
+        "--max-lag-ms",
+        type=positive_float,
+        default=None,
+        help="the lag bound the replay must keep (default: the scenario's)",
+    )
+    check.add_argument(
+        "--no-measure", action="store_true", help="burstiness only: no cost measured, no server"
+    )
     sample = ssub.add_parser("sample", help="print the planned requests as JSON lines")
     sample.add_argument("file")
     sample.add_argument("-n", type=non_negative_int, default=20, help="number of requests")

@@ -1,0 +1,164 @@
+"""Can this machine replay a trace on time? Measured costs and the prediction.
+
+Two things make an open-loop replay late (docs/load.md, "lag by cause"):
+building prompts (the look-ahead plans and encodes each request on the load
+process's one core) and sending a burst (each request of a burst is a
+greenlet that writes in turn, so the last one leaves after all the others).
+Both are measured here on this machine with the scenario's own requests: the
+preparation of a sample of its arrivals, fitted as a cost per request plus a
+cost per prompt token, and the time a burst of real sends takes to leave,
+through the real client, to the exact-schedule server on loopback.
+
+The prediction (:func:`predict`) is arithmetic on those costs and the
+trace's burstiness at the chosen speed: the look-ahead's share of a core in
+the trace's busiest second (at most ``PREPARE_SHARE_MAX``, the rest reads
+the streams), and how late the largest burst's last request leaves (at most
+the lag bound). ``--processes N`` divides both (each process builds and
+sends its shard of every burst); a lower speed divides only the first: a
+burst stays a burst at any speed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+import time
+from dataclasses import dataclass
+
+import gevent
+
+from slogate.client.streaming import PreparedRequest, StreamClient
+from slogate.scenarios.burstiness import Burstiness
+from slogate.scenarios.model import Scenario
+from slogate.scenarios.planner import Planner
+
+PREPARE_SHARE_MAX = 0.5
+SAMPLE = 32
+BURST_MAX = 64  # the largest burst measured; a larger one is extrapolated
+BURST_REPEATS = 3
+MEASURING_MODEL = "measure"
+# the exact-schedule server's answer while sends are measured: at once, one token
+MEASURING_BEHAVIOUR = {"ttft_ms": 0.0, "itl_ms": 0.0, "output_tokens": 1}
+
+
+@dataclass(frozen=True, slots=True)
+class Costs:
+    """This machine's costs for a scenario's requests: preparing one (a fixed
+    part and a part per prompt token) and sending one of a burst."""
+
+    prepare_ms: float
+    prepare_us_per_token: float
+    send_us: float
+    sampled: int
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """Whether a replay at ``speed`` keeps its lag within ``bound_ms``, and why."""
+
+    speed: float
+    bound_ms: float
+    prepare_share: float
+    burst_lag_ms: float
+    holds: bool
+    processes: int
+    max_speed: float | None
+
+    def to_dict(self) -> dict[str, float | int | bool | None]:
+        return {
+            "speed": self.speed,
+            "bound_ms": self.bound_ms,
+            "prepare_share": round(self.prepare_share, 3),
+            "burst_lag_ms": round(self.burst_lag_ms, 3),
+            "holds": self.holds,
+            "processes": self.processes,
+            "max_speed": None if self.max_speed is None else round(self.max_speed, 2),
+        }
+
+    def line(self) -> str:
+        why = (
+            f"building prompts takes {self.prepare_share:.2f} of a core in the busiest second "
+            f"(at most {PREPARE_SHARE_MAX:g}), the largest burst's last request leaves "
+            f"{self.burst_lag_ms:.2f} ms after its instant"
+        )
+        if self.holds:
+            return f"replay at speed {self.speed:g}: holds within {self.bound_ms:g} ms: {why}"
+        advice = f"try --processes {self.processes}"
+        if self.max_speed is not None:
+            advice += f" or speedup {self.max_speed:.2g} or less"
+        return (
+            f"replay at speed {self.speed:g}: does not hold within {self.bound_ms:g} ms: {why}; "
+            f"{advice}"
+        )
+
+
+def predict(burst: Burstiness, costs: Costs, bound_ms: float) -> Prediction:
+    """The replay of a trace with ``burst``'s arrivals on a machine with ``costs``."""
+    prepare_share = (
+        burst.peak_arrivals_per_s * costs.prepare_ms / 1e3
+        + burst.peak_prompt_tokens_per_s * costs.prepare_us_per_token / 1e6
+    )
+    burst_lag_ms = burst.per_ms * costs.send_us / 1e3
+    holds = prepare_share <= PREPARE_SHARE_MAX and burst_lag_ms <= bound_ms
+    processes = max(
+        1, math.ceil(prepare_share / PREPARE_SHARE_MAX), math.ceil(burst_lag_ms / bound_ms)
+    )
+    # a lower speed shrinks the preparation's share, never a burst
+    slower = burst_lag_ms <= bound_ms and prepare_share > PREPARE_SHARE_MAX
+    max_speed = burst.speed * PREPARE_SHARE_MAX / prepare_share if slower else None
+    return Prediction(
+        burst.speed, bound_ms, prepare_share, burst_lag_ms, holds, processes, max_speed
+    )
+
+
+def measure_costs(scenario: Scenario, url: str, burst: int) -> Costs:
+    """Prepare the scenario's first ``SAMPLE`` arrivals and send bursts of
+    ``burst`` of them (at most ``BURST_MAX``) to the server at ``url`` (the
+    exact-schedule server: it answers at once)."""
+    client = StreamClient(
+        url, "chat", MEASURING_MODEL, scenario.request, scenario.timeouts, BURST_MAX
+    )
+    try:
+        arrivals = Planner(scenario, scenario.seed).arrivals()
+        prepared, tokens, spent_ms = [], [], []
+        for _ in range(SAMPLE):
+            started = time.perf_counter_ns()
+            turn = next(arrivals, None)
+            if turn is None:
+                break
+            prepared.append(client.prepare(turn))
+            spent_ms.append((time.perf_counter_ns() - started) / 1e6)
+            tokens.append(turn.intended_input_tokens)
+        per_token_ms, fixed_ms = _fit(tokens, spent_ms)
+        size = max(1, min(burst, BURST_MAX))
+        sends = [_burst_us(client, prepared, size) for _ in range(BURST_REPEATS)]
+        return Costs(fixed_ms, per_token_ms * 1e3, statistics.median(sends), len(prepared))
+    finally:
+        client.close()
+
+
+def _fit(tokens: list[int], spent_ms: list[float]) -> tuple[float, float]:
+    """``spent = fixed + per_token * tokens``, robustly: the median cost per
+    token, then the median of what is left per request (neither negative). A
+    one-off (the prompt corpus grown for the first longer prompt, a collector
+    pass) must not pass for every request's cost."""
+    if not spent_ms:
+        return 0.0, 0.0
+    per_token = statistics.median(s / max(t, 1) for s, t in zip(spent_ms, tokens, strict=True))
+    fixed = statistics.median(s - per_token * t for s, t in zip(spent_ms, tokens, strict=True))
+    return per_token, max(fixed, 0.0)
+
+
+def _burst_us(client: StreamClient, prepared: list[PreparedRequest], size: int) -> float:
+    """Microseconds per request until the last of a burst of ``size`` sends was
+    written, connections opened ahead as a run does."""
+    client.pool.open_ahead(size)
+    due = time.perf_counter_ns()
+    requests = list(itertools.islice(itertools.cycle(prepared), size))
+    sends = [gevent.spawn(client.send_prepared, p, due) for p in requests]
+    gevent.joinall(sends)
+    written = [s.value.record.sent_ns for s in sends if s.value is not None]
+    if len(written) < size or not all(written):
+        raise RuntimeError("the measuring server did not take every request of the burst")
+    return (max(written) - due) / size / 1e3
