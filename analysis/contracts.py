@@ -133,6 +133,7 @@ class Tokens(Contract):
 
 
 class Throughput(Contract):
+    scheduled_per_s: Number = None
     requests_per_s: Number = None
     output_tokens_per_s: Number = None
     input_tokens_per_s: Number = None

@@ -244,7 +244,12 @@ def engine_findings(run: RunData) -> list[Finding]:
 
 
 def offered_rate(scenario_meta: Mapping[str, Any]) -> float | None:
-    rate = ((scenario_meta.get("load") or {}).get("rate")) or {}
+    return rate_rps((scenario_meta.get("load") or {}).get("rate"))
+
+
+def rate_rps(rate: Any) -> float | None:
+    """An open-loop rate's arrivals per second as the run recorded it (a trace's
+    mean rate at its speed-up); None for closed loop."""
     rps = rate.get("rps") if isinstance(rate, Mapping) else None
     return float(rps) if rps else None
 

@@ -18,7 +18,7 @@ from typing import Any
 from hdrh.histogram import HdrHistogram
 
 from slogate.analysis.costs import Pricing, throughput_cost
-from slogate.analysis.diagnosis import diagnose, findings_to_dicts
+from slogate.analysis.diagnosis import diagnose, findings_to_dicts, rate_rps
 from slogate.analysis.engine_view import engine_latency
 from slogate.analysis.generator import generator_block
 from slogate.analysis.judge import Judgement, judge
@@ -251,9 +251,14 @@ def per_second(amount: int, seconds: float | None) -> float | None:
     return rounded(amount / seconds, 4) if seconds and seconds > 0 else None
 
 
-def throughput_block(c: Counters, seconds: float | None) -> dict[str, Any]:
-    """Successful requests and tokens per second; failed requests are not throughput."""
+def throughput_block(
+    c: Counters, seconds: float | None, scheduled_per_s: float | None = None
+) -> dict[str, Any]:
+    """Successful requests and tokens per second; failed requests are not
+    throughput. Open loop: beside them the arrivals per second the schedule
+    held (``scheduled_per_s``), so a run that sent or completed fewer shows it."""
     return {
+        "scheduled_per_s": rounded(scheduled_per_s, 4),
         "requests_per_s": per_second(c.ok, seconds),
         "output_tokens_per_s": per_second(c.output_tokens, seconds),
         "input_tokens_per_s": per_second(c.input_tokens, seconds),
@@ -364,13 +369,28 @@ def stage_seconds(load: Mapping[str, Any], stage: str, counters: Counters) -> fl
     return None
 
 
-def stage_block(bucket: Bucket, seconds: float | None) -> dict[str, Any]:
+def scheduled_rate(rate: Any, weight: Any) -> float | None:
+    """A scenario's arrivals per second in its schedule: its share of the rate."""
+    rps = rate_rps(rate)
+    return None if rps is None else rps * float(1.0 if weight is None else weight)
+
+
+def stage_rate(load: Mapping[str, Any], stage: str, weight: Any) -> float | None:
+    for item in load.get("stages") or []:
+        if isinstance(item, Mapping) and item.get("name") == stage:
+            return scheduled_rate(item.get("rate"), weight)
+    return None
+
+
+def stage_block(
+    bucket: Bucket, seconds: float | None, scheduled_per_s: float | None = None
+) -> dict[str, Any]:
     histograms = bucket.histograms
     return {
         "requests": {
             k: v for k, v in requests_block(bucket.counters).items() if k != "error_samples"
         },
-        "throughput": throughput_block(bucket.counters, seconds),
+        "throughput": throughput_block(bucket.counters, seconds, scheduled_per_s),
         "metrics": {
             f"{name}_ms": quick_percentiles(histograms.histogram(name), STAGE_PERCENTILES)
             for name in HEADLINE
@@ -404,21 +424,25 @@ def scenario_block(run: RunData, name: str, verdict: RunVerdict) -> dict[str, An
     c = bucket.counters
     seconds = run.meta.get("measured_s")
     load = declared.get("load") or {}
+    weight = declared.get("weight")
+    throughput = throughput_block(c, seconds, scheduled_rate(load.get("rate"), weight))
     return {
         "verdict": verdict.scenarios[name].value,
         "requests": requests_block(c),
         "tokens": tokens_block(bucket),
         "chunk_gaps": chunk_gaps_block(c),
         "metrics": metrics_block(bucket, DETAILED),
-        "throughput": throughput_block(c, seconds),
+        "throughput": throughput,
         "goodput": goodput_block(c, declared.get("goodput"), seconds),
-        "cost": throughput_cost(pricing(run), throughput_block(c, seconds)),
+        "cost": throughput_cost(pricing(run), throughput),
         "slo": [slo_entry(r) for r in verdict.results if r.scenario == name],
         "ttft_by_turn_ms": ttft_by_turn(bucket),
         "sessions": sessions_block(bucket),
         "prefix_cache": prefix_cache_block(bucket),
         "stages": {
-            stage: stage_block(b, stage_seconds(load, stage, b.counters))
+            stage: stage_block(
+                b, stage_seconds(load, stage, b.counters), stage_rate(load, stage, weight)
+            )
             for stage, b in sorted(run.stages(name).items())
         },
         "source": declared.get("source"),

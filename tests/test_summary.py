@@ -199,3 +199,31 @@ def test_no_engine_latency_without_two_scrapes_of_its_histograms() -> None:
     run.server_metrics = [engine_scrape(5.0, 0.1, (1, 0, 0)), engine_scrape(20.0, 0.2, (2, 0, 0))]
     assert build_summary(run)["engine_latency"] is None
     assert build_summary(realistic_run())["engine_latency"] is None  # scrapes without histograms
+
+
+def test_open_loop_throughput_shows_the_schedules_arrivals_beside_the_achieved(tmp_path) -> None:
+    # a mix member with a third of a 12/s schedule (4/s); its "hot" stage at 30/s (10/s
+    # for it); 180 requests completed in 60 s: 3/s achieved of 4/s scheduled
+    run = run_of({"a": bucket({"e2e": [1.0] * 180})})
+    run.meta["scenarios"]["a"] |= {
+        "weight": 1 / 3,
+        "load": {
+            "rate": {"rps": 12.0, "arrival": "trace", "cv": 1.0},
+            "stages": [{"name": "hot", "duration_s": 2.0, "rate": {"rps": 30.0}}],
+        },
+    }
+    run.buckets[("a", "stage:hot")] = bucket({"e2e": [1.0] * 16})
+    s = build_summary(run)["scenarios"]["a"]
+    assert s["throughput"]["scheduled_per_s"] == pytest.approx(4.0)
+    assert s["throughput"]["requests_per_s"] == pytest.approx(3.0)
+    assert s["stages"]["hot"]["throughput"]["scheduled_per_s"] == pytest.approx(10.0)
+    assert s["stages"]["hot"]["throughput"]["requests_per_s"] == pytest.approx(8.0)
+    write_results(tmp_path, run)
+    page = (tmp_path / "report.html").read_text()
+    assert "requests/s<b>3</b>of 4/s scheduled" in page
+    assert "<td>10</td><td>8</td>" in page  # the stage row: scheduled/s, then requests/s
+
+
+def test_closed_loop_has_no_schedule() -> None:
+    s = build_summary(run_of({"a": bucket({"e2e": [1.0] * 6})}))["scenarios"]["a"]
+    assert s["throughput"]["scheduled_per_s"] is None
