@@ -212,6 +212,17 @@ class StageSummary(Contract):
     metrics: dict[str, QuickDistribution]
 
 
+class SliceSummary(StageSummary):
+    """``--slice``: one slice of the run's time (seconds from its start), its
+    headline percentiles and its own verdict on the scenario's SLOs."""
+
+    index: int
+    start_s: float
+    end_s: float
+    verdict: VerdictName
+    slo: list[SloEntry]
+
+
 class ScenarioSummary(Contract):
     verdict: VerdictName
     requests: Requests
@@ -226,6 +237,7 @@ class ScenarioSummary(Contract):
     sessions: Sessions | None = None
     prefix_cache: PrefixCache | None = None
     stages: dict[str, StageSummary] = Field(default_factory=dict)
+    slices: list[SliceSummary] = Field(default_factory=list)
     source: str | None = None
     api: str | None = None
     load: dict[str, Any] = Field(default_factory=dict)
@@ -292,6 +304,7 @@ class RunInfo(Contract):
     started_at: str | None = None
     ended_at: str | None = None
     measured_s: Number = None
+    warmup_s: Number = None
     complete: bool | None = None
     incomplete_reason: str | None = None
     stopped_early: StoppedEarly | None = None
@@ -302,6 +315,7 @@ class RunInfo(Contract):
     git_revision: str | None = None
     command: str | None = None
     window_s: Number = None
+    slice_s: Number = None
     baseline: str | None = None
     cancelled_at_stop: int | None = None
 

@@ -55,6 +55,15 @@ class RunData:
             if s == scenario and span.startswith(prefix)
         }
 
+    def slices(self, scenario: str) -> dict[int, Bucket]:
+        """``--slice``: the scenario's buckets by slice index (0 from the run's start)."""
+        prefix = "slice:"
+        return {
+            int(span[len(prefix) :]): b
+            for (s, span), b in self.buckets.items()
+            if s == scenario and span.startswith(prefix)
+        }
+
     def save(self, out_dir: str | os.PathLike[str]) -> Path:
         data_dir = Path(out_dir) / DATA_DIR
         data_dir.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ from hdrh.histogram import HdrHistogram
 from slogate.analysis.costs import Pricing, throughput_cost
 from slogate.analysis.diagnosis import diagnose, findings_to_dicts, rate_rps
 from slogate.analysis.engine_view import engine_latency
-from slogate.analysis.generator import generator_block
+from slogate.analysis.generator import generator_block, merged, processes
 from slogate.analysis.judge import Judgement, judge
 from slogate.analysis.lag_causes import cause_p99_ms
 from slogate.analysis.percentiles import STANDARD_PERCENTILES, estimate, summarize
@@ -29,6 +29,7 @@ from slogate.analysis.rundata import RunData
 from slogate.analysis.slo import (
     RunVerdict,
     SloResult,
+    judge_scenario,
     lag_p99_ms,
     proportion_interval,
 )
@@ -73,6 +74,7 @@ RUN_KEYS = (
     "started_at",
     "ended_at",
     "measured_s",
+    "warmup_s",
     "complete",
     "incomplete_reason",
     "stopped_early",
@@ -83,6 +85,7 @@ RUN_KEYS = (
     "git_revision",
     "command",
     "window_s",
+    "slice_s",
     "baseline",
     "cancelled_at_stop",
 )
@@ -398,6 +401,31 @@ def stage_block(
     }
 
 
+def slices_block(run: RunData, name: str, declared: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``--slice``: each slice of the run's time (warm-up included, so a drift
+    from the start shows) with its headline percentiles and its own verdict on
+    the scenario's SLOs. A slice keeps what a time window keeps (TTFT, ITL,
+    TPOT, E2E and the counts): an SLO on another metric is inconclusive there."""
+    slice_s = run.meta.get("slice_s")
+    if not slice_s:
+        return []
+    health = merged(processes(run.meta))
+    blocks = []
+    for index, bucket in sorted(run.slices(name).items()):
+        results, verdict = judge_scenario(name, declared, bucket, slice_s, health)
+        blocks.append(
+            {
+                "index": index,
+                "start_s": index * slice_s,
+                "end_s": (index + 1) * slice_s,
+                **stage_block(bucket, slice_s),
+                "verdict": verdict.value,
+                "slo": [slo_entry(r) for r in results],
+            }
+        )
+    return blocks
+
+
 def slo_entry(result: SloResult) -> dict[str, Any]:
     t = result.threshold
     return {
@@ -445,6 +473,7 @@ def scenario_block(run: RunData, name: str, verdict: RunVerdict) -> dict[str, An
             )
             for stage, b in sorted(run.stages(name).items())
         },
+        "slices": slices_block(run, name, declared),
         "source": declared.get("source"),
         "api": declared.get("api"),
         "load": redact(load),

@@ -201,6 +201,16 @@ OPTIONS = (
         cli=("--baseline",),
     ),
     Option(
+        "--slice",
+        "percentiles and SLO verdicts per slice of this length (a multiple of --window), "
+        "so a drift over the run shows; 0: none",
+        duration,
+        default=0.0,
+        example="60s",
+        metavar="DURATION",
+        cli=("--slice",),
+    ),
+    Option(
         "--saturation",
         "past saturation (requests in flight and TTFT both rising, a trend test at 99% "
         "confidence): 'monitor' says so in the verdict, 'stop' ends the run, exit 3; 'off'",

@@ -28,6 +28,7 @@ Locust's events, which are its extension seam:
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shlex
 import signal
@@ -149,6 +150,7 @@ def start_session(options: Any, runner: Any) -> RunSession:
         options.run_time = None  # the shape ends the run; Locust's own timer would cut warm-up
     if not options.host:
         fail(EXIT_CONFIG, "no host: pass --host URL")
+    check_slice(options.slice, options.window)
     try:
         loaded = scenarios.load(scenario_path(options), scenario_overrides(options))
         pricing = Pricing.from_options(options.gpu_price_per_hour, options.gpus)
@@ -188,6 +190,7 @@ def start_session(options: Any, runner: Any) -> RunSession:
         allow_uncertain=options.allow_uncertain,
         abort_min_window_s=options.abort_min_window if options.abort_on_fail else None,
         saturation=options.saturation,
+        slice_s=options.slice,
     )
     if options.selftest > 0:
         session.selftest = measure_generator(options.selftest)
@@ -204,6 +207,14 @@ def coordinate(runner: MasterRunner, options: Any, session: RunSession) -> None:
         fail(EXIT_CONFIG, error)
     _coordinator = Coordinator(runner, shipment, options.expect_workers)
     _coordinator.install()
+
+
+def check_slice(slice_s: float, window_s: float) -> None:
+    """A slice is made of whole windows (each window's requests go to one slice)."""
+    if slice_s and (
+        slice_s < window_s or not math.isclose(slice_s / window_s, round(slice_s / window_s))
+    ):
+        fail(EXIT_CONFIG, f"--slice {slice_s:g}s: expected a multiple of --window ({window_s:g}s)")
 
 
 def processes_reason(options: Any) -> str:

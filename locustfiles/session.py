@@ -81,6 +81,7 @@ class RunSession:
         allow_uncertain: bool = False,
         abort_min_window_s: float | None = None,
         saturation: str = "off",
+        slice_s: float = 0.0,
     ) -> None:
         """``baseline``: the folder of a run to compare with, and its data (read
         before the run, so a bad folder stops it before any load);
@@ -88,7 +89,8 @@ class RunSession:
         the gate instead of exiting 3; ``abort_min_window_s``: with
         ``--abort-on-fail``, the measured time before a settled failure stops
         the run (None: never stopped early); ``saturation``: off, monitor
-        (the verdict says so) or stop (the run ends, exit 3); ``push_url``:
+        (the verdict says so) or stop (the run ends, exit 3); ``slice_s``: the
+        length of ``--slice``'s slices (0: none); ``push_url``:
         a Prometheus Pushgateway that receives the run's metrics at the end."""
         self.ctx = ctx
         self.engine = engine
@@ -106,6 +108,7 @@ class RunSession:
         self.saturation_mode = saturation
         self.saturated: Saturation | None = None
         self.rows_checked = 0
+        self.slice_s = slice_s
         self.collector: Recorder = ctx.recorder
         self.rows: list[dict[str, Any]] = []
         self.worker_gauges: dict[str, dict[str, float]] = {}
@@ -184,6 +187,9 @@ class RunSession:
         gauges = self.gauges()
         for (scenario, index), bucket in sorted(self.collector.pop_windows(before).items()):
             self.rows.append(window_row(scenario, index, self.ctx.window_s, bucket, gauges))
+            if self.slice_s:
+                k = int(index * self.ctx.window_s // self.slice_s)
+                self.collector.bucket(scenario, f"slice:{k}").add(bucket)
 
     def status_line(self) -> str:
         elapsed = self.ctx.elapsed_s()
@@ -286,6 +292,7 @@ class RunSession:
             "git_revision": git_revision(),
             "command": self.command,
             "window_s": self.ctx.window_s,
+            "slice_s": self.slice_s or None,
             "scenarios": {s.name: scenario_meta(s) for s in self.ctx.scenarios},
             "stages": [asdict(p) for p in self.ctx.timeline.phases],
             "cancelled_at_stop": self.cancelled(),

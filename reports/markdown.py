@@ -88,6 +88,18 @@ def regression_lines(baseline: Comparison | BaselineError) -> list[str]:
     return lines
 
 
+def slice_lines(summary: Summary) -> list[str]:
+    """``--slice``: each scenario's verdict slice by slice, so a drift shows in CI."""
+    lines = []
+    for name, block in summary.scenarios.items():
+        if block.slices:
+            verdicts = ", ".join(
+                f"{num(sl.start_s)}-{num(sl.end_s)} s {sl.verdict}" for sl in block.slices
+            )
+            lines.append(f"- {md(name)} by slice: {md(verdicts)}")
+    return ["", *lines] if lines else []
+
+
 def engine_latency_lines(summary: Summary) -> list[str]:
     """The client's mean TTFT and ITL beside the engine's own, when it logs them."""
     latency = summary.engine_latency
@@ -159,6 +171,7 @@ def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> 
     lines += ["", *slo_rows(summary)]
     lines += prefix_cache_lines(summary)
     lines += engine_latency_lines(summary)
+    lines += slice_lines(summary)
     if summary.baseline:
         lines += ["", *regression_lines(summary.baseline)]
     lines += ["", f"[Full report]({report_link.replace(' ', '%20').replace(')', '%29')})", ""]

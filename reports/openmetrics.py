@@ -85,6 +85,11 @@ class SummaryCollector:
         throughput = self.gauge("throughput_per_second", "Successful work per second", ("what",))
         goodput = self.gauge("goodput_ratio", "Share of requests within every per-request limit")
         regressions = self.gauge("regressions", "Gated percentiles worse than the baseline")
+        slice_verdict = StateSetMetricFamily(
+            "slogate_slice_verdict",
+            "Verdict of one --slice of the run (its start in seconds)",
+            labels=[*TARGET_LABELS, "slice_start_seconds"],
+        )
         cannot_tell = self.gauge(
             "cannot_tell",
             "Gated percentiles that rose by no more than the load generators' error",
@@ -117,6 +122,9 @@ class SummaryCollector:
                 rate = getattr(block.throughput, f"{what}_per_s")
                 if rate is not None:
                     throughput.add_metric([*target, what], rate)
+            for sl in block.slices:
+                states = {v: v == sl.verdict for v in VERDICTS}
+                slice_verdict.add_metric([*target, f"{sl.start_s:g}"], states)
             fraction = block.goodput and block.goodput.fraction
             if fraction is not None:
                 goodput.add_metric(target, fraction)
@@ -125,6 +133,7 @@ class SummaryCollector:
                 cannot_tell.add_metric(target, untold.get(name, 0))
         families = (value, threshold, margin, slo_verdict, verdict, exit_code, started)
         yield from (*families, latency, throughput, goodput, regressions, cannot_tell)
+        yield slice_verdict
         yield from self.run_wide()
 
     def run_wide(self) -> Iterator[Metric]:
