@@ -42,6 +42,7 @@ BUSY_CPU_SHARE = 0.85
 # Held time the loop's thread was neither running nor waiting for a core: a
 # hypervisor taking the core looks like a stop to it (``held_line`` gives the
 # machine's steal over the window).
+COLLECTOR = "the cyclic collector's pauses"
 NEITHER = (
     "neither running nor waiting: stopped (SIGSTOP), blocked in the kernel or its core "
     "taken by a hypervisor"
@@ -186,12 +187,15 @@ def error_bound_ms(health: ProcessHealth, percentile: float | None, stat: str) -
 def likely_cause(per_process: Mapping[str, ProcessHealth], total: ProcessHealth) -> str:
     """What held the loop: measured, where the kernel told how the held time was
     spent; else from the numbers at hand (the collector, the process's own CPU,
-    or something outside it)."""
+    or something outside it). A long collector pause is no cause by its length
+    alone: a pass that waited most of its time for a core was held by the
+    processes that had the cores, so where the split is measured it decides."""
     worst_max = total.stall.get_max_value() / US_PER_MS
-    if total.gc_max_pause_ns / NS_PER_MS >= worst_max / 2:
-        return "the cyclic collector's pauses"
+    collector = total.gc_max_pause_ns / NS_PER_MS >= worst_max / 2
     if total.held_split and total.held_ns > 0:
-        return held_cause(total)
+        return held_cause(total, collector)
+    if collector:
+        return COLLECTOR
     busiest = max((h.cpu_s / h.wall_s for h in per_process.values() if h.wall_s > 0), default=0.0)
     if busiest > BUSY_CPU_SHARE:
         return f"its own CPU ({busiest:.2f} of a core in its busiest process)"
@@ -201,13 +205,16 @@ def likely_cause(per_process: Mapping[str, ProcessHealth], total: ProcessHealth)
     )
 
 
-def held_cause(health: ProcessHealth) -> str:
-    """The largest share of the held time, named with the split's numbers."""
+def held_cause(health: ProcessHealth, collector: bool) -> str:
+    """The largest share of the held time, named with the split's numbers; the
+    loop's own work is the collector's when its pauses were as long as the
+    stalls (``collector``)."""
     held = health.held_ns
     other = held - health.held_running_ns - health.held_waiting_ns
+    own_work = COLLECTOR + " (the loop's own work)" if collector else "its own work on the loop"
     shares = (
         (health.held_waiting_ns, "waiting for a core that other processes had"),
-        (health.held_running_ns, "its own work on the loop"),
+        (health.held_running_ns, own_work),
         (other, NEITHER),
     )
     share, what = max(shares, key=lambda s: s[0])

@@ -17,6 +17,7 @@ intervals and bounds each summary holds, so the dashboard needs no histograms.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -47,6 +48,22 @@ def results_folder(name: str, given: str | os.PathLike[str] | None = None) -> Pa
     if given:
         return Path(given)
     return RESULTS_ROOT / f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{name}"
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why ``folder`` cannot take a run's results (None when it can), made
+    with its ``data/`` and checked by writing a file in each: a folder on a
+    read-only file system, or one this user may not write, passes a mkdir but
+    would be found only when the journal or the report is written, after the
+    load (docs/reliability.md)."""
+    try:
+        (folder / DATA_DIR).mkdir(parents=True, exist_ok=True)
+        for where in (folder, folder / DATA_DIR):
+            with tempfile.TemporaryFile(dir=where, prefix=".slogate-write-check-"):
+                pass
+    except OSError as error:
+        return f"--out {folder}: cannot write the results folder: {error.strerror or error}"
+    return None
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from locust.runners import STATE_INIT, MasterRunner, WorkerRunner
 
 from slogate import scenarios
 from slogate.analysis.costs import Pricing
-from slogate.analysis.history import auto_baseline, results_folder
+from slogate.analysis.history import auto_baseline, results_folder, unwritable
 from slogate.analysis.rundata import RunData
 from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
 from slogate.client.engine_info import EngineError, discover
@@ -165,10 +165,9 @@ def start_session(options: Any, runner: Any) -> RunSession:
     options.slogate_model = engine.model
     options.slogate_shards = shards
     out_dir = results_folder(loaded[0].name, options.out)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        fail(EXIT_CONFIG, f"--out {out_dir}: cannot make the results folder: {error}")
+    problem = unwritable(out_dir)
+    if problem:
+        fail(EXIT_CONFIG, problem)
     options.out = str(out_dir)  # workers receive it, and log requests there
     if options.save_requests:
         (out_dir / REQUESTS_FILE).write_bytes(b"")  # this run's requests only, even if none

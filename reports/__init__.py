@@ -3,9 +3,10 @@ the history index across runs, and the output of ``slogate compare``."""
 
 from slogate.reports.comparison import comparison_text, write_comparison
 from slogate.reports.index import write_index
-from slogate.reports.results import Outcome, rerender, write_results
+from slogate.reports.results import NotResults, Outcome, rerender, write_results
 
 __all__ = [
+    "NotResults",
     "Outcome",
     "comparison_text",
     "rerender",

@@ -10,6 +10,7 @@ temporary folder. Its text is masked like every other output.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
@@ -38,7 +39,9 @@ def write_crash_log(error: BaseException, command: str, folder: Path | None = No
         path = where / name
         try:
             path.write_text(f"{command}\n\n{redact_text(text)}", encoding="utf-8")
-        except OSError:
+        except OSError:  # a full disk takes the name and refuses the text: no empty log
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
             continue
         return path
     return None

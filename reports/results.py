@@ -60,7 +60,8 @@ class Outcome:
 
 def write_atomic(path: Path, content: str | bytes) -> Path:
     """Write then rename: a reader never sees half a file, and a write that fails
-    (disk full) leaves no ``.tmp`` behind."""
+    (disk full) leaves no ``.tmp`` behind and names the file it was writing
+    (a failed ``write`` names none)."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         if isinstance(content, bytes):
@@ -68,8 +69,10 @@ def write_atomic(path: Path, content: str | bytes) -> Path:
         else:
             tmp.write_text(content, encoding="utf-8")
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         tmp.unlink(missing_ok=True)
+        if isinstance(error, OSError) and error.filename is None:
+            error.filename = str(tmp)
         raise
     return path
 
@@ -153,11 +156,20 @@ def write_files(
     return Outcome(contract.verdict, contract.exit_code, out, files, summary, comparison)
 
 
+class NotResults(ValueError):
+    """A folder whose saved data cannot be read: the user named the wrong folder
+    (exit 2), unlike a failure to write its outputs (exit 3)."""
+
+
 def rerender(out_dir: str | os.PathLike[str], tolerance: float = DEFAULT_TOLERANCE) -> Outcome:
     """Rebuild a results folder's outputs from its ``data/``. The baseline named in
     the run's metadata is compared again when its folder still exists; when it does
-    not, the report says so instead of failing."""
-    run = RunData.load(out_dir)
+    not, the report says so instead of failing. Raises NotResults when the folder's
+    data cannot be read, OSError when an output cannot be written."""
+    try:
+        run = RunData.load(out_dir)
+    except (OSError, ValueError) as error:
+        raise NotResults(str(error)) from error
     baseline_path = run.meta.get("baseline")
     if not baseline_path:
         return write_results(out_dir, run, tolerance=tolerance)

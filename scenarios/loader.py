@@ -102,7 +102,16 @@ def load(path: str | Path, overrides: dict[str, Any] | None = None) -> list[Scen
     Raises ``ScenarioError`` listing every problem with file and key path."""
     file = resolve(path)
     raw = read_yaml(file)
+    loaded = _validated(file, raw, {})
+    if not any(value is not None for value in (overrides or {}).values()):
+        return loaded
+    # One file, one verdict: the file is checked as written first, so a key a
+    # flag overrides cannot hide a value `slogate scenario check` refuses.
     raw, notes = apply_overrides(file, raw, overrides or {})
+    return _validated(file, raw, notes)
+
+
+def _validated(file: Path, raw: dict, notes: dict[str, str]) -> list[Scenario]:
     if isinstance(raw, dict) and "scenarios" in raw:
         return _load_mix(file, raw, notes)
     reader = Reader(str(file), file.parent, notes)

@@ -13,6 +13,7 @@ import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from slogate.locustfiles.argtypes import (
     non_negative_float,
@@ -145,14 +146,16 @@ def scenario(args: argparse.Namespace) -> int:
 
 def report(args: argparse.Namespace) -> int:
     from slogate.analysis.slo import EXIT_CONFIG
-    from slogate.reports import rerender
+    from slogate.reports import NotResults, rerender
     from slogate.reports.terminal import verdict_table
 
     try:
         outcome = rerender(args.dir)
-    except (OSError, ValueError) as error:
+    except NotResults as error:
         print(f"slogate report: {error}", file=sys.stderr)
         return EXIT_CONFIG
+    except OSError as error:  # the data were read; an output could not be written
+        return crashed(error, args, Path(args.dir))
     print(verdict_table(outcome.summary, outcome.files["report"]))
     return outcome.exit_code
 
@@ -235,12 +238,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return crashed(error, args)
 
 
-def crashed(error: BaseException, args: argparse.Namespace) -> int:
+def crashed(error: BaseException, args: argparse.Namespace, folder: Path | None = None) -> int:
+    """Exit 3 with one line; the traceback goes to a log in ``folder`` when it
+    takes one (docs/reliability.md)."""
     from slogate.analysis.slo import EXIT_INVALID
     from slogate.reports.crashlog import crash_line, write_crash_log
 
     command = f"slogate {args.command}"
-    print(f"{command}: {crash_line(error, write_crash_log(error, command))}", file=sys.stderr)
+    log = write_crash_log(error, command, folder)
+    print(f"{command}: {crash_line(error, log)}", file=sys.stderr)
     return EXIT_INVALID
 
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from slogate import locustfiles, scenarios, waiter
-from slogate.analysis.history import results_folder
+from slogate.analysis.history import results_folder, unwritable
 from slogate.analysis.slo import EXIT_CONFIG
 from slogate.locustfiles.options import forwarded, scenario_overrides
 from slogate.locustfiles.processes import plan_processes
@@ -70,6 +70,10 @@ def run(args: argparse.Namespace) -> int:
     processes = choose_processes(args, loaded)
     print(f"slogate: {processes[1]}", flush=True)
     out = results_folder(loaded[0].name, args.out)
+    problem = unwritable(out)
+    if problem:
+        print(f"slogate: {problem}", file=sys.stderr)
+        return EXIT_CONFIG
     try:
         profile = args.profile or (None if args.host else loaded[0].engine_profile)
         with target_engine(args.host, profile, loaded[0].request.api_key_env) as host:

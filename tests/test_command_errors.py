@@ -62,7 +62,7 @@ def engine() -> Iterator[ExactEngine]:
         (("--window", "0"), "--window: expected a number > 0"),
         (("--status-interval", "-1"), "--status-interval: expected a number > 0"),
         (("--baseline", "tests"), "not a slogate results folder"),
-        (("--out", "{file}/out"), "cannot make the results folder"),
+        (("--out", "{file}/out"), "cannot write the results folder: Not a directory"),
     ],
 )
 def test_plain_locust_rejects_bad_flags_before_any_load(engine, tmp_path, flags, says) -> None:

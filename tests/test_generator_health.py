@@ -169,6 +169,34 @@ def test_the_likely_cause_names_collector_cpu_or_outside():
     )
 
 
+def test_a_collector_pause_spent_waiting_for_a_core_is_not_named_the_collector():
+    """Issue 23's vLLM run: the generator waited 10.7 s of the 11.2 s its loop
+    was held for a core vLLM's threads had, and a collector pass (310 ms, of a
+    worst stall of 400 ms) was stretched by the same wait."""
+
+    def vllm_run() -> ProcessHealth:
+        h = health({0.1: 60_000, 400.0: 1}, gc_max_pause_ns=310_000_000, cpu_s=9, wall_s=60)
+        h.held_split = True
+        h.note_held(11_200_000_000, running_ns=420_000_000, waiting_ns=10_700_000_000)
+        return h
+
+    waited = vllm_run()
+    assert likely_cause({"p": waited}, waited) == (
+        "waiting for a core that other processes had (10700.0 of 11200.0 ms the loop was "
+        "held: running 420.0 ms, waiting for a core 10700.0 ms, neither 80.0 ms)"
+    )
+    # the same pause on a loop that was running its own work: that is the collector
+    ran = health({0.1: 60_000, 400.0: 1}, gc_max_pause_ns=310_000_000, cpu_s=9, wall_s=60)
+    ran.held_split = True
+    ran.note_held(1_200_000_000, running_ns=1_100_000_000, waiting_ns=30_000_000)
+    assert likely_cause({"p": ran}, ran).startswith(
+        "the cyclic collector's pauses (the loop's own work) (1100.0 of 1200.0 ms"
+    )
+    # running most of it with short collector passes: the loop's own work, not the collector
+    ran.gc_max_pause_ns = 20_000_000
+    assert likely_cause({"p": ran}, ran).startswith("its own work on the loop (1100.0 of")
+
+
 def test_summary_junit_and_report_carry_the_bound_and_the_invalid_verdict(tmp_path):
     frozen = frozen_30_every_500()
     frozen.held_split = True

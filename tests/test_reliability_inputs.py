@@ -5,13 +5,17 @@ written or are malformed, foreign index pages, bidi text (docs/reliability.md)."
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from loadruns import cli, scenario_file, slogate, summary
+from loadruns import cli, locust_command, scenario_file, slogate, summary
 from reportdata import bucket, run_of
 
+from slogate.engines.exact import ExactEngine
 from slogate.exactengine.misbehave import MisbehavingServer
 from slogate.reports import write_index, write_results
 
@@ -202,3 +206,89 @@ def test_a_builtin_scenario_runs_shorter_than_its_warmup_with_warmup(tmp_path: P
         )  # fmt: skip
     assert done.returncode != 2, done.stderr[-2000:]
     assert summary(out)["run"]["measured_s"] <= 2.5
+
+
+def in_own_mounts(
+    setup: str, command: list[str], after: str = "", **env: str
+) -> subprocess.CompletedProcess:
+    """``command`` in a mount namespace of its own between the shell lines
+    ``setup`` and ``after`` (which see the mounts; its output follows the
+    command's): a read-only or full file system that holds for root too, where
+    chmod does not (an unprivileged user gets root in a user namespace)."""
+    unshare = ["unshare", "-m", *(["--map-root-user"] if os.geteuid() else [])]
+    script = f'set -e\n{setup}\ncode=0\n"$@" || code=$?\n{after}\nexit $code'
+    return subprocess.run(
+        [*unshare, "sh", "-c", script, "sh", *command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["slogate run", "plain locust"])
+def test_an_unwritable_results_folder_stops_the_run_before_any_load(
+    tmp_path: Path, command: str
+) -> None:
+    """An existing --out on a read-only file system: exit 2 and one line naming
+    the folder and the reason, and the engine never receives a request."""
+    out = tmp_path / "out"
+    out.mkdir()
+    with ExactEngine({"ttft_ms": 5, "itl_ms": 1}) as engine:
+        flags = ["--host", engine.url, "--out", str(out)]
+        if command == "slogate run":
+            argv = [sys.executable, "-m", "slogate.cli", "run", "tests/data/exact-chat.yaml"]
+        else:
+            argv = locust_command(
+                "--headless", "-t", "3s", "--scenario", "tests/data/exact-chat.yaml"
+            )
+        done = in_own_mounts(f"mount -t tmpfs -o ro tmpfs {out}", [*argv, *flags])
+        assert engine.truth() == []
+    assert done.returncode == 2, done.stderr[-2000:]
+    line = f"slogate: --out {out}: cannot write the results folder: Read-only file system"
+    errors = [text for text in done.stderr.splitlines() if "slogate:" in text]
+    assert len(errors) == 1 and errors[0].endswith(line), done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_report_keeps_the_exit_code_contract_on_a_full_disk(tmp_path: Path) -> None:
+    """Re-rendering a sound results folder on a full file system is a failed
+    command (exit 3, the path and a log with the traceback), not bad
+    configuration; and the full disk keeps no empty log of it."""
+    sound = tmp_path / "sound"
+    run = run_of({"chat": bucket({"ttft": [10.0], "e2e": [20.0]})})
+    run.save(sound)
+    write_results(sound, run)
+    disk, logs = tmp_path / "disk", tmp_path / "logs"
+    disk.mkdir()
+    logs.mkdir()
+    fill = f"dd if=/dev/zero of={disk}/fill bs=64k 2>/dev/null || true"
+    setup = f"mount -t tmpfs -o size=4m tmpfs {disk}\ncp -r {sound} {disk}/run\n{fill}"
+    done = in_own_mounts(
+        setup,
+        [sys.executable, "-m", "slogate.cli", "report", f"{disk}/run"],
+        after=f"ls {disk}/run",
+        SLOGATE_LOG_DIR=str(logs),
+    )
+    assert "slogate-error" not in done.stdout  # the full disk took the name, not the text
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert done.stderr.startswith("slogate report: run failed: OSError: [Errno 28] ")
+    assert f"{disk}/run/" in done.stderr and f"(traceback in {logs}/slogate-error-" in done.stderr
+    assert len(done.stderr.splitlines()) == 1
+    (log,) = logs.glob("slogate-error-*.log")
+    assert "Traceback" in log.read_text() and "No space left on device" in log.read_text()
+
+
+@pytest.mark.slow
+def test_a_scenario_check_rejects_is_rejected_by_run_whatever_the_flags(tmp_path: Path) -> None:
+    """One file, one verdict: the file is validated before a flag overrides its key."""
+    scenario = scenario_file(tmp_path, "exact-chat", load={"duration": "abc"})
+    checked = cli("scenario", "check", str(scenario))
+    assert checked.returncode == 2
+    assert "load.duration" in checked.stderr and "'abc'" in checked.stderr
+    run = slogate("run", str(scenario), "--duration", "2s", "--out", str(tmp_path / "out"))
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert checked.stderr.strip().splitlines()[-1] in run.stderr
+    assert not (tmp_path / "out").exists()
