@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
+from slogate.analysis.neutral import neutral_text
+
 __all__ = [
     "EngineError",
     "EngineInfo",
@@ -75,8 +77,9 @@ def _masked(text: str, key: str) -> str:
 
 
 def _shown(payload: Any, api_key_env: str | None) -> str:
-    """A server's answer as quoted in an error: key masked, then cut to 300 chars."""
-    return _masked(str(payload), _key(api_key_env))[:300]
+    """A server's answer as quoted in an error: key masked, then cut to 300
+    chars, its control and bidi characters neutralised (it reaches a terminal)."""
+    return neutral_text(_masked(str(payload), _key(api_key_env))[:300])
 
 
 def _call(

@@ -17,6 +17,7 @@ import time
 import traceback
 from pathlib import Path
 
+from slogate.analysis.neutral import neutral_text
 from slogate.analysis.summary import redact_text
 
 __all__ = ["crash_line", "write_crash_log"]
@@ -49,7 +50,7 @@ def write_crash_log(error: BaseException, command: str, folder: Path | None = No
 
 def crash_line(error: BaseException, log: Path | None) -> str:
     """One line for stderr: what failed and where the traceback is."""
-    first = (str(error).strip().splitlines() or [""])[0][:300]
+    first = neutral_text(str(error)).strip().split("\n")[0][:300]
     what = f"{type(error).__name__}: {first}" if first else type(error).__name__
     where = f" (traceback in {log})" if log is not None else ""
     return f"run failed: {redact_text(what)}{where}"

@@ -2,9 +2,9 @@
 
 Every value reaches HTML through autoescape; the only markup not escaped by
 Jinja is the SVG that :mod:`slogate.reports.svg` builds, which escapes its own text.
-Unicode bidi embedding, override and isolate controls in any value (server text
-is attacker-controlled) become U+FFFD, so no text can reorder what the page
-shows around it.
+Control and bidi characters in any value (server text is attacker-controlled)
+become U+FFFD (:mod:`slogate.analysis.neutral`), so no text can reorder what
+the page shows around it.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+from slogate.analysis.neutral import neutral_text
 
 if TYPE_CHECKING:  # pydantic: not in load processes
     from slogate.analysis.contracts import SloEntry
@@ -80,14 +82,9 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False)
 
 
-BIDI_CONTROLS = dict.fromkeys(
-    [*range(0x202A, 0x202F), *range(0x2066, 0x206A)], "\ufffd"
-)  # LRE RLE PDF LRO RLO, LRI RLI FSI PDI
-
-
-def no_bidi(value: Any) -> Any:
-    """``value`` with bidi controls replaced when it is text (Markup stays Markup)."""
-    return value.translate(BIDI_CONTROLS) if isinstance(value, str) else value
+def neutral(value: Any) -> Any:
+    """``value`` neutralised when it is text (Markup stays Markup)."""
+    return neutral_text(value) if isinstance(value, str) else value
 
 
 @cache
@@ -95,7 +92,7 @@ def environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
         autoescape=select_autoescape(default=True, default_for_string=True),
-        finalize=no_bidi,
+        finalize=neutral,
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,

@@ -15,6 +15,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from slogate.analysis.neutral import neutral_text
+
 if TYPE_CHECKING:  # pydantic: not in load processes
     from slogate.analysis.contracts import SloEntry, Summary
 
@@ -22,7 +24,7 @@ _XML_FORBIDDEN = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ff
 
 
 def xml_text(value: object) -> str:
-    return _XML_FORBIDDEN.sub("", str(value))
+    return _XML_FORBIDDEN.sub("", neutral_text(str(value)))
 
 
 def describe(slo: SloEntry) -> str:

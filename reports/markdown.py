@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from slogate.analysis.neutral import neutral_text
 from slogate.reports.html import DASH, margin_text, metric_value, num, percent, signed_pct
 
 if TYPE_CHECKING:  # pydantic: not in load processes
@@ -175,7 +176,7 @@ def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> 
     if summary.baseline:
         lines += ["", *regression_lines(summary.baseline)]
     lines += ["", f"[Full report]({report_link.replace(' ', '%20').replace(')', '%29')})", ""]
-    return "\n".join(lines)
+    return neutral_text("\n".join(lines))
 
 
 def append_step_summary(markdown: str, environ: Mapping[str, str] = os.environ) -> Path | None:

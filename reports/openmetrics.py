@@ -22,6 +22,7 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric, StateSetMe
 from prometheus_client.openmetrics.exposition import generate_latest
 
 from slogate.analysis.compare import LATENCY_METRICS
+from slogate.analysis.neutral import neutral_text
 
 if TYPE_CHECKING:  # pydantic: not in load processes
     from slogate.analysis.contracts import Comparison, Summary
@@ -34,17 +35,14 @@ PUSH_JOB = "slogate"
 
 
 def target_values(summary: Summary, scenario: str) -> list[str]:
-    return [scenario, *run_values(summary)]
+    return [neutral_text(scenario), *run_values(summary)]
 
 
 def run_values(summary: Summary) -> list[str]:
     run = summary.run
     engine = run.engine or {}
-    return [
-        str(engine.get("owned_by") or ""),
-        str(engine.get("model") or ""),
-        str(run.git_revision or ""),
-    ]
+    values = (engine.get("owned_by"), engine.get("model"), run.git_revision)
+    return [neutral_text(str(value or "")) for value in values]
 
 
 def unit_of(metric: str) -> str:

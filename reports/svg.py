@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup
 
-from slogate.reports.html import no_bidi
+from slogate.analysis.neutral import neutral_text
 
 PALETTE = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#7f7f7f", "#000")
 RULE_COLOR = "#c0392b"
@@ -166,7 +166,7 @@ def tick_label(axis: Axis, position: float) -> str:
 
 
 def esc(text: object) -> str:
-    return html.escape(no_bidi(str(text)), quote=True)
+    return html.escape(neutral_text(str(text)), quote=True)
 
 
 def line_chart(

@@ -17,6 +17,7 @@ from typing import Any
 from tabulate import tabulate
 
 from slogate.analysis.contracts import SloEntry, Summary, as_model
+from slogate.analysis.neutral import neutral_text
 
 Row = tuple[str, SloEntry]  # (scenario, SLO as judged)
 
@@ -87,4 +88,4 @@ def verdict_table(summary: Summary | Mapping[str, Any], report: Path | str) -> s
     for reason in summary.invalid_reasons:
         lines.append(f"invalid: {reason}")
     lines.append(f"verdict {summary.verdict.upper()}, exit {summary.exit_code}: {report}")
-    return "\n".join(lines)
+    return neutral_text("\n".join(lines))

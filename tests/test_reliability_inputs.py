@@ -15,9 +15,12 @@ import yaml
 from loadruns import cli, locust_command, scenario_file, slogate, summary
 from reportdata import bucket, run_of
 
+from slogate.analysis.neutral import NEUTRALISED
 from slogate.engines.exact import ExactEngine
 from slogate.exactengine.misbehave import MisbehavingServer
 from slogate.reports import write_index, write_results
+from slogate.reports.crashlog import crash_line
+from slogate.reports.terminal import verdict_table
 
 ALIAS_BOMB = "".join(
     f"{name}: &{name} [{', '.join([f'*{prev}'] * 9) if prev else ', '.join(['x'] * 9)}]\n"
@@ -185,15 +188,41 @@ def test_the_index_lists_malformed_neighbours_and_keeps_a_foreign_index(tmp_path
     assert (foreign / "index.html").read_text() == "<html>my site</html>"
 
 
-def test_bidi_controls_from_the_server_never_reach_the_report(tmp_path: Path) -> None:
-    evil = "model \u202eexe.txt\u2066 done"
+HOSTILE = {
+    "right-to-left override": "\u202e",
+    "left-to-right isolate": "\u2066",
+    "right-to-left mark": "\u200f",
+    "an ESC sequence that clears the terminal": "\x1b[2J\x1b[31m",
+    "a one-byte CSI (C1)": "\x9b31m",
+    "a carriage return": "\r",
+    "NUL": "\x00",
+    "BEL": "\x07",
+    "DEL": "\x7f",
+}
+
+
+def test_server_text_is_neutralised_in_every_output(tmp_path: Path) -> None:
+    """One server string with every hostile character goes through every text
+    output: the terminal, Markdown, JUnit, metrics labels, HTML and the crash
+    line; each shows the text and none keeps a control or bidi character."""
+    evil = "model " + "".join(HOSTILE.values()) + " exe.txt done"
     run = run_of(
         {"chat": bucket({"ttft": [10.0], "e2e": [20.0]}, error_samples={"http_5xx": [evil]})},
         engine={"owned_by": evil, "model": evil},
+        complete=False,
+        incomplete_reason=evil,
     )
-    page = write_results(tmp_path / "r", run).files["report"].read_text()
-    assert "exe.txt" in page
-    assert "\u202e" not in page and "\u2066" not in page
+    outcome = write_results(tmp_path / "r", run)
+    files = {name: outcome.files[name] for name in ("report", "markdown", "junit", "metrics")}
+    outputs = {name: path.read_text(encoding="utf-8") for name, path in files.items()}
+    outputs["terminal"] = verdict_table(outcome.summary, evil)
+    outputs["crash line"] = crash_line(RuntimeError(evil), None)
+    controls = {c for text in HOSTILE.values() for c in text if not c.isprintable()}
+    assert controls <= NEUTRALISED and len(controls) == 9
+    for name, text in outputs.items():
+        assert "exe.txt done" in text, name  # the text is shown: only its controls are not
+        kept = sorted(f"U+{ord(c):04X}" for c in set(text) & controls)
+        assert not kept, f"{name} keeps {kept}"
 
 
 @pytest.mark.slow

@@ -1,0 +1,37 @@
+"""Text from outside (an engine's model name, an error body, a scenario's
+strings) made safe to show in any output: the terminal, Markdown, JUnit XML,
+metrics labels and HTML all pass their text through :func:`neutral_text`.
+
+Each control character but tab and newline (C0, DEL, C1: an ESC starts a
+terminal escape sequence, a carriage return overwrites a CI log's line) and
+each Unicode bidi control (embeddings, overrides, isolates and the marks:
+they reorder what is shown around them, so ``exe.txt`` can display as
+``txt.exe``) becomes U+FFFD, so a reader sees that something was there. Tab
+and newline are each output's own business (Markdown joins lines, the HTML
+keeps them).
+"""
+
+from __future__ import annotations
+
+__all__ = ["NEUTRALISED", "neutral_text"]
+
+_KEPT = {0x09, 0x0A}
+NEUTRALISED = frozenset(
+    chr(c)
+    for c in [
+        *(c for c in range(0x20) if c not in _KEPT),
+        *range(0x7F, 0xA0),  # DEL and C1 (0x9B is a one-byte CSI)
+        0x061C,  # Arabic letter mark
+        0x200E,  # left-to-right mark
+        0x200F,  # right-to-left mark
+        *range(0x202A, 0x202F),  # LRE RLE PDF LRO RLO
+        *range(0x2066, 0x206A),  # LRI RLI FSI PDI
+    ]
+)
+_TABLE = dict.fromkeys(map(ord, NEUTRALISED), "\ufffd")
+
+
+def neutral_text(text: str) -> str:
+    """``text`` with every control and bidi character replaced by U+FFFD; a
+    ``str`` subclass keeps its class (Jinja's Markup stays Markup)."""
+    return text.translate(_TABLE)
