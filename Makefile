@@ -9,7 +9,7 @@ LOCK := constraints.txt
 SCENARIO ?= scenarios/chat.yaml
 RUN_ARGS ?=
 
-.PHONY: setup run check test lint lock llama-cpp chromium
+.PHONY: setup run check test lint lock llama-cpp vllm chromium
 
 # Compiled modules are cached (in __pycache__, which git ignores) even where the
 # environment says not to: pytest then rewrites the tests' asserts once, not on
@@ -43,6 +43,10 @@ lock:
 llama-cpp:
 	PYTHON=$(PYTHON) tools/install-llama-cpp.sh
 
+# vLLM's CPU build in its own environment in the cache (not the project's venv).
+vllm:
+	PYTHON=$(PYTHON) tools/install-vllm.sh
+
 chromium:
 	tools/install-chromium.sh
 
@@ -56,8 +60,8 @@ PARALLEL := -n auto --dist loadgroup
 
 # Unit and fast wire tests, for every change (under a minute).
 check: setup lint
-	$(BIN)/pytest -q -ra $(PARALLEL) -m "not slow and not llamacpp and not browser"
+	$(BIN)/pytest -q -ra $(PARALLEL) -m "not slow and not llamacpp and not vllm and not browser"
 
 # The whole suite, as CI runs it.
-test: setup llama-cpp chromium lint
+test: setup llama-cpp vllm chromium lint
 	$(BIN)/pytest -q -ra $(PARALLEL)

