@@ -357,6 +357,24 @@ class EngineLatency(Contract):
     prefix_cache: EnginePrefixCache | None = None
 
 
+class GaugeStat(Contract):
+    """One engine gauge over the measured window's scrapes."""
+
+    mean: float
+    max: float
+
+
+class EngineMetrics(Contract):
+    """The engine's own counters (growth) and gauges over the measured window,
+    under slogate's canonical names (docs/engines.md), when it exports them."""
+
+    engine: str | None = None
+    window_s: Interval = (None, None)
+    scrapes: int = 0
+    counters: dict[str, float] = Field(default_factory=dict)
+    gauges: dict[str, GaugeStat] = Field(default_factory=dict)
+
+
 class LoopStall(Contract):
     """The load generator's loop delays, in ms, and the milliseconds they sample."""
 
@@ -475,6 +493,7 @@ class Summary(Contract):
     scenarios: dict[str, ScenarioSummary]
     models: dict[str, ModelSummary] = Field(default_factory=dict)
     engine_latency: EngineLatency | None = None
+    engine_metrics: EngineMetrics | None = None
     diagnosis: list[Finding] = Field(default_factory=list)
     baseline: Comparison | BaselineError | None = None
 

@@ -24,7 +24,13 @@ from hdrh.histogram import HdrHistogram
 
 from slogate.analysis.recorder import Bucket
 from slogate.analysis.rundata import RunData
-from slogate.analysis.server_metrics import Histogram, bucket_bounds, histogram_delta
+from slogate.analysis.server_metrics import (
+    COUNTERS,
+    GAUGES,
+    Histogram,
+    bucket_bounds,
+    histogram_delta,
+)
 
 ENGINE_SOURCE = "engine"
 # the engine's histogram, and the client's of the same quantity
@@ -38,13 +44,7 @@ def engine_latency(run: RunData) -> dict[str, Any] | None:
     """``{"engine", "window_s", "ttft_ms", "itl_ms"}`` (a quantity the engine
     does not export is left out), or None when no two scrapes with latency
     histograms bracket the measured window."""
-    scrapes = [
-        s
-        for s in run.server_metrics
-        if s.get("source") == ENGINE_SOURCE and s.get("histograms") and s.get("t_s") is not None
-    ]
-    start_s = float(run.meta.get("warmup_s") or 0.0)
-    measured = sorted((s for s in scrapes if s["t_s"] >= start_s), key=lambda s: s["t_s"])
+    measured = measured_scrapes(run, with_histograms=True)
     if len(measured) < 2:
         return None
     first, last = measured[0], measured[-1]
@@ -88,6 +88,52 @@ def prefix_cache_compared(
         "client_prompt_tokens": c.input_tokens,
         "client_hit_rate": round(c.cached_tokens / c.input_tokens, 6) if reported else None,
     }
+
+
+def engine_metrics(run: RunData) -> dict[str, Any] | None:
+    """The engine's own counters and gauges over the measured window, under
+    slogate's canonical names: each counter's growth (tokens prompted and
+    generated, preemptions, prefix-cache hits and queries), each gauge's mean
+    and peak over the scrapes (running, waiting, KV-cache usage). None when
+    fewer than two scrapes fall in the window. A counter that went down (the
+    engine restarted) is left out."""
+    measured = measured_scrapes(run, with_histograms=False)
+    if len(measured) < 2:
+        return None
+    first, last = measured[0]["series"], measured[-1]["series"]
+    counters = {
+        name: round(last[name] - first[name], 6)
+        for name in COUNTERS
+        if name in first and name in last and last[name] >= first[name]
+    }
+    gauges = {}
+    for name in GAUGES:
+        values = [s["series"][name] for s in measured if name in s["series"]]
+        if values:
+            gauges[name] = {"mean": round(sum(values) / len(values), 6), "max": max(values)}
+    return {
+        "engine": measured[-1].get("engine"),
+        "window_s": [measured[0]["t_s"], measured[-1]["t_s"]],
+        "scrapes": len(measured),
+        "counters": counters,
+        "gauges": gauges,
+    }
+
+
+def measured_scrapes(run: RunData, *, with_histograms: bool) -> list[dict[str, Any]]:
+    """The engine's scrapes at or after the warm-up's end, in time order."""
+    start_s = float(run.meta.get("warmup_s") or 0.0)
+    return sorted(
+        (
+            s
+            for s in run.server_metrics
+            if s.get("source") == ENGINE_SOURCE
+            and s.get("t_s") is not None
+            and s["t_s"] >= start_s
+            and (s.get("histograms") or not with_histograms)
+        ),
+        key=lambda s: s["t_s"],
+    )
 
 
 def compared(engine: Histogram, client: HdrHistogram | None) -> dict[str, Any]:

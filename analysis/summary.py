@@ -19,7 +19,7 @@ from hdrh.histogram import HdrHistogram
 
 from slogate.analysis.costs import Pricing, throughput_cost
 from slogate.analysis.diagnosis import diagnose, findings_to_dicts, rate_rps
-from slogate.analysis.engine_view import engine_latency
+from slogate.analysis.engine_view import engine_latency, engine_metrics
 from slogate.analysis.generator import generator_block, merged, processes
 from slogate.analysis.judge import Judgement, judge
 from slogate.analysis.lag_causes import cause_p99_ms
@@ -535,6 +535,7 @@ def build_summary(run: RunData, judgement: Judgement | None = None) -> dict[str,
         "scenarios": {name: scenario_block(run, name, verdict) for name in run.scenario_names()},
         "models": models_block(run),
         "engine_latency": engine_latency(run),
+        "engine_metrics": engine_metrics(run),
     }
     summary["diagnosis"] = findings_to_dicts(diagnose(run, verdict))
     if judgement.comparison is not None:

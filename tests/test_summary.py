@@ -227,3 +227,51 @@ def test_open_loop_throughput_shows_the_schedules_arrivals_beside_the_achieved(t
 def test_closed_loop_has_no_schedule() -> None:
     s = build_summary(run_of({"a": bucket({"e2e": [1.0] * 6})}))["scenarios"]["a"]
     assert s["throughput"]["scheduled_per_s"] is None
+
+
+def counters_scrape(t_s: float, engine: str = "vllm", **series: float) -> dict:
+    return {"t_s": t_s, "source": "engine", "engine": engine, "series": series}
+
+
+def test_engine_metrics_are_the_counters_growth_and_gauges_over_the_measured_window(
+    tmp_path: Path,
+) -> None:
+    run = run_of({"a": bucket({"ttft": [100.0]})}, warmup_s=10.0)
+    run.server_metrics = [
+        counters_scrape(5.0, generation_tokens_total=50.0, running=9.0),  # warm-up
+        counters_scrape(
+            10.5, generation_tokens_total=100.0, prefix_cache_hits_total=16.0, running=2.0
+        ),
+        {"t_s": 12.0, "source": "dcgm", "engine": "dcgm", "series": {"gpu_utilization": 0.5}},
+        counters_scrape(15.5, generation_tokens_total=260.0, running=4.0, kv_cache_usage=0.25),
+        counters_scrape(
+            20.5,
+            generation_tokens_total=420.0,
+            prefix_cache_hits_total=80.0,
+            running=3.0,
+            kv_cache_usage=0.75,
+        ),
+    ]
+    metrics = build_summary(run)["engine_metrics"]
+    assert metrics["engine"] == "vllm" and metrics["window_s"] == [10.5, 20.5]
+    assert metrics["scrapes"] == 3
+    assert metrics["counters"] == {
+        "generation_tokens_total": 320.0,
+        "prefix_cache_hits_total": 64.0,
+    }
+    assert metrics["gauges"] == {
+        "running": {"mean": 3.0, "max": 4.0},
+        "kv_cache_usage": {"mean": 0.5, "max": 0.75},
+    }
+    write_results(tmp_path, run)  # validates the summary against its contract
+
+
+def test_engine_metrics_leave_out_a_counter_that_went_down_and_need_two_scrapes() -> None:
+    run = run_of({"a": bucket({"ttft": [100.0]})}, warmup_s=0.0)
+    run.server_metrics = [
+        counters_scrape(1.0, generation_tokens_total=500.0, prompt_tokens_total=10.0),
+        counters_scrape(6.0, generation_tokens_total=20.0, prompt_tokens_total=30.0),  # restart
+    ]
+    assert build_summary(run)["engine_metrics"]["counters"] == {"prompt_tokens_total": 20.0}
+    run.server_metrics = run.server_metrics[:1]
+    assert build_summary(run)["engine_metrics"] is None

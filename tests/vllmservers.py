@@ -1,0 +1,66 @@
+"""Starting the vLLM servers the vllm tests run against, one way for all."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from slogate.engines.vllm import (
+    DEFAULT_STARTUP_TIMEOUT_S,
+    Runner,
+    VllmMissing,
+    VllmServer,
+    VllmServerConfig,
+    generator_cores,
+    group_alive,
+)
+
+SKIP_ENV = "SLOGATE_SKIP_VLLM"
+# One worker runs them all (a second vLLM would share the engine's core); the
+# first test of a file also waits for its server: a cold start compiles the
+# model, over 5 minutes on a busy 2-core machine.
+VLLM_MARKS = [
+    pytest.mark.vllm,
+    pytest.mark.xdist_group("vllm"),
+    pytest.mark.timeout(DEFAULT_STARTUP_TIMEOUT_S + 300),
+]
+
+
+@contextmanager
+def vllm_server(tmp: pytest.TempPathFactory, runner: Runner = "generate") -> Iterator[VllmServer]:
+    """A serving vLLM with its log in a temporary folder; once stopped, none of
+    its processes (the API server, its engine core and worker) may be left.
+    ``SLOGATE_SKIP_VLLM=1`` skips the test; a missing install fails it, saying
+    how to install it (`make vllm`)."""
+    if os.environ.get(SKIP_ENV) == "1":
+        pytest.skip(f"{SKIP_ENV}=1: vLLM end-to-end tests skipped")
+    log = tmp.mktemp(f"vllm-{runner}") / "server.log"
+    try:
+        server = VllmServer(VllmServerConfig(runner=runner), log_path=log)
+    except VllmMissing as exc:
+        pytest.fail(f"{exc} (or set {SKIP_ENV}=1 to skip these tests)", pytrace=False)
+    with server:
+        group = server.pid
+        yield server
+    assert group is not None and not group_alive(group), f"vLLM processes left in group {group}"
+
+
+def run_on_generator_cores(
+    server: VllmServer, cmd: Sequence[str], timeout_s: float, cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    """Run a load generator's command on the cores the engine does not use:
+    sharing them, the generator waits for a core and the run is invalid."""
+    cores = set(generator_cores(server.config.cores))
+    return subprocess.run(
+        list(cmd),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        cwd=cwd,
+        preexec_fn=lambda: os.sched_setaffinity(0, cores),
+    )
