@@ -22,8 +22,9 @@ from slogate.engines.vllm import (
 
 SKIP_ENV = "SLOGATE_SKIP_VLLM"
 # One worker runs them all (a second vLLM would share the engine's core); the
-# first test of a file also waits for its server: a cold start compiles the
-# model, over 5 minutes on a busy 2-core machine.
+# first test of a file also waits for its server. The servers run eager
+# (--enforce-eager): compiling the model on one core of a busy 2-core machine
+# took 4.5 minutes once and did not finish in 10 twice (load average 15 to 24).
 VLLM_MARKS = [
     pytest.mark.vllm,
     pytest.mark.xdist_group("vllm"),
@@ -33,7 +34,7 @@ VLLM_MARKS = [
 
 @contextmanager
 def vllm_server(tmp: pytest.TempPathFactory, runner: Runner = "generate") -> Iterator[VllmServer]:
-    """A serving vLLM with its log in a temporary folder; once stopped, none of
+    """A serving vLLM (eager) with its log in a temporary folder; once stopped, none of
     its processes (the API server, its engine core and worker) may be left.
     ``SLOGATE_SKIP_VLLM=1`` skips the test; a missing install fails it, saying
     how to install it (`make vllm`)."""
@@ -41,7 +42,7 @@ def vllm_server(tmp: pytest.TempPathFactory, runner: Runner = "generate") -> Ite
         pytest.skip(f"{SKIP_ENV}=1: vLLM end-to-end tests skipped")
     log = tmp.mktemp(f"vllm-{runner}") / "server.log"
     try:
-        server = VllmServer(VllmServerConfig(runner=runner), log_path=log)
+        server = VllmServer(VllmServerConfig(runner=runner, enforce_eager=True), log_path=log)
     except VllmMissing as exc:
         pytest.fail(f"{exc} (or set {SKIP_ENV}=1 to skip these tests)", pytrace=False)
     with server:
