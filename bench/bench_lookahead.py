@@ -104,6 +104,7 @@ def one_run(args: argparse.Namespace, out: Path, scenario: Path = SCENARIO) -> d
         "lag_cause_p99_ms": summary["generator"].get("lag_cause_p99_ms"),
         "machine_floor_ms": json.loads(floor_out),
         "requests_ok": measured["requests"]["ok"],
+        "scheduled_per_s": measured["throughput"].get("scheduled_per_s"),
         "requests_per_s": measured["throughput"]["requests_per_s"],
         "input_tokens_per_s": round(measured["throughput"]["input_tokens_per_s"]),
         "verdict": summary["verdict"],

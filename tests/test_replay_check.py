@@ -42,6 +42,21 @@ def test_preparation_beyond_half_a_core_asks_for_processes_or_a_lower_speed():
     assert "try --processes 3 or speedup 2.5 or less" in p.line()
 
 
+def test_the_machines_late_wake_up_comes_before_the_burst():
+    # burst 1.6 ms after a wake-up 0.3 ms late: 1.9 ms, within 2
+    assert predict(BURSTY, Costs(0.1, 0.5, 100.0, 32, wake_ms=0.3), bound_ms=2.0).holds
+    # 0.5 ms late: 2.1 ms; 1.5 ms is left for the burst: ceil(1.6 / 1.5) = 2 processes
+    p = predict(BURSTY, Costs(0.1, 0.5, 100.0, 32, wake_ms=0.5), bound_ms=2.0)
+    assert (p.holds, p.processes) == (False, 2)
+
+
+def test_a_machine_that_wakes_later_than_the_bound_is_named_as_the_cause():
+    p = predict(BURSTY, Costs(0.1, 0.5, 100.0, 32, wake_ms=5.0), bound_ms=2.0)
+    assert not p.holds
+    assert "wakes a process 5.00 ms late (p99)" in p.line()
+    assert p.line().endswith("no flag helps, give the load cores of its own")
+
+
 def write_trace(tmp_path, speedup: float) -> str:
     # bursts of 4 within 0.6 ms at 0 s and 1 s, singles at 0.5 s and 2 s; prompts 1000 tokens
     times = [0.0, 0.0002, 0.0004, 0.0006, 0.5, 1.0, 1.0001, 1.0002, 1.0003, 2.0]
@@ -84,6 +99,7 @@ def test_check_measures_this_machine_and_predicts_the_replay(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "at most 4 within 1 ms" in done.stdout
     assert "this machine: preparing a request" in done.stdout
+    assert "a sleeping process wakes" in done.stdout
     verdict = done.stdout.strip().splitlines()[-1]
     assert verdict.startswith("  replay at speed 5: ")
     assert "within 10 ms" in verdict
