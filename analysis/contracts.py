@@ -102,9 +102,13 @@ class QuickDistribution(Contract):
 
 
 class Requests(Contract):
+    """``total`` is ok + failed; ``cancelled`` (by the client, as the scenario
+    planned) are apart: in no latency, error rate or goodput."""
+
     ok: int
     failed: int
     total: int
+    cancelled: int = 0
     errors: dict[str, int] = Field(default_factory=dict)
     error_rate: Number = None
     error_rate_ci: Interval = (None, None)
@@ -479,6 +483,22 @@ class BaselineError(Contract):
     error: str
 
 
+class ServerRelease(Contract):
+    """Whether the engine let go of the requests the client closed (cancelled,
+    or cut off at the stop): its running-requests gauge after the load, polled
+    until it is back at its level before the run (``released``) or the bound
+    passed; null ``released``: not checked (no such gauge, or no reading)."""
+
+    cancelled: int
+    cancelled_at_stop: int
+    bound_s: float
+    running_before: Number = None
+    running_after: Number = None
+    peak_after: Number = None
+    waited_s: Number = None
+    released: bool | None = None
+
+
 class Summary(Contract):
     """summary.json: a run's verdict, exit code and numbers per scenario."""
 
@@ -494,6 +514,7 @@ class Summary(Contract):
     models: dict[str, ModelSummary] = Field(default_factory=dict)
     engine_latency: EngineLatency | None = None
     engine_metrics: EngineMetrics | None = None
+    server_release: ServerRelease | None = None
     diagnosis: list[Finding] = Field(default_factory=list)
     baseline: Comparison | BaselineError | None = None
 

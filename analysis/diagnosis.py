@@ -419,11 +419,31 @@ def attach(finding: Finding, failed: list[tuple[str, str, str]]) -> Finding:
     )
 
 
+def release_findings(run: RunData) -> list[Finding]:
+    """An engine that kept generating for connections the client had closed:
+    its running-requests gauge did not come back within the bound."""
+    release = run.meta.get("server_release") or {}
+    if release.get("released") is not False:
+        return []
+    closed = release["cancelled"] + release["cancelled_at_stop"]
+    return [
+        Finding(
+            "server kept closed requests",
+            f"{release['running_after']:g} requests still ran {release['waited_s']:g} s after "
+            f"the load ended ({release['running_before']:g} before the run), after the client "
+            f"closed {closed} connections: the engine goes on generating for clients that left, "
+            "and that capacity serves nobody.",
+            dict(release),
+            (),
+        )
+    ]
+
+
 def diagnose(run: RunData, verdict: RunVerdict | None = None) -> list[Finding]:
     """Every cause the run's data shows, each with its numbers; the ones that
     explain a failed SLO first. Pass ``verdict`` when already evaluated."""
     verdict = verdict or evaluate_run(run)
-    findings = generator_findings(run) + engine_findings(run)
+    findings = generator_findings(run) + engine_findings(run) + release_findings(run)
     for scenario in run.scenario_names():
         bucket = run.overall(scenario)
         findings += same_read_findings(scenario, bucket)

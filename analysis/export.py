@@ -39,6 +39,7 @@ def request_line(
         "warmup": warmup,
         "start_s": round(end_wall_s - (record.end_ns - record.start_ns) / 1e9, 6),
         "ok": record.ok,
+        "cancelled": record.cancelled,
         "error": None if record.error is None else record.error.value,
         "error_message": record.error_message or None,
         "http_status": record.http_status,

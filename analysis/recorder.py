@@ -54,6 +54,7 @@ class Counters:
 
     ok: int = 0
     failed: int = 0
+    cancelled: int = 0  # by the client, as the scenario planned: neither ok nor failed
     good: int = 0
     errors: Counter = field(default_factory=Counter)
     error_samples: dict[str, list[str]] = field(default_factory=dict)
@@ -107,6 +108,7 @@ class Counters:
     def add(self, other: Counters) -> None:
         self.ok += other.ok
         self.failed += other.failed
+        self.cancelled += other.cancelled
         self.good += other.good
         self.errors.update(other.errors)
         for kind, samples in other.error_samples.items():
@@ -140,6 +142,7 @@ class Counters:
         return {
             "ok": self.ok,
             "failed": self.failed,
+            "cancelled": self.cancelled,
             "good": self.good,
             "errors": dict(self.errors),
             "error_samples": self.error_samples,
@@ -206,7 +209,11 @@ class Bucket:
 
 
 def count_into(counters: Counters, record: RequestRecord, m: RequestMetrics, good: bool) -> None:
-    """Add one finished request to the counts. Failed requests count, never time."""
+    """Add one finished request to the counts. Failed requests count, never
+    time; cancelled ones are counted apart, outside errors and goodput."""
+    if record.cancelled:
+        counters.cancelled += 1
+        return
     if not record.ok:
         counters.note_error(record.error.value, record.error_message)
         return

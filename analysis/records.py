@@ -113,10 +113,18 @@ class RequestRecord:
     prepare_wait_ns: int = 0
     connected_ns: int = 0
     sent_ns: int = 0
+    cancelled: bool = False  # the client closed it as the scenario planned: not an error
 
     @property
     def ok(self) -> bool:
-        return self.error is None
+        """Finished, neither failed nor cancelled: only these are timed."""
+        return self.error is None and not self.cancelled
+
+    def cancel(self, end_ns: int) -> RequestRecord:
+        """Mark the request cancelled by the client; keeps the chunks that arrived."""
+        self.cancelled = True
+        self.end_ns = end_ns
+        return self
 
     def fail(self, kind: ErrorKind, message: str, end_ns: int) -> RequestRecord:
         """Mark the request failed; keeps whatever chunks already arrived."""

@@ -196,6 +196,7 @@ def requests_block(c: Counters) -> dict[str, Any]:
         "ok": c.ok,
         "failed": c.failed,
         "total": c.total,
+        "cancelled": c.cancelled,
         "errors": dict(sorted(c.errors.items())),
         "error_rate": rounded(c.failed / c.total, 6) if c.total else None,
         "error_rate_ci": [rounded(lower, 6), rounded(upper, 6)],
@@ -536,6 +537,7 @@ def build_summary(run: RunData, judgement: Judgement | None = None) -> dict[str,
         "models": models_block(run),
         "engine_latency": engine_latency(run),
         "engine_metrics": engine_metrics(run),
+        "server_release": meta.get("server_release"),
     }
     summary["diagnosis"] = findings_to_dicts(diagnose(run, verdict))
     if judgement.comparison is not None:

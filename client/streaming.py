@@ -64,6 +64,8 @@ PROTOCOLS: dict[str, Protocol] = {
     p.api: p for p in (CHAT, COMPLETIONS, RESPONSES, MESSAGES, EMBEDDINGS)
 }
 WHOLE_BODY_LIMIT = 256 * 1024 * 1024  # a non-streamed reply (a batch of embeddings)
+NEVER_NS = 1 << 62  # no planned cancellation
+NEVER_TOKENS = 1 << 62
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +162,10 @@ class _Failure(Exception):
     def __init__(self, kind: ErrorKind, message: str) -> None:
         super().__init__(message)
         self.kind = kind
+
+
+class _Cancelled(Exception):
+    """The scenario's planned cancellation came: the client lets the request go."""
 
 
 class _StaleConnection(Exception):
@@ -289,6 +295,8 @@ class StreamClient:
                 self._fail(stream, kind, str(exc))
             except _Failure as failure:
                 self._fail(stream, failure.kind, str(failure))
+            except _Cancelled:
+                record.cancel(time.perf_counter_ns())
             finally:
                 writing()
         if record.error_message:
@@ -332,6 +340,8 @@ class _Exchange:
     follow the events, each timed at the arrival of the read that completed it."""
 
     __slots__ = (
+        "cancel_ns",
+        "cancel_tokens",
         "client",
         "conn",
         "ended_by_event",
@@ -370,6 +380,9 @@ class _Exchange:
         self.ended_by_event = False
         self.first_deadline = 0  # set when the request is sent
         self.stall_ns = int(client.timeouts.stall_s * 1e9)
+        self.cancel_ns = NEVER_NS  # set when the request is sent, if it is to be cancelled
+        tokens = turn.cancel_after_tokens
+        self.cancel_tokens = NEVER_TOKENS if tokens is None else tokens
 
     def run(self, request: bytes) -> None:
         """The connection goes back to the pool only when the response was read to
@@ -386,8 +399,11 @@ class _Exchange:
 
     def _run(self, request: bytes) -> bool:
         timeouts = self.client.timeouts
-        first_deadline = self.first_deadline = self.record.start_ns + int(
-            timeouts.first_token_s * 1e9
+        start_ns = self.record.start_ns
+        if self.turn.cancel_after_s is not None:
+            self.cancel_ns = start_ns + int(self.turn.cancel_after_s * 1e9)
+        first_deadline = self.first_deadline = min(
+            start_ns + int(timeouts.first_token_s * 1e9), self.cancel_ns
         )
         try:
             self.writing()
@@ -407,6 +423,8 @@ class _Exchange:
                 raise _Failure(ErrorKind.PROTOCOL, message)
             return self._stream()
         except TimeoutError as exc:
+            if time.perf_counter_ns() >= self.cancel_ns:
+                raise _Cancelled from exc
             if self.record.chunk_ns:
                 message = f"no output for {timeouts.stall_s:g} s"
                 raise _Failure(ErrorKind.TIMEOUT_STALL, message) from exc
@@ -456,9 +474,10 @@ class _Exchange:
         return self._drain() if self.ended_by_event and self.record.ok else False
 
     def deadline(self) -> int:
-        """First token, then stall: when the stream times out if nothing comes."""
+        """First token, then stall: when the stream times out if nothing comes
+        (or the planned cancellation comes, whichever is first)."""
         chunks = self.record.chunk_ns
-        return chunks[-1] + self.stall_ns if chunks else self.first_deadline
+        return min(chunks[-1] + self.stall_ns, self.cancel_ns) if chunks else self.first_deadline
 
     def take(self, data: bytes | None) -> bool:
         """Apply one read (None: only what the headers' read brought); True once
@@ -477,6 +496,8 @@ class _Exchange:
                 self.ended_by_event = True
                 return True
         body.clear()
+        if len(self.record.chunk_ns) >= self.cancel_tokens:
+            raise _Cancelled
         if not (self.response.complete or self.eof):
             return False
         for event in self.sse.close():

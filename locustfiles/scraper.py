@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,11 +79,13 @@ class MetricsScraper:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Scrape now, then every ``interval_s`` until ``stop()``."""
+        """Scrape now (before any load: the engine's levels before the run),
+        then every ``interval_s`` until ``stop()``."""
         if self._thread is not None:
             raise RuntimeError("scraper already started")
         if self.origin_s is None:
             self.origin_s = time.time()
+        self.scrape_once()
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name="metrics-scraper", daemon=True)
         self._thread.start()
@@ -120,10 +123,37 @@ class MetricsScraper:
             self._scrape(target)
 
     def _loop(self) -> None:
-        while True:
+        while not self._stop.wait(self.interval_s):
             self.scrape_once()
-            if self._stop.wait(self.interval_s):
-                return
+
+    def engine_series(self, name: str) -> list[float]:
+        """The engine's readings of canonical series ``name`` so far, in order."""
+        return [
+            s["series"][name]
+            for s in self.samples()
+            if s["source"] == ENGINE and name in s["series"]
+        ]
+
+    def poll_until(
+        self, name: str, done: Callable[[float], bool], bound_s: float, poll_s: float
+    ) -> list[tuple[float, float]]:
+        """Scrape the engine every ``poll_s`` until its series ``name`` reads
+        ``done`` or ``bound_s`` passed: (seconds since the call, reading) for
+        each scrape that had it (the scrapes are kept as samples too)."""
+        start = time.monotonic()
+        readings: list[tuple[float, float]] = []
+        while True:
+            had = len(self.engine_series(name))
+            self._scrape(self.targets[0])
+            series = self.engine_series(name)
+            elapsed = time.monotonic() - start
+            if len(series) > had:
+                readings.append((elapsed, series[-1]))
+                if done(series[-1]):
+                    return readings
+            if elapsed + poll_s > bound_s:
+                return readings
+            time.sleep(poll_s)
 
     def _scrape(self, target: Target) -> None:
         origin = self.origin_s if self.origin_s is not None else time.time()

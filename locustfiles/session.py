@@ -25,6 +25,7 @@ from slogate.analysis.generator import ProcessHealth, error_bound_ms, merged
 from slogate.analysis.journal import JOURNAL_FILE, JournalWriter
 from slogate.analysis.judge import judge_live, live_status, preload_statistics
 from slogate.analysis.recorder import OVERALL, Recorder
+from slogate.analysis.release import RELEASE_POLL_S, RELEASE_WAIT_S, release_outcome, released
 from slogate.analysis.rundata import DATA_DIR, RunData, forget_final_save
 from slogate.analysis.saturation import Saturation
 from slogate.analysis.saturation import detect as detect_saturation
@@ -127,6 +128,7 @@ class RunSession:
         self.verdict_table: str | None = None
         self.selftest: dict[str, Any] | None = None
         self.journal: JournalWriter | None = None
+        self.release: dict[str, Any] | None = None
         preload_statistics()
 
     def start(self, origin_s: float) -> None:
@@ -178,6 +180,37 @@ class RunSession:
         if self.worker_gauges:
             return sum(g["cancelled"] for g in self.worker_gauges.values())
         return self.ctx.cancelled
+
+    def check_release(self) -> dict[str, Any] | None:
+        """After the load, when the client closed requests (cancelled, or cut
+        off at the stop): wait, bounded, for the engine's running-requests
+        gauge to come back to its level before the run (None: nothing closed,
+        or no metrics scraped)."""
+        planned = sum(
+            bucket.counters.cancelled
+            for (_, span), bucket in self.collector.buckets.items()
+            if span == OVERALL
+        )
+        at_stop = self.cancelled()
+        if self.scraper is None or planned + at_stop == 0:
+            return None
+        before = self.scraper.engine_series("running")
+        readings = []
+        if before:
+            readings = self.scraper.poll_until(
+                "running", lambda r: released(before[0], r), RELEASE_WAIT_S, RELEASE_POLL_S
+            )
+        outcome = release_outcome(
+            before[0] if before else None, readings, RELEASE_WAIT_S, planned, at_stop
+        )
+        if outcome["released"] is False:
+            log.warning(
+                "slogate: the engine still ran %g requests %g s after the load (%g before it)",
+                outcome["running_after"],
+                outcome["waited_s"],
+                outcome["running_before"],
+            )
+        return outcome
 
     def close_windows(self, everything: bool = False) -> None:
         if self.collector.origin_s is None:
@@ -296,6 +329,7 @@ class RunSession:
             "scenarios": {s.name: scenario_meta(s) for s in self.ctx.scenarios},
             "stages": [asdict(p) for p in self.ctx.timeline.phases],
             "cancelled_at_stop": self.cancelled(),
+            "server_release": self.release,
             "generator": {
                 "max_lag_ms": self.max_lag_ms,
                 "cpu_warning": self.cpu_warning,
@@ -372,6 +406,7 @@ class RunSession:
 
         self.close_windows(everything=True)
         log.info(self.status_line())
+        self.release = self.check_release()
         samples = self.scraper.stop() if self.scraper is not None else []
         meta = self.meta(complete, reason)
         run = RunData(

@@ -73,8 +73,9 @@ class _ScenarioUser(User):
     ) -> StreamResult:
         """Send one request and record it, in slogate's histograms and in Locust's
         own statistics. A request the end of the run cuts off is counted as
-        cancelled, outside latencies and errors. ``due``: open loop, its instant
-        and the dispatcher's wait for it; ``writing``: as
+        cancelled at the stop, outside latencies and errors; one the scenario
+        cancels is recorded as such (Locust's statistics leave it out). ``due``:
+        open loop, its instant and the dispatcher's wait for it; ``writing``: as
         :meth:`StreamClient.send_prepared` takes it."""
         ctx = self.ctx
         ctx.in_flight += 1
@@ -89,6 +90,8 @@ class _ScenarioUser(User):
         if due is not None:
             record.prepare_wait_ns = due.waited_ns
         ctx.record(record)
+        if record.cancelled:  # neither a success nor a failure for Locust's statistics
+            return result
         self.environment.events.request.fire(
             request_type=REQUEST_TYPE,
             name=self.scenario.name,
@@ -169,7 +172,12 @@ class SlogateUser(_ScenarioUser):
             result = self.send(client, client.prepare(turn, messages))
             cache.add(result)
             steps += 1
-        outcome = "failed" if not record.ok else "unfinished" if result.tool_calls else "answered"
+        if record.error is not None:
+            outcome = "failed"
+        elif record.cancelled or result.tool_calls:  # an aborted session is unfinished
+            outcome = "unfinished"
+        else:
+            outcome = "answered"
         self.ctx.record_session(
             self.scenario.name, SessionRecord(steps, start_ns, record.end_ns, outcome)
         )

@@ -135,6 +135,26 @@ def prefix_cache_lines(summary: Summary) -> list[str]:
     return ["", *lines] if lines else []
 
 
+def release_lines(summary: Summary) -> list[str]:
+    """Whether the engine let go of the requests the client closed, when checked."""
+    release = summary.server_release
+    if release is None or release.released is None:
+        return []
+    if release.released:
+        text = f"back at {num(release.running_after)} after {num(release.waited_s)} s"
+    else:
+        text = (
+            f"NOT released: {num(release.running_after)} still running "
+            f"after {num(release.waited_s)} s"
+        )
+    closed = release.cancelled + release.cancelled_at_stop
+    return [
+        "",
+        f"- closed requests ({num(closed)}): the engine's running requests {text} "
+        f"(before the run: {num(release.running_before)})",
+    ]
+
+
 def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> str:
     """The Markdown job summary of a run; ``report_link`` is where its report.html is."""
     from slogate.analysis.contracts import Comparison, Summary, as_model
@@ -173,6 +193,7 @@ def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> 
     lines += prefix_cache_lines(summary)
     lines += engine_latency_lines(summary)
     lines += slice_lines(summary)
+    lines += release_lines(summary)
     if summary.baseline:
         lines += ["", *regression_lines(summary.baseline)]
     lines += ["", f"[Full report]({report_link.replace(' ', '%20').replace(')', '%29')})", ""]

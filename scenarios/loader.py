@@ -38,6 +38,7 @@ from slogate.scenarios.schema import (
 )
 from slogate.scenarios.sections import (
     read_agent,
+    read_cancel,
     read_images,
     read_load,
     read_request,
@@ -80,6 +81,7 @@ SCENARIO_FIELDS = {
     "slo": nested(read_slo, {}),
     "agent": nested(read_agent),
     "images": nested(read_images),
+    "cancel": nested(read_cancel),
 }
 MIX_FIELDS = {
     "name": optional(NAME),
@@ -289,6 +291,9 @@ def _scenario(
     if f["images"] is not None and f["api"] not in CHAT_APIS:
         wanted = ", ".join(sorted(CHAT_APIS))
         reader.problem("images", f"images are sent with api: one of {wanted}, got api: {f['api']}")
+    cancel = f["cancel"]
+    if cancel is not None and cancel.after_tokens is not None and f["api"] == "embeddings":
+        reader.problem("cancel.after_tokens", "embeddings stream no tokens: use cancel.after_s")
     if len(reader.problems) > before or load is None:
         return None
     return Scenario(
@@ -304,6 +309,7 @@ def _scenario(
         engine_profile=f["engine_profile"],
         agent=f["agent"],
         images=f["images"],
+        cancel=f["cancel"],
         source=str(file),
         raw={**raw, "load": load_raw},
     )

@@ -39,6 +39,10 @@ class PlannedTurn:
     # agents: how long each tool call of this turn takes to answer, in order
     tool_latencies_s: tuple[float, ...] = ()
     images: tuple[str, ...] = ()  # vision: data: URLs sent with the user text
+    # cancelled requests: the client closes the connection this long after the
+    # send, or once this many output tokens arrived (None: never)
+    cancel_after_s: float | None = None
+    cancel_after_tokens: int | None = None
 
     @property
     def prompt(self) -> str:
@@ -171,6 +175,18 @@ class AgentSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class CancelSpec:
+    """Requests the client cancels (users close the tab, agents abort): each
+    request is cancelled with probability ``share``, after a delay from its
+    send (``after_s``, a distribution in seconds) or after a number of output
+    tokens (``after_tokens``, a distribution); exactly one of the two is set."""
+
+    share: float
+    after_s: Any = None  # scenarios' own distribution object
+    after_tokens: Any = None
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     """A validated scenario. ``source`` is the file it came from and ``raw`` the
     mapping as written, kept so the report can show the scenario as run."""
@@ -189,5 +205,6 @@ class Scenario:
     engine_profile: str | None = None
     agent: AgentSpec | None = None
     images: ImageSpec | None = None
+    cancel: CancelSpec | None = None
     source: str = ""
     raw: dict[str, Any] = field(default_factory=dict)

@@ -25,6 +25,7 @@ from slogate.scenarios.workloads import Context, TraceWorkload
 STREAM_TAG = 0
 ARRIVALS_TAG = 2  # Context.shared_rng uses 1
 EXTRAS_TAG = 3  # agent tool latencies and image picks
+CANCEL_TAG = 4  # which requests are cancelled, and when
 
 
 def prepare_text(scenario: Scenario) -> None:
@@ -57,6 +58,7 @@ class Planner:
         rng = np.random.default_rng([*self._entropy, STREAM_TAG, stream])
         self._kind = scenario.workload.planner(Context(scenario, writer, rng, self._entropy))
         self._extras_rng = np.random.default_rng([*self._entropy, EXTRAS_TAG, stream])
+        self._cancel_rng = np.random.default_rng([*self._entropy, CANCEL_TAG, stream])
         self._next = 0
 
     def conversation(self) -> Conversation:
@@ -77,6 +79,8 @@ class Planner:
                 )
                 for turn in turns
             )
+        if self.scenario.cancel is not None:
+            turns = tuple(self._with_cancel(turn) for turn in turns)
         return Conversation(self.scenario.name, index, turns)
 
     def arrivals(self, rate_scale: float = 1.0) -> Iterator[PlannedTurn]:
@@ -92,7 +96,22 @@ class Planner:
             turn = self._kind.request(self._take_index(), event)
             if self.scenario.images is not None:
                 turn = self._with_images(turn)
+            if self.scenario.cancel is not None:
+                turn = self._with_cancel(turn)
             yield dataclasses.replace(turn, arrival_s=arrival_s)
+
+    def _with_cancel(self, turn: PlannedTurn) -> PlannedTurn:
+        """The turn, cancelled with the scenario's share, after a drawn delay or
+        number of output tokens (its own seeded stream: the requests stay the same)."""
+        spec = self.scenario.cancel
+        assert spec is not None
+        rng = self._cancel_rng
+        if rng.random() >= spec.share:
+            return turn
+        if spec.after_s is not None:
+            return dataclasses.replace(turn, cancel_after_s=float(spec.after_s.sample(rng, 1)[0]))
+        tokens = max(1, round(float(spec.after_tokens.sample(rng, 1)[0])))
+        return dataclasses.replace(turn, cancel_after_tokens=tokens)
 
     def _with_images(self, turn: PlannedTurn) -> PlannedTurn:
         """The turn with the scenario's images, picked from the shared pool."""

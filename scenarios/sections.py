@@ -9,9 +9,17 @@ from pathlib import Path
 from typing import Any
 
 from slogate.scenarios.distributions import read_dist
-from slogate.scenarios.limits import MAX_IN_FLIGHT, MAX_RPS, MAX_SECONDS, MAX_SPAWN_RATE, MAX_USERS
+from slogate.scenarios.limits import (
+    MAX_IN_FLIGHT,
+    MAX_RPS,
+    MAX_SECONDS,
+    MAX_SPAWN_RATE,
+    MAX_TOKENS,
+    MAX_USERS,
+)
 from slogate.scenarios.model import (
     AgentSpec,
+    CancelSpec,
     GoodputSpec,
     ImageSpec,
     LoadSpec,
@@ -364,6 +372,31 @@ def read_images(reader: Reader, value: Any, path: str) -> ImageSpec | None:
 def read_agent(reader: Reader, value: Any, path: str) -> AgentSpec | None:
     f = reader.section(value, path, AGENT_FIELDS)
     return None if f is None else AgentSpec(f["max_steps"], f["tool_latency_s"])
+
+
+# --- cancel -----------------------------------------------------------------
+
+CANCEL_FIELDS = {
+    "share": required(number(gt=0, le=1)),
+    "after_s": nested(functools.partial(read_dist, least=0, most=MAX_SECONDS)),
+    "after_tokens": nested(functools.partial(read_dist, least=1, most=MAX_TOKENS)),
+}
+
+
+def read_cancel(reader: Reader, value: Any, path: str) -> CancelSpec | None:
+    """Which requests the client cancels and when: a share of them, after a
+    delay from the send or after some output tokens (one of the two)."""
+    f = reader.section(value, path, CANCEL_FIELDS)
+    if f is None:
+        return None
+    given = [key for key in ("after_s", "after_tokens") if value.get(key) is not None]
+    if len(given) != 1:
+        got = f"got {' and '.join(given)}" if given else "got neither"
+        reader.problem(path, f"expected exactly one of after_s, after_tokens; {got}")
+        return None
+    if f[given[0]] is None:  # its own problem is already reported
+        return None
+    return CancelSpec(f["share"], f["after_s"], f["after_tokens"])
 
 
 # --- slo --------------------------------------------------------------------

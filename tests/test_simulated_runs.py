@@ -4,7 +4,7 @@ prefill/decode phenomena show in the results."""
 from __future__ import annotations
 
 import pytest
-from loadruns import slogate, summary
+from loadruns import scenario_file, slogate, summary
 
 pytestmark = pytest.mark.slow
 
@@ -62,3 +62,25 @@ def test_multi_turn_prefix_cache_rate_agrees_with_the_engine_counters(tmp_path):
         assert abs(engine["engine_hit_rate"] - cache["hit_rate"]) < 0.1
     assert "prefix-cache hit rate" in (out / "summary.md").read_text()
     assert 'id="prefix-cache-1"' in (out / "report.html").read_text()
+
+
+def test_cancelled_requests_are_apart_and_the_engine_lets_go(tmp_path):
+    """A scenario that cancels 40% of its requests after 10 tokens: they are
+    counted apart (no error, no latency sample), the run ends with the engine's
+    running requests back at 0, and summary.json, summary.md and the report say so."""
+    out = tmp_path / "out"
+    scenario = scenario_file(tmp_path, "chat-turns", cancel={"share": 0.4, "after_tokens": 10})
+    done = slogate("run", str(scenario), "--users", "4", "--duration", "12s", "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    s = summary(out)
+    requests = s["scenarios"]["chat-turns"]["requests"]
+    assert requests["cancelled"] > 3 and requests["failed"] == 0
+    assert requests["total"] == requests["ok"]
+    assert s["scenarios"]["chat-turns"]["metrics"]["ttft_ms"]["count"] == requests["ok"]
+    release = s["server_release"]
+    assert release["cancelled"] == requests["cancelled"]
+    assert release["released"] is True and release["running_after"] == 0
+    assert release["waited_s"] < release["bound_s"]
+    assert "closed requests" in (out / "summary.md").read_text()
+    report = (out / "report.html").read_text()
+    assert 'id="release"' in report and "Released:" in report
