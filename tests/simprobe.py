@@ -161,3 +161,22 @@ async def probe_many(url: str, bodies: list[Mapping[str, Any]]) -> list[Probe]:
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
         return list(await asyncio.gather(*(probe(session, url, b) for b in bodies)))
+
+
+def engine_metrics(url: str) -> dict[str, float]:
+    """The simulated engine's ``/metrics`` now, each sample by its name, with the
+    labels other than ``model_name`` and ``engine`` after it:
+    ``vllm:request_success_total{finished_reason=abort}``."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from slogate.locustfiles.scraper import fetch_text, metrics_url_for
+
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(fetch_text(metrics_url_for(url), 10.0)):
+        for sample in family.samples:
+            labels = sorted(
+                f"{k}={v}" for k, v in sample.labels.items() if k not in ("model_name", "engine")
+            )
+            name = sample.name + (f"{{{','.join(labels)}}}" if labels else "")
+            values[name] = sample.value
+    return values

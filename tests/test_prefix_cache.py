@@ -7,10 +7,10 @@ engine's own vLLM-named counters."""
 from __future__ import annotations
 
 import json
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
+from simprobe import engine_metrics
 from streams import interpret
 
 from slogate.analysis.recorder import SESSION_CACHE_HIT, Recorder
@@ -19,7 +19,6 @@ from slogate.analysis.summary import prefix_cache_block
 from slogate.client import messages_stream, responses_stream
 from slogate.client.streaming import StreamClient
 from slogate.engines.simulated import EngineProcess, start_engine
-from slogate.locustfiles.scraper import metrics_url_for
 from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
 
 MS = 1_000_000
@@ -166,13 +165,7 @@ def engine() -> Iterator[EngineProcess]:
 
 def engine_counters(engine: EngineProcess) -> tuple[float, float]:
     """The engine's prefix-cache hits and queries (tokens), as /metrics says."""
-    with urllib.request.urlopen(metrics_url_for(engine.url), timeout=10) as response:
-        text = response.read().decode()
-    values = {}
-    for line in text.splitlines():
-        name = line.split("{")[0]
-        if name in ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"):
-            values[name] = float(line.rsplit(" ", 1)[1])
+    values = engine_metrics(engine.url)
     return values["vllm:prefix_cache_hits_total"], values["vllm:prefix_cache_queries_total"]
 
 
