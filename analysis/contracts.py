@@ -14,7 +14,7 @@ is a breaking change and bumps the document's ``schema`` version.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -259,13 +259,22 @@ class ModelSummary(Contract):
 
 
 class Finding(Contract):
-    """A cause the data shows, the evidence for it and the SLOs it explains."""
+    """A cause the data shows, the evidence for it and the SLOs it explains:
+    ``share``, per SLO metric, the fraction (0..1) of its miss the cause
+    accounts for (measured from the requests' timelines; absent where not);
+    ``engine_metrics`` whether the engine's own metrics agree, disagree or are
+    absent (null: no rule reads them for this cause) and ``engine_text`` their
+    numbers; ``action`` the engine setting to try and the experiment to run."""
 
     cause: str
     scenario: str | None = None
     text: str
     evidence: dict[str, Any] = Field(default_factory=dict)
     explains: list[str] = Field(default_factory=list)
+    share: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
+    engine_metrics: Literal["agree", "disagree", "absent"] | None = None
+    engine_text: str = ""
+    action: str = ""
 
 
 class StoppedEarly(Contract):

@@ -9,11 +9,21 @@ show it, quoting them; a path without its evidence says nothing. The paths:
   (a warning, which says how many were read while the generator's loop was
   stalled: those are its own, the others the engine's batching);
 - **admission limits**: requests refused (HTTP 429, 5xx) or cut off (timeouts);
-- **capacity-bound**: requests waiting in the engine's queue, the KV cache near
-  full, preemptions, or an open-loop rate the server could not keep up with;
+- **capacity-bound**: requests waiting in the engine's queue, or an open-loop
+  rate the server could not keep up with;
+- **KV cache full**: the engine's KV usage near full, or preemptions;
 - **prefill-bound**: TTFT rising with input length (per input-length band, or
   with a conversation's turn index as its history grows);
-- **attention / KV reads**: TPOT rising with context length.
+- **attention / KV reads**: TPOT rising with context length;
+- the requests' timelines (``slogate.analysis.causes``): prefill interference,
+  prefill-bound TTFT against queueing, a concurrency ceiling, decode-bound
+  ITL, preemption signs, saturation and cache effects, each with the share of
+  a failed SLO's miss it explains (they replace the input-length bands'
+  prefill path where the run kept timelines).
+
+Each finding then gets the engine's metrics' answer (``confirmation``) and the
+engine setting to try (``remedies``); findings that explain a failed SLO come
+first, by the share of the miss they explain.
 
 Length bands come from histograms named ``ttft_in_<N>`` and ``tpot_ctx_<N>``
 (``slogate.analysis.bands``): TTFT of requests with N..2N-1 input tokens, TPOT of
@@ -25,20 +35,29 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any
 
 from slogate.analysis.bands import TPOT_BY_CONTEXT, TTFT_BY_INPUT, band_label
+from slogate.analysis.causes import LATENCY_SLOS, MIN_SHARE, timeline_findings
+from slogate.analysis.confirmation import (
+    DISAGREE,
+    KV_NEAR_FULL,
+    MIN_QUEUED_SCRAPES,
+    confirm,
+    series,
+)
+from slogate.analysis.findings import Finding
 from slogate.analysis.lag_causes import cause_p99_ms, cause_text
 from slogate.analysis.recorder import Bucket, Counters
+from slogate.analysis.remedies import action, engine_family
 from slogate.analysis.rundata import RunData
 from slogate.analysis.slo import SAME_READ_SHARE, RunVerdict, Verdict, evaluate_run, lag_p99_ms
+from slogate.analysis.timelines import Timelines
 
 US_PER_MS = 1000.0
-KV_NEAR_FULL = 0.9
-# A queue claim needs a queue seen in two scrapes or two requests deep: one
-# request waiting in one scrape is a moment, not a state.
-MIN_QUEUED_SCRAPES = 2
+# A queue claim needs a queue seen in two scrapes (MIN_QUEUED_SCRAPES) or two
+# requests deep: one request waiting in one scrape is a moment, not a state.
 MIN_QUEUE_DEPTH = 2
 KEEP_UP_FRACTION = 0.9
 MIN_GROUPS = 3
@@ -46,7 +65,6 @@ MIN_GROUP_SAMPLES = 5
 MIN_RANK_CORRELATION = 0.8
 TTFT_MIN_GROWTH = 1.5
 TPOT_MIN_GROWTH = 1.2
-ENGINE = "engine"
 # Chunks read together leave a 0 gap and a doubled one beside it: at 1% of the
 # gaps (SAME_READ_SHARE) ITL's p99 is no longer the engine's alone.
 SAME_READ_MIN_GAPS = 200
@@ -60,22 +78,12 @@ ADMISSION_ERRORS = {
     "connect": "could not connect",
     "timeout_stall": "stalled mid-stream past the stall timeout",
 }
+KV_FULL = "KV cache full"
+# What a full KV cache makes the client see: the share of a miss these explain
+# is the KV cache's too.
+KV_SYMPTOMS = ("queueing", "saturation", "concurrency ceiling", "preemption")
 QUEUE_METRICS = ("ttft_ms", "e2e_ms", "ttft_sched_ms", "e2e_sched_ms", "goodput")
 DECODE_METRICS = ("tpot_ms", "itl_ms", "e2e_ms", "goodput")
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One diagnosed cause. ``metrics`` are the SLO metrics it can explain;
-    ``explains`` the failed SLOs of the run among them; ``evidence`` the numbers
-    the text quotes, by name, so a report or a test can use them directly."""
-
-    cause: str
-    text: str
-    evidence: dict[str, Any]
-    metrics: tuple[str, ...]
-    scenario: str | None = None
-    explains: tuple[str, ...] = field(default=())
 
 
 # -- the paths ----------------------------------------------------------------------
@@ -182,11 +190,7 @@ def admission_findings(scenario: str, bucket: Bucket) -> list[Finding]:
 
 
 def engine_series(run: RunData, name: str) -> list[float]:
-    return [
-        float(s["series"][name])
-        for s in run.server_metrics
-        if s.get("source") == ENGINE and name in (s.get("series") or {})
-    ]
+    return series(run.server_metrics, name)
 
 
 def engine_findings(run: RunData) -> list[Finding]:
@@ -218,7 +222,7 @@ def engine_findings(run: RunData) -> list[Finding]:
     if usage and max(usage) >= KV_NEAR_FULL:
         findings.append(
             Finding(
-                "capacity-bound",
+                KV_FULL,
                 f"The KV cache was near full: usage peaked at {100 * max(usage):.0f}% "
                 f"(at or above {100 * KV_NEAR_FULL:.0f}% in "
                 f"{sum(u >= KV_NEAR_FULL for u in usage)} of {len(usage)} scrapes). New "
@@ -233,7 +237,7 @@ def engine_findings(run: RunData) -> list[Finding]:
         count = preemptions[-1] - preemptions[0]
         findings.append(
             Finding(
-                "capacity-bound",
+                KV_FULL,
                 f"The engine preempted {count:g} running requests to free KV-cache blocks; "
                 "each recomputes its prompt, adding a stall to its stream.",
                 {"preemptions": count},
@@ -403,19 +407,62 @@ def failed_slos(verdict: RunVerdict) -> list[tuple[str, str, str]]:
 
 
 def attach(finding: Finding, failed: list[tuple[str, str, str]]) -> Finding:
+    """The failed SLOs the finding explains: of its metrics, those it measured
+    a share of only where that share reaches ``MIN_SHARE``."""
     explains = tuple(
         f"{scenario}: {name}"
         for scenario, metric, name in failed
         if (finding.scenario in (None, scenario))
         and ("*" in finding.metrics or metric in finding.metrics)
+        and finding.share.get(metric, MIN_SHARE) >= MIN_SHARE
     )
-    return Finding(
-        finding.cause,
-        finding.text,
-        finding.evidence,
-        finding.metrics,
-        finding.scenario,
-        explains,
+    return replace(finding, explains=explains)
+
+
+def failed_limits(verdict: RunVerdict) -> dict[str, dict[str, float]]:
+    """Per scenario, each failed latency SLO's metric and its (lowest) limit."""
+    limits: dict[str, dict[str, float]] = {}
+    for r in verdict.results:
+        metric = r.threshold.metric
+        if r.verdict is Verdict.FAIL and r.threshold.kind == "max" and metric in LATENCY_SLOS:
+            mine = limits.setdefault(r.scenario, {})
+            mine[metric] = min(mine.get(metric, r.threshold.limit), r.threshold.limit)
+    return limits
+
+
+def with_kv_share(findings: list[Finding]) -> list[Finding]:
+    """The engine's KV-cache findings get, per metric, the largest share of a
+    miss that a symptom of a full cache (queueing for blocks, preemptions)
+    explains: the client cannot tell a wait for KV blocks from any other wait,
+    the engine's gauges can."""
+    share: dict[str, float] = {}
+    for f in findings:
+        if f.cause in KV_SYMPTOMS:
+            for metric, value in f.share.items():
+                share[metric] = max(share.get(metric, 0.0), value)
+    return [replace(f, share=dict(share)) if f.cause == KV_FULL else f for f in findings]
+
+
+def confirmed(finding: Finding, run: RunData, engine: str | None) -> Finding:
+    """The finding with the engine metrics' answer and the setting to try."""
+    answer = confirm(finding.cause, run.server_metrics)
+    if answer is None:
+        return finding
+    state, text = answer
+    return replace(
+        finding, confirmation=state, engine_text=text, action=action(finding.cause, engine)
+    )
+
+
+def rank(finding: Finding) -> tuple[bool, bool, bool, float]:
+    """The generator first (it voids the rest), then what explains a failed SLO,
+    what the engine does not contradict, and the largest share of a miss."""
+    explained = [finding.share[m] for m in finding.share if any(m in e for e in finding.explains)]
+    return (
+        "*" not in finding.metrics,
+        not finding.explains,
+        finding.confirmation == DISAGREE,
+        -max(explained, default=0.0),
     )
 
 
@@ -441,19 +488,24 @@ def release_findings(run: RunData) -> list[Finding]:
 
 def diagnose(run: RunData, verdict: RunVerdict | None = None) -> list[Finding]:
     """Every cause the run's data shows, each with its numbers; the ones that
-    explain a failed SLO first. Pass ``verdict`` when already evaluated."""
+    explain a failed SLO first, by how much of the miss they explain. Pass
+    ``verdict`` when already evaluated."""
     verdict = verdict or evaluate_run(run)
     findings = generator_findings(run) + engine_findings(run) + release_findings(run)
+    timelines = run.timelines if run.timelines is not None else Timelines()
     for scenario in run.scenario_names():
         bucket = run.overall(scenario)
         findings += same_read_findings(scenario, bucket)
         findings += admission_findings(scenario, bucket)
         findings += keep_up_findings(run, scenario, bucket)
-        findings += prefill_findings(scenario, bucket)
+        if scenario not in timelines.scenarios:
+            findings += prefill_findings(scenario, bucket)
         findings += decode_findings(scenario, bucket)
+    findings = with_kv_share(findings + timeline_findings(timelines, failed_limits(verdict)))
     failed = failed_slos(verdict)
-    attached = [attach(f, failed) for f in findings]
-    return sorted(attached, key=lambda f: not f.explains)
+    engine = engine_family(run.meta, run.server_metrics)
+    attached = [confirmed(attach(f, failed), run, engine) for f in findings]
+    return sorted(attached, key=rank)
 
 
 def findings_to_dicts(findings: Sequence[Finding]) -> list[dict[str, Any]]:
@@ -465,6 +517,10 @@ def findings_to_dicts(findings: Sequence[Finding]) -> list[dict[str, Any]]:
             "text": f.text,
             "evidence": f.evidence,
             "explains": list(f.explains),
+            "share": dict(f.share),
+            "engine_metrics": f.confirmation,
+            "engine_text": f.engine_text,
+            "action": f.action,
         }
         for f in findings
     ]

@@ -17,6 +17,7 @@ from slogate.analysis.bands import tpot_band, ttft_band
 from slogate.analysis.histograms import HistogramSet
 from slogate.analysis.records import RequestRecord, SessionRecord
 from slogate.analysis.request_metrics import AnswerMetrics, RequestMetrics, request_metrics
+from slogate.analysis.timelines import Timelines
 
 ERROR_SAMPLES_PER_KIND = 5
 ERROR_SAMPLE_CHARS = 500
@@ -360,6 +361,7 @@ class Recorder:
         self.origin_s: float | None = None
         self.buckets: dict[tuple[str, str], Bucket] = {}
         self.windows: dict[tuple[str, int], Bucket] = {}
+        self.timelines = Timelines()
 
     def bucket(self, scenario: str, span: str) -> Bucket:
         key = (scenario, span)
@@ -387,6 +389,7 @@ class Recorder:
         if self.origin_s is not None:
             index = max(int((wall_s - self.origin_s) // self.window_s), 0)
             record_window(self.window(record.scenario, index), record, m, good)
+        self.timelines.add(record, m, wall_s, warmup)
         return m
 
     def record_session(
@@ -444,9 +447,11 @@ class Recorder:
         payload = {
             "buckets": [[s, span, b.encode()] for (s, span), b in self.buckets.items()],
             "windows": [[s, i, b.encode()] for (s, i), b in self.windows.items()],
+            "timelines": self.timelines.encode(),
         }
         self.buckets = {}
         self.windows = {}
+        self.timelines = Timelines()
         return payload
 
     def absorb(self, payload: dict[str, Any]) -> None:
@@ -454,3 +459,5 @@ class Recorder:
             self.bucket(scenario, span).add(Bucket.decode(data))
         for scenario, index, data in payload["windows"]:
             self.window(scenario, index).add(Bucket.decode(data))
+        if "timelines" in payload:
+            self.timelines.extend(Timelines.decode(payload["timelines"]))

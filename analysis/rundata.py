@@ -9,6 +9,9 @@ histograms. Layout under ``results/<run-id>/data/``:
   time-series rows and the scraped server metrics;
 - ``buckets.json``: per scenario and span (``all``, ``stage:<name>``) the
   encoded histograms and counters;
+- ``timelines.json``: each request's timeline in a few numbers
+  (``slogate.analysis.timelines``), for the diagnosis; absent in folders of
+  older versions and of killed runs;
 - ``journal.bin``: the same data appended as the run went
   (``slogate.analysis.journal``), read only when the run's process was killed
   before its final save.
@@ -24,11 +27,13 @@ from typing import Any
 
 from slogate.analysis.journal import JOURNAL_FILE, replay
 from slogate.analysis.recorder import OVERALL, Bucket
+from slogate.analysis.timelines import Timelines
 from slogate.analysis.versions import RUNDATA_SCHEMA
 
 DATA_DIR = "data"
 RUN_FILE = "run.json"
 BUCKETS_FILE = "buckets.json"
+TIMELINES_FILE = "timelines.json"
 SCHEMA = RUNDATA_SCHEMA
 
 
@@ -38,6 +43,7 @@ class RunData:
     buckets: dict[tuple[str, str], Bucket] = field(default_factory=dict)
     timeseries: list[dict[str, Any]] = field(default_factory=list)
     server_metrics: list[dict[str, Any]] = field(default_factory=list)
+    timelines: Timelines | None = None
 
     def scenario_names(self) -> list[str]:
         declared = list(self.meta.get("scenarios", {}))
@@ -75,6 +81,8 @@ class RunData:
         }
         buckets = [[s, span, b.encode()] for (s, span), b in sorted(self.buckets.items())]
         write_json_atomic(data_dir / BUCKETS_FILE, buckets)
+        if self.timelines is not None:
+            write_json_atomic(data_dir / TIMELINES_FILE, self.timelines.encode(), indent=None)
         write_json_atomic(data_dir / RUN_FILE, run)
         return data_dir
 
@@ -94,15 +102,18 @@ class RunData:
         if run_path.is_file():
             run = parse(RunFile, _read_json(run_path), str(run_path))
             buckets = _read_buckets(data_dir / BUCKETS_FILE)
+            timelines = _read_timelines(data_dir / TIMELINES_FILE)
         else:
             replayed = replay(journal_path)
             run = parse(RunFile, replayed.document, str(journal_path))
             buckets = replayed.buckets
+            timelines = None
         return cls(
             meta=run.meta.model_dump(exclude_unset=True),
             buckets=buckets,
             timeseries=run.timeseries,
             server_metrics=run.server_metrics,
+            timelines=timelines,
         )
 
 
@@ -110,7 +121,7 @@ def forget_final_save(out_dir: str | os.PathLike[str]) -> None:
     """Remove the final save of an earlier run in a reused folder: a run killed
     there is then judged from its own journal, not from the earlier run."""
     data_dir = Path(out_dir) / DATA_DIR
-    for name in (RUN_FILE, BUCKETS_FILE):
+    for name in (RUN_FILE, BUCKETS_FILE, TIMELINES_FILE):
         (data_dir / name).unlink(missing_ok=True)
 
 
@@ -142,12 +153,24 @@ def _read_buckets(path: Path) -> dict[tuple[str, str], Bucket]:
     return buckets
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
+def _read_timelines(path: Path) -> Timelines | None:
+    """The saved timelines, None when the folder has none; ValueError naming
+    the file for any other shape."""
+    if not path.is_file():
+        return None
+    data = _read_json(path)
+    try:
+        return Timelines.decode(data)
+    except (KeyError, TypeError, ValueError, OverflowError) as error:
+        raise ValueError(f"{path}: not slogate timelines: {error!r}") from error
+
+
+def write_json_atomic(path: Path, data: Any, indent: int | None = 1) -> None:
     """Write then rename, so an interrupted run never leaves half a file; a write
     that fails (disk full) leaves no ``.tmp`` behind either."""
     tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=False, default=str))
+        tmp.write_text(json.dumps(data, indent=indent, sort_keys=False, default=str))
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

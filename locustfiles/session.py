@@ -414,6 +414,7 @@ class RunSession:
             buckets=self.collector.buckets,
             timeseries=self.rows,
             server_metrics=samples,
+            timelines=self.collector.timelines,
         )
         self.close_journal(meta)
         run.save(self.out_dir)

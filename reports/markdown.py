@@ -155,6 +155,32 @@ def release_lines(summary: Summary) -> list[str]:
     ]
 
 
+def share_text(share: Mapping[str, float]) -> str:
+    """ "explains 83% of the ttft_ms miss" for each measured share, largest first."""
+    ranked = sorted(share.items(), key=lambda item: -item[1])
+    return ", ".join(f"{100 * value:.0f}% of the {metric} miss" for metric, value in ranked)
+
+
+def why_lines(summary: Summary) -> list[str]:
+    """The diagnosis, ranked as summary.json holds it; a failed run whose
+    findings explain none of its failed SLOs says so."""
+    if summary.verdict != "fail" and not summary.diagnosis:
+        return []
+    lines = ["", "### Why"]
+    if summary.verdict == "fail" and not any(f.explains for f in summary.diagnosis):
+        lines.append("No explanation found in the run's data for its failed SLOs.")
+    for f in summary.diagnosis:
+        head = f"- **{md(f.cause)}**" + (f" ({md(f.scenario)})" if f.scenario else "")
+        explains = f" Explains {md(', '.join(f.explains))}" if f.explains else ""
+        share = f" \\({md(share_text(f.share))}\\)" if f.explains and f.share else ""
+        lines.append(f"{head}: {md(f.text)}{explains}{share}")
+        if f.engine_metrics:
+            lines.append(f"  - engine metrics {md(f.engine_metrics)}: {md(f.engine_text)}")
+        if f.action:
+            lines.append(f"  - {md(f.action)}")
+    return lines
+
+
 def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> str:
     """The Markdown job summary of a run; ``report_link`` is where its report.html is."""
     from slogate.analysis.contracts import Comparison, Summary, as_model
@@ -191,6 +217,7 @@ def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> 
     lines += [f"- {md(reason)}" for reason in summary.invalid_reasons]
     lines += ["", *slo_rows(summary)]
     lines += prefix_cache_lines(summary)
+    lines += why_lines(summary)
     lines += engine_latency_lines(summary)
     lines += slice_lines(summary)
     lines += release_lines(summary)

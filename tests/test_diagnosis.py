@@ -61,6 +61,7 @@ def test_engine_queue_and_full_kv_cache_explain_a_ttft_failure():
     by_text = {f.text.split(":")[0]: f for f in findings}
     queue = by_text["Requests waited in the engine's queue"]
     assert queue.cause == "capacity-bound"
+    assert {f.cause for f in findings if "KV" in f.text} == {"KV cache full"}
     assert queue.evidence["waiting_max"] == 30 and queue.evidence["scrapes_with_queue"] == 2
     assert "up to 30 waiting while up to 64 ran" in queue.text
     assert queue.explains == ("chat: ttft_ms p50 <= 200",)

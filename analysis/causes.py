@@ -1,0 +1,729 @@
+"""Why requests missed their SLOs, read from the requests' own timelines.
+
+The client saw every request's start, first token, end, stalls and lengths
+(``slogate.analysis.timelines``), and every request ran beside others: that is
+enough to tell the usual causes of an SLO miss apart without the engine's
+help. Each rule below claims its cause only past explicit thresholds (the
+constants, documented in docs/reports.md) and measures how much of each failed
+SLO's miss it accounts for (``Finding.share``), so the report can rank them.
+
+- **prefill interference**: stalls inside running streams that end when
+  another request gets its first token (its prompt was prefilled in the batch
+  the stalled streams waited on), more often than chance would place them,
+  and longer the longer those prompts;
+- **prefill-bound TTFT**: TTFT rising with the tokens to prefill (a least
+  squares fit, its slope in ms per 1k tokens), told apart from
+- **queueing**: TTFT rising with the requests in flight when it was sent;
+- **concurrency ceiling**: the streams decoding at once held at a ceiling
+  while more requests were in flight, waiting for a slot (a batch or memory
+  limit);
+- **decode-bound ITL**: TPOT rising with the streams decoding beside it;
+- **preemption**: TTFT-long gaps inside streams that no other request's
+  first token explains (a preempted request waits and recomputes its prompt);
+- **saturation**: in-flight requests and TTFT growing through the run while
+  completions per second stay flat;
+- **cache effects**: whether TTFT follows the whole prompt or only the part a
+  previous turn did not already send (a prefix cache reused the history).
+
+The share of a miss: the requests over the SLO's threshold, each one's excess
+over the fastest requests (TTFT, TPOT or E2E minus that metric's 5th
+percentile), and the part of that excess the cause's own term accounts for
+(the fitted slope times the request's distance from the 5th percentile of its
+factor, the time it waited at a ceiling, its coinciding stalls), each part at
+most the excess. For ITL, whose tail is made of gaps: the share of the stalls
+longer than the threshold that the cause explains.
+
+Pure numpy over the whole run at once: 100k requests take well under a second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from slogate.analysis.findings import Finding
+from slogate.analysis.timelines import UNKNOWN, Timelines
+
+# Fits and claims need this many requests.
+MIN_REQUESTS = 8
+# A stall: a gap between output chunks this many times the run's typical
+# per-token ITL (the median TPOT), and at least MIN_STALL_MS.
+STALL_OVER_ITL = 5.0
+MIN_STALL_MS = 5.0
+MIN_STALLS = 3
+# A stall coincides with another request's first token within this many typical
+# ITLs (at least COINCIDE_MIN_MS): the same engine step produced both.
+COINCIDE_OVER_ITL = 2.0
+COINCIDE_MIN_MS = 10.0
+# Interference: at least this share of the stalls coincide, and this many
+# times the share chance would give.
+MIN_COINCIDING_SHARE = 0.5
+MIN_OVER_CHANCE = 3.0
+# Preemption signs: a gap not coinciding with any first token, at least this
+# share of the scenario's median TTFT and PREEMPT_OVER_ITL typical ITLs.
+PREEMPT_OVER_TTFT = 0.5
+PREEMPT_OVER_ITL = 10.0
+# A rising relation: Spearman's rho at least this, and a fitted change over the
+# factor's 10th..90th percentiles of at least MIN_GROWTH times.
+MIN_RANK_CORRELATION = 0.5
+MIN_GROWTH = 1.3
+# A cause is claimed when it explains at least this share of a failed SLO's miss.
+MIN_SHARE = 0.2
+# Concurrency ceiling: decoding at its ceiling this share of the measured time,
+# with more requests in flight than decoding this share of the time.
+CEILING_QUANTILE = 0.95
+MIN_AT_CEILING = 0.5
+MIN_WAITING = 0.5
+# Saturation: the run cut in this many slices; the last third against the first.
+SLICES = 6
+MIN_INFLIGHT_GROWTH = 1.5
+MIN_TTFT_GROWTH = 1.5
+MAX_THROUGHPUT_GROWTH = 1.2
+# Cache effects: later turns at least this much faster than first turns.
+CACHE_SPEEDUP = 2.0
+LOW_PERCENTILE = 5.0
+
+LATENCY_SLOS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
+
+
+@dataclass(frozen=True)
+class Requests:
+    """The timelines as numpy columns, times in seconds on the run's clock, and
+    what every rule derives from them once."""
+
+    scenario: np.ndarray
+    start: np.ndarray
+    first: np.ndarray  # NaN: no first token
+    end: np.ndarray
+    ttft: np.ndarray  # ms, NaN unknown
+    tpot: np.ndarray
+    e2e: np.ndarray
+    input_tokens: np.ndarray  # NaN unknown
+    output_tokens: np.ndarray
+    conversation: np.ndarray
+    turn: np.ndarray
+    ok: np.ndarray
+    measured: np.ndarray
+    gap_row: np.ndarray
+    gap_end: np.ndarray  # s, on the run's clock
+    gap_ms: np.ndarray
+    names: tuple[str, ...]
+
+    @classmethod
+    def of(cls, t: Timelines) -> Requests:
+        col = {name: np.frombuffer(t.columns[name], dtype=float) for name in t.columns}
+
+        def known(values: np.ndarray) -> np.ndarray:
+            return np.where(values == UNKNOWN, np.nan, values)
+
+        start = col["start_s"]
+        ttft = known(col["ttft_ms"])
+        gap_row = np.frombuffer(t.gap_row, dtype=np.int32).astype(int)
+        return cls(
+            scenario=np.frombuffer(t.scenario, dtype=np.int32).astype(int),
+            start=start,
+            first=start + ttft / 1000.0,
+            end=start + col["e2e_ms"] / 1000.0,
+            ttft=ttft,
+            tpot=known(col["tpot_ms"]),
+            e2e=col["e2e_ms"],
+            input_tokens=known(col["input_tokens"]),
+            output_tokens=col["output_tokens"],
+            conversation=col["conversation"],
+            turn=col["turn"],
+            ok=np.frombuffer(t.flags["ok"], dtype=np.int8).astype(bool),
+            measured=~np.frombuffer(t.flags["warmup"], dtype=np.int8).astype(bool),
+            gap_row=gap_row,
+            gap_end=start[gap_row] + np.frombuffer(t.gap_end_ms, dtype=float) / 1000.0,
+            gap_ms=np.frombuffer(t.gap_ms, dtype=float).copy(),
+            names=tuple(t.scenarios),
+        )
+
+    def rows(self, scenario: str) -> np.ndarray:
+        """The measured, successful requests of one scenario."""
+        if scenario not in self.names:
+            return np.zeros(len(self.start), dtype=bool)
+        return (self.scenario == self.names.index(scenario)) & self.ok & self.measured
+
+
+# -- counting and fitting ----------------------------------------------------------
+def count_open(opens: np.ndarray, closes: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """How many [open, close) intervals hold each instant of ``at``."""
+    opens, closes = np.sort(opens), np.sort(closes)
+    return np.searchsorted(opens, at, side="right") - np.searchsorted(closes, at, side="right")
+
+
+def step_integral(
+    opens: np.ndarray, closes: np.ndarray, level: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(instants, cumulative integral) of the count of open intervals, or, with
+    ``level``, of the time the count was at least ``level``; interpolate it
+    (``np.interp``) to integrate over any span."""
+    instants = np.concatenate([opens, closes])
+    steps = np.concatenate([np.ones(len(opens)), -np.ones(len(closes))])
+    order = np.argsort(instants, kind="stable")
+    instants, counts = instants[order], np.cumsum(steps[order])
+    held = counts[:-1] if level is None else (counts[:-1] >= level).astype(float)
+    area = np.concatenate([[0.0], np.cumsum(held * np.diff(instants))])
+    return instants, area
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Rank correlation (ties get their mean rank); 0 when either is constant."""
+    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return 0.0
+    rx, ry = _ranks(x), _ranks(y)
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    order = np.argsort(values, kind="stable")
+    ranks = np.empty(len(values))
+    ranks[order] = np.arange(len(values), dtype=float)
+    _, inverse = np.unique(values, return_inverse=True)
+    sums = np.bincount(inverse, weights=ranks)
+    return (sums / np.bincount(inverse))[inverse]
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A least-squares line y = intercept + slope * x over the rows, with
+    Spearman's rho and the fitted growth from x's 10th to 90th percentile."""
+
+    intercept: float
+    slope: float
+    rho: float
+    growth: float
+    low: float  # x's 5th percentile: the fastest requests' factor
+
+    @property
+    def rising(self) -> bool:
+        return self.slope > 0 and self.rho >= MIN_RANK_CORRELATION and self.growth >= MIN_GROWTH
+
+
+def fit(x: np.ndarray, y: np.ndarray, least: int = MIN_REQUESTS) -> Fit | None:
+    """The line through at least ``least`` finite points; None for fewer, or a
+    constant x."""
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    if len(x) < least or np.ptp(x) == 0:
+        return None
+    slope, intercept = np.polyfit(x, y, 1)
+    lo, hi = np.percentile(x, [10.0, 90.0])
+    at_lo = intercept + slope * lo
+    growth = (intercept + slope * hi) / at_lo if at_lo > 0 else float("inf")
+    low = float(np.percentile(x, LOW_PERCENTILE))
+    return Fit(float(intercept), float(slope), spearman(x, y), float(growth), low)
+
+
+def share_of_miss(values: np.ndarray, part: np.ndarray, threshold: float) -> float:
+    """The part of the missing requests' excess (over the metric's 5th
+    percentile) that ``part`` accounts for, each request's part at most its
+    excess; 0 when no request missed."""
+    values = np.where(np.isfinite(values), values, np.nan)
+    known = np.isfinite(values)
+    if not known.any():
+        return 0.0
+    base = np.percentile(values[known], LOW_PERCENTILE)
+    miss = known & (values > threshold)
+    excess = values[miss] - base
+    total = excess.sum()
+    if total <= 0:
+        return 0.0
+    taken = np.clip(np.nan_to_num(part[miss]), 0.0, excess)
+    return float(taken.sum() / total)
+
+
+def shares(
+    rows: np.ndarray, limits: Mapping[str, float], parts: Mapping[str, np.ndarray], r: Requests
+) -> dict[str, float]:
+    """``share_of_miss`` for each failed SLO metric the cause has a part for."""
+    column = {"ttft_ms": r.ttft, "tpot_ms": r.tpot, "e2e_ms": r.e2e}
+    return {
+        metric: round(share_of_miss(column[metric][rows], parts[metric][rows], limits[metric]), 3)
+        for metric in parts
+        if metric in limits and metric in column
+    }
+
+
+# -- the rules -----------------------------------------------------------------------
+def typical_itl(r: Requests) -> float | None:
+    tpot = r.tpot[r.ok & np.isfinite(r.tpot) & (r.tpot > 0)]
+    return float(np.median(tpot)) if len(tpot) else None
+
+
+@dataclass(frozen=True)
+class Stalls:
+    """The stalls of the run's streams and which coincide with a first token."""
+
+    index: np.ndarray  # into the gap columns
+    coinciding: np.ndarray  # bool per stall
+    coinciding_inputs: np.ndarray  # input tokens of the requests whose first token it met
+    chance: float  # the share of stalls chance would place at a first token
+    tolerance_ms: float
+    itl_ms: float
+
+
+def find_stalls(r: Requests, itl_ms: float) -> Stalls:
+    floor = max(STALL_OVER_ITL * itl_ms, MIN_STALL_MS)
+    index = np.flatnonzero(r.gap_ms >= floor)
+    has_first = np.isfinite(r.first)
+    order = np.argsort(r.first[has_first])
+    firsts = r.first[has_first][order]
+    inputs = np.nan_to_num(r.input_tokens[has_first][order])
+    cumulative = np.concatenate([[0.0], np.cumsum(inputs)])
+    tolerance_s = max(COINCIDE_OVER_ITL * itl_ms, COINCIDE_MIN_MS) / 1000.0
+    ends = r.gap_end[index]
+    lo = np.searchsorted(firsts, ends - tolerance_s, side="left")
+    hi = np.searchsorted(firsts, ends + tolerance_s, side="right")
+    span = float(r.end.max() - r.start.min()) if len(r.start) else 0.0
+    rate = len(firsts) / span if span > 0 else 0.0
+    return Stalls(
+        index=index,
+        coinciding=hi > lo,
+        coinciding_inputs=cumulative[hi] - cumulative[lo],
+        chance=float(1.0 - np.exp(-rate * 2 * tolerance_s)),
+        tolerance_ms=tolerance_s * 1000.0,
+        itl_ms=itl_ms,
+    )
+
+
+def stall_parts(r: Requests, gaps: np.ndarray) -> dict[str, np.ndarray]:
+    """Per request, what the given gaps (indices into the gap columns) add to
+    its E2E and TPOT."""
+    added = np.bincount(r.gap_row[gaps], weights=r.gap_ms[gaps], minlength=len(r.start))
+    per_token = added / np.maximum(r.output_tokens - 1, 1)
+    return {"e2e_ms": added, "tpot_ms": per_token}
+
+
+def itl_share(r: Requests, stalls: np.ndarray, explained: np.ndarray, limit: float) -> float:
+    """Of the stalls longer than the ITL threshold, the share ``explained``."""
+    over = r.gap_ms[stalls] > limit
+    return round(float(explained[over].mean()), 3) if over.any() else 0.0
+
+
+def interference(
+    r: Requests, scenario: str, limits: Mapping[str, float], stalls: Stalls
+) -> Finding | None:
+    rows = r.rows(scenario)
+    mine = rows[r.gap_row[stalls.index]]
+    if mine.sum() < MIN_STALLS:
+        return None
+    coinciding = stalls.coinciding[mine]
+    observed = float(coinciding.mean())
+    if observed < MIN_COINCIDING_SHARE or observed < MIN_OVER_CHANCE * stalls.chance:
+        return None
+    index = stalls.index[mine][coinciding]
+    gaps = r.gap_ms[index]
+    scaling = fit(stalls.coinciding_inputs[mine][coinciding] / 1000.0, gaps, MIN_STALLS)
+    share = shares(rows, limits, stall_parts(r, index), r)
+    if "itl_ms" in limits:
+        share["itl_ms"] = itl_share(r, stalls.index[mine], coinciding, limits["itl_ms"])
+    evidence = {
+        "stalls": int(mine.sum()),
+        "coinciding": int(coinciding.sum()),
+        "coinciding_share": round(observed, 3),
+        "chance_share": round(stalls.chance, 3),
+        "stall_ms_max": round(float(gaps.max()), 1),
+        "stall_ms_median": round(float(np.median(gaps)), 1),
+        "typical_itl_ms": round(stalls.itl_ms, 2),
+        "tolerance_ms": round(stalls.tolerance_ms, 1),
+    }
+    scaled = ""
+    if scaling is not None and scaling.slope > 0:
+        evidence["stall_ms_per_1k_input_tokens"] = round(scaling.slope, 1)
+        evidence["stall_input_rank_correlation"] = round(scaling.rho, 2)
+        scaled = (
+            f" Stalls grow with those prompts' length: {scaling.slope:.0f} ms per 1k input "
+            f"tokens (rank correlation {scaling.rho:.2f})."
+        )
+    text = (
+        f"Prefill interference: {evidence['coinciding']} of {evidence['stalls']} stalls inside "
+        f"running streams (gaps of {STALL_OVER_ITL:g}x the typical ITL of "
+        f"{stalls.itl_ms:.1f} ms or more; longest {evidence['stall_ms_max']:.0f} ms, median "
+        f"{evidence['stall_ms_median']:.0f} ms) ended within {stalls.tolerance_ms:.0f} ms of "
+        f"another request's first token ({100 * observed:.0f}%, where chance gives "
+        f"{100 * stalls.chance:.0f}%): the running streams waited while new prompts were "
+        f"prefilled.{scaled}"
+    )
+    return Finding(
+        "prefill interference",
+        text,
+        evidence,
+        ("itl_ms", "tpot_ms", "e2e_ms", "goodput"),
+        scenario,
+        share=share,
+    )
+
+
+def preemption(
+    r: Requests, scenario: str, limits: Mapping[str, float], stalls: Stalls
+) -> Finding | None:
+    rows = r.rows(scenario)
+    ttft = r.ttft[rows]
+    if rows.sum() < MIN_REQUESTS or not np.isfinite(ttft).any():
+        return None
+    floor = max(PREEMPT_OVER_TTFT * float(np.nanmedian(ttft)), PREEMPT_OVER_ITL * stalls.itl_ms)
+    mine = rows[r.gap_row[stalls.index]]
+    sign = mine & ~stalls.coinciding & (r.gap_ms[stalls.index] >= floor)
+    if not sign.any():
+        return None
+    index = stalls.index[sign]
+    requests = len(np.unique(r.gap_row[index]))
+    share = shares(rows, limits, stall_parts(r, index), r)
+    if "itl_ms" in limits:
+        share["itl_ms"] = itl_share(r, stalls.index[mine], sign[mine], limits["itl_ms"])
+    gaps = r.gap_ms[index]
+    evidence = {
+        "gaps": int(sign.sum()),
+        "requests": requests,
+        "gap_ms_max": round(float(gaps.max()), 1),
+        "gap_ms_median": round(float(np.median(gaps)), 1),
+        "ttft_ms_median": round(float(np.nanmedian(ttft)), 1),
+    }
+    text = (
+        f"Preemption signs: {requests} requests had {evidence['gaps']} gaps mid-stream as long "
+        f"as a first token takes (median {evidence['gap_ms_median']:.0f} ms, longest "
+        f"{evidence['gap_ms_max']:.0f} ms, against a median TTFT of "
+        f"{evidence['ttft_ms_median']:.0f} ms) that no other request's first token explains: "
+        "a preempted request waits, then recomputes its prompt."
+    )
+    return Finding(
+        "preemption",
+        text,
+        evidence,
+        ("itl_ms", "tpot_ms", "e2e_ms", "goodput"),
+        scenario,
+        share=share,
+    )
+
+
+def prefill_tokens(r: Requests, rows: np.ndarray) -> np.ndarray:
+    """Per request, the tokens the turn before it in its conversation had not
+    sent already: its input less that turn's input and output. The turn before
+    is the request of the same scenario and conversation number one turn
+    earlier that ended last before this one started (conversation numbers are
+    per user, so several users' may match; the latest is the likeliest). A
+    request's whole input where no turn before it is found, or the one found
+    sent more than this request's input (another user's)."""
+    tokens = r.input_tokens.copy()
+    later = np.flatnonzero(rows & (r.turn > 0))
+    if not len(later):
+        return tokens
+    earlier = np.flatnonzero(rows)
+    turns = int(r.turn.max()) + 1
+    conversations = int(r.conversation.max()) + 1
+    keys = (r.scenario * conversations + r.conversation.astype(np.int64)) * turns + r.turn
+    _, ids = np.unique(np.concatenate([keys[earlier], keys[later] - 1]), return_inverse=True)
+    own, asked = ids[: len(earlier)], ids[len(earlier) :]
+    t0 = float(min(r.start.min(), r.end.min()))
+    width = float(r.end.max() - t0) + 1.0
+    order = np.argsort(own * width + (r.end[earlier] - t0), kind="stable")
+    placed = (own * width + (r.end[earlier] - t0))[order]
+    at = np.searchsorted(placed, asked * width + (r.start[later] - t0), side="right") - 1
+    found = (at >= 0) & (own[order][np.maximum(at, 0)] == asked)
+    before = earlier[order][np.maximum(at, 0)]
+    sent = r.input_tokens[before] + r.output_tokens[before]
+    use = found & (sent <= r.input_tokens[later])
+    tokens[later[use]] = r.input_tokens[later[use]] - sent[use]
+    return tokens
+
+
+def cache_effect(r: Requests, scenario: str, limits: Mapping[str, float]) -> Finding | None:
+    """Later turns of conversations against first turns."""
+    rows = r.rows(scenario) & np.isfinite(r.ttft)
+    first, later = rows & (r.turn == 0), rows & (r.turn > 0)
+    if first.sum() < MIN_REQUESTS // 2 or later.sum() < MIN_REQUESTS // 2:
+        return None
+    ttft_first, ttft_later = np.median(r.ttft[first]), np.median(r.ttft[later])
+    in_first = np.nanmedian(r.input_tokens[first])
+    in_later = np.nanmedian(r.input_tokens[later])
+    if not ttft_first >= CACHE_SPEEDUP * ttft_later:
+        return None
+    part = np.where(first, r.ttft - ttft_later, 0.0)
+    evidence = {
+        "ttft_ms_first_turn": round(float(ttft_first), 1),
+        "ttft_ms_later_turns": round(float(ttft_later), 1),
+        "input_tokens_first_turn": None if np.isnan(in_first) else float(in_first),
+        "input_tokens_later_turns": None if np.isnan(in_later) else float(in_later),
+        "first_turns": int(first.sum()),
+        "later_turns": int(later.sum()),
+    }
+    longer = (
+        ""
+        if np.isnan(in_first)
+        else (f" although they send {in_later:.0f} input tokens against {in_first:.0f}")
+    )
+    text = (
+        f"Cache effect: later turns of a conversation got their first token in "
+        f"{ttft_later:.0f} ms (median) against {ttft_first:.0f} ms on first turns{longer}: the "
+        "engine reuses the history it already holds (prefix cache, or a slot's cached "
+        "prompt), so first turns and cache misses pay the whole prefill."
+    )
+    return Finding(
+        "cache effect",
+        text,
+        evidence,
+        ("ttft_ms", "e2e_ms", "goodput"),
+        scenario,
+        share=shares(rows, limits, {"ttft_ms": part}, r),
+    )
+
+
+def ttft_findings(r: Requests, scenario: str, limits: Mapping[str, float]) -> list[Finding]:
+    """Prefill-bound (TTFT with the tokens to prefill) against queueing (TTFT
+    with the requests in flight at send)."""
+    rows = r.rows(scenario) & np.isfinite(r.ttft)
+    if rows.sum() < MIN_REQUESTS:
+        return []
+    findings = []
+    whole, new = r.input_tokens, prefill_tokens(r, rows)
+    fits = {"whole": fit(whole[rows] / 1000.0, r.ttft[rows])}
+    if np.nanmax(r.turn[rows]) > 0:
+        fits["uncached"] = fit(new[rows] / 1000.0, r.ttft[rows])
+    usable = {k: f for k, f in fits.items() if f is not None}
+    if usable:
+        which = max(usable, key=lambda k: usable[k].rho)
+        line = usable[which]
+        tokens = whole if which == "whole" else new
+        part = line.slope * (tokens / 1000.0 - line.low)
+        share = shares(rows, limits, {"ttft_ms": part, "e2e_ms": part}, r)
+        if line.rising:
+            findings.append(prefill_bound(scenario, line, which, share, rows, r))
+    in_flight = count_open(r.start, r.end, r.start) - 1
+    queue = fit(in_flight[rows].astype(float), r.ttft[rows])
+    if queue is not None and queue.rising:
+        part = queue.slope * (in_flight - queue.low)
+        evidence = {
+            "ms_per_request_in_flight": round(queue.slope, 1),
+            "rank_correlation": round(queue.rho, 2),
+            "in_flight_p10_p90": [float(x) for x in np.percentile(in_flight[rows], [10, 90])],
+            "growth": round(queue.growth, 2),
+        }
+        text = (
+            f"Queueing: TTFT rises with the requests in flight when a request is sent, "
+            f"{queue.slope:.0f} ms per request in flight (rank correlation {queue.rho:.2f}; "
+            f"x{queue.growth:.1f} from {evidence['in_flight_p10_p90'][0]:g} to "
+            f"{evidence['in_flight_p10_p90'][1]:g} in flight): requests wait for the ones "
+            "ahead of them."
+        )
+        findings.append(
+            Finding(
+                "queueing",
+                text,
+                evidence,
+                ("ttft_ms", "e2e_ms", "goodput"),
+                scenario,
+                share=shares(rows, limits, {"ttft_ms": part, "e2e_ms": part}, r),
+            )
+        )
+    return findings
+
+
+def prefill_bound(
+    scenario: str, line: Fit, which: str, share: dict[str, float], rows: np.ndarray, r: Requests
+) -> Finding:
+    evidence = {
+        "ms_per_1k_tokens": round(line.slope, 1),
+        "intercept_ms": round(line.intercept, 1),
+        "rank_correlation": round(line.rho, 2),
+        "growth": round(line.growth, 2),
+        "tokens": which,
+        "requests": int(rows.sum()),
+    }
+    what = "input tokens" if which == "whole" else "input tokens not sent by an earlier turn"
+    text = (
+        f"Prefill-bound TTFT: TTFT rises with the {what}, {line.slope:.0f} ms per 1k tokens "
+        f"over {line.intercept:.0f} ms (least squares over {evidence['requests']} requests; rank "
+        f"correlation {line.rho:.2f}; x{line.growth:.1f} from the 10th to the 90th percentile "
+        "of length): the prompt's prefill is the first token's wait."
+    )
+    return Finding(
+        "prefill-bound", text, evidence, ("ttft_ms", "e2e_ms", "goodput"), scenario, share=share
+    )
+
+
+def concurrency_ceiling(r: Requests, scenario: str, limits: Mapping[str, float]) -> Finding | None:
+    """Streams decoding at once held at a ceiling while others waited for a first token."""
+    rows = r.rows(scenario)
+    started = np.isfinite(r.first)
+    if rows.sum() < MIN_REQUESTS or started.sum() < MIN_REQUESTS:
+        return None
+    window = np.array([r.start[rows].min(), r.end[rows].max()])
+    if window[1] <= window[0]:
+        return None
+    opens, closes = r.first[started], r.end[started]
+    probe = np.linspace(window[0], window[1], 512)
+    decoding = count_open(opens, closes, probe)
+    in_flight = count_open(r.start, r.end, probe)
+    ceiling = int(np.ceil(np.quantile(decoding, CEILING_QUANTILE)))
+    at_ceiling = float(np.mean(decoding >= ceiling))
+    waiting = float(np.mean(in_flight > ceiling))
+    if ceiling < 1 or at_ceiling < MIN_AT_CEILING or waiting < MIN_WAITING:
+        return None
+    instants, area = step_integral(opens, closes, ceiling)
+    before_first = np.where(
+        np.isfinite(r.first),
+        np.interp(r.first, instants, area) - np.interp(r.start, instants, area),
+        0.0,
+    )
+    part = before_first * 1000.0
+    evidence = {
+        "ceiling": ceiling,
+        "time_at_ceiling": round(at_ceiling, 3),
+        "time_with_more_in_flight": round(waiting, 3),
+        "in_flight_max": int(in_flight.max()),
+        "wait_ms_median": round(float(np.median(part[rows])), 1),
+    }
+    text = (
+        f"Concurrency ceiling: at most {ceiling} streams decoded at once (at that ceiling "
+        f"{100 * at_ceiling:.0f}% of the time) while up to {evidence['in_flight_max']} requests "
+        f"were in flight ({100 * waiting:.0f}% of the time more than {ceiling}): the rest "
+        f"waited for a slot, a median {evidence['wait_ms_median']:.0f} ms of their TTFT. A "
+        "batch limit (maximum sequences, parallel slots) or a full KV cache caps the batch."
+    )
+    return Finding(
+        "concurrency ceiling",
+        text,
+        evidence,
+        ("ttft_ms", "e2e_ms", "goodput"),
+        scenario,
+        share=shares(rows, limits, {"ttft_ms": part, "e2e_ms": part}, r),
+    )
+
+
+def decode_bound(r: Requests, scenario: str, limits: Mapping[str, float]) -> Finding | None:
+    """TPOT against the mean number of streams decoding during the request's decode."""
+    rows = r.rows(scenario) & np.isfinite(r.tpot) & np.isfinite(r.first) & (r.end > r.first)
+    started = np.isfinite(r.first)
+    if rows.sum() < MIN_REQUESTS:
+        return None
+    instants, area = step_integral(r.first[started], r.end[started])
+    span = r.end - np.where(started, r.first, r.end)
+    beside = np.zeros(len(r.start))
+    beside[rows] = (
+        np.interp(r.end[rows], instants, area) - np.interp(r.first[rows], instants, area)
+    ) / span[rows]
+    line = fit(beside[rows], r.tpot[rows])
+    if line is None or not line.rising:
+        return None
+    part = line.slope * (beside - line.low)
+    share = shares(rows, limits, {"tpot_ms": part}, r)
+    if "itl_ms" in limits:
+        share["itl_ms"] = round(share_of_miss(r.tpot[rows], part[rows], limits["itl_ms"]), 3)
+    evidence = {
+        "ms_per_stream": round(line.slope, 2),
+        "intercept_ms": round(line.intercept, 2),
+        "rank_correlation": round(line.rho, 2),
+        "growth": round(line.growth, 2),
+        "streams_p10_p90": [round(float(x), 1) for x in np.percentile(beside[rows], [10, 90])],
+    }
+    text = (
+        f"Decode-bound ITL: TPOT rises with the streams decoding beside a request, "
+        f"{line.slope:.2f} ms per stream over {line.intercept:.1f} ms (rank correlation "
+        f"{line.rho:.2f}; x{line.growth:.1f} from {evidence['streams_p10_p90'][0]:g} to "
+        f"{evidence['streams_p10_p90'][1]:g} streams): every step decodes the whole batch, so "
+        "a larger batch makes each token slower."
+    )
+    return Finding(
+        "decode-bound",
+        text,
+        evidence,
+        ("itl_ms", "tpot_ms", "e2e_ms", "goodput"),
+        scenario,
+        share=share,
+    )
+
+
+def saturation(r: Requests, scenario: str, limits: Mapping[str, float]) -> Finding | None:
+    """In flight and TTFT growing through the run, completions per second flat."""
+    rows = r.rows(scenario) & np.isfinite(r.ttft)
+    if rows.sum() < SLICES * 2:
+        return None
+    t0, t1 = r.start[rows].min(), r.start[rows].max()
+    if t1 <= t0:
+        return None
+    edges = np.linspace(t0, t1, SLICES + 1)
+    slice_of = np.clip(np.searchsorted(edges, r.start[rows], side="right") - 1, 0, SLICES - 1)
+    ends = r.end[rows]
+    end_edges = np.linspace(ends.min(), ends.max(), SLICES + 1)
+    ended = np.clip(np.searchsorted(end_edges, ends, side="right") - 1, 0, SLICES - 1)
+    in_flight = count_open(r.start, r.end, (edges[:-1] + edges[1:]) / 2)
+    completions = np.bincount(ended, minlength=SLICES).astype(float)
+    ttft = np.array(
+        [
+            np.median(r.ttft[rows][slice_of == k]) if (slice_of == k).any() else np.nan
+            for k in range(SLICES)
+        ]
+    )
+    third = SLICES // 3
+    head, tail = slice(0, third), slice(SLICES - third, SLICES)
+    early_ttft, late_ttft = np.nanmean(ttft[head]), np.nanmean(ttft[tail])
+    early_done, late_done = completions[head].mean(), completions[tail].mean()
+    early_flight, late_flight = in_flight[head].mean(), in_flight[tail].mean()
+    if not (
+        early_ttft > 0
+        and early_flight > 0
+        and early_done > 0
+        and late_flight >= MIN_INFLIGHT_GROWTH * early_flight
+        and late_ttft >= MIN_TTFT_GROWTH * early_ttft
+        and late_done <= MAX_THROUGHPUT_GROWTH * early_done
+    ):
+        return None
+    slice_s = (end_edges[-1] - end_edges[0]) / SLICES
+    part = r.ttft - early_ttft
+    evidence = {
+        "in_flight_first_third": round(float(early_flight), 1),
+        "in_flight_last_third": round(float(late_flight), 1),
+        "ttft_ms_first_third": round(float(early_ttft), 1),
+        "ttft_ms_last_third": round(float(late_ttft), 1),
+        "completed_per_s_first_third": round(float(early_done / slice_s), 2),
+        "completed_per_s_last_third": round(float(late_done / slice_s), 2),
+    }
+    text = (
+        f"Saturation: from the first third of the run to the last, requests in flight grew "
+        f"{early_flight:.1f} -> {late_flight:.1f} and TTFT (median) {early_ttft:.0f} -> "
+        f"{late_ttft:.0f} ms while completions stayed at "
+        f"{evidence['completed_per_s_first_third']:g} -> "
+        f"{evidence['completed_per_s_last_third']:g}/s: the server is at its capacity and the "
+        "excess load queues."
+    )
+    return Finding(
+        "saturation",
+        text,
+        evidence,
+        ("ttft_ms", "e2e_ms", "goodput"),
+        scenario,
+        share=shares(rows, limits, {"ttft_ms": part, "e2e_ms": part}, r),
+    )
+
+
+def timeline_findings(
+    timelines: Timelines, limits: Mapping[str, Mapping[str, float]]
+) -> list[Finding]:
+    """Every cause the timelines show for the scenarios' failed latency SLOs
+    (``limits``: per scenario, metric -> the failed SLO's threshold), each
+    explaining at least ``MIN_SHARE`` of one of them; none for a scenario
+    without a failed latency SLO."""
+    if len(timelines) == 0:
+        return []
+    r = Requests.of(timelines)
+    itl = typical_itl(r)
+    stalls = find_stalls(r, itl) if itl is not None else None
+    findings: list[Finding | None] = []
+    for scenario, failed in limits.items():
+        if not failed:
+            continue
+        if stalls is not None:
+            findings += [interference(r, scenario, failed, stalls)]
+            findings += [preemption(r, scenario, failed, stalls)]
+        findings += ttft_findings(r, scenario, failed)
+        findings += [
+            cache_effect(r, scenario, failed),
+            concurrency_ceiling(r, scenario, failed),
+            decode_bound(r, scenario, failed),
+            saturation(r, scenario, failed),
+        ]
+    return [f for f in findings if f is not None and max(f.share.values(), default=0) >= MIN_SHARE]

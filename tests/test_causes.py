@@ -1,0 +1,261 @@
+"""The timeline rules on hand-made requests whose numbers are checked by hand
+(each expected value's arithmetic is in the comment beside it)."""
+
+from __future__ import annotations
+
+from array import array
+
+import pytest
+
+from slogate.analysis.causes import (
+    Requests,
+    cache_effect,
+    concurrency_ceiling,
+    find_stalls,
+    interference,
+    preemption,
+    timeline_findings,
+    ttft_findings,
+)
+from slogate.analysis.records import RequestRecord
+from slogate.analysis.request_metrics import request_metrics
+from slogate.analysis.timelines import COLUMNS, FLAGS, MAX_REQUESTS, Timelines, long_gaps
+
+MS = 1_000_000
+
+
+def timelines(rows: list[dict], gaps: list[tuple[int, float, float]] = ()) -> Timelines:
+    """Rows of start_s, ttft_ms, e2e_ms (tpot 10 ms, input 500, output 100,
+    turn 0 unless given); gaps as (row, end ms after its start, gap ms)."""
+    t = Timelines(scenarios=["chat"])
+    defaults = {"tpot_ms": 10.0, "input_tokens": 500, "output_tokens": 100, "conversation": 0}
+    for row in rows:
+        values = {**defaults, "turn": 0, **row}
+        t.scenario.append(0)
+        for name in COLUMNS:
+            t.columns[name].append(float(values[name]))
+        t.flags["ok"].append(True)
+        t.flags["warmup"].append(False)
+    for row, end, gap in gaps:
+        t.gap_row.append(row)
+        t.gap_end_ms.append(end)
+        t.gap_ms.append(gap)
+    return t
+
+
+# r0 stalls twice, each time until another request's first token (1.0 s: r1's,
+# 2.0 s: r2's); r1 stalls until r2's first token; r2 stalls at 2.5 s, where no
+# first token is.
+INTERFERING = timelines(
+    [
+        {"start_s": 0.0, "ttft_ms": 100, "e2e_ms": 3000, "input_tokens": 100},
+        {"start_s": 0.7, "ttft_ms": 300, "e2e_ms": 2000, "input_tokens": 3000},
+        {"start_s": 1.6, "ttft_ms": 400, "e2e_ms": 1000, "input_tokens": 4000},
+    ],
+    [(0, 1000, 300), (0, 2000, 400), (1, 1300, 400), (2, 900, 300)],
+)
+
+
+def test_stalls_ending_at_other_requests_first_tokens_are_prefill_interference():
+    r = Requests.of(INTERFERING)
+    stalls = find_stalls(r, itl_ms=10.0)
+    # stall floor max(5 x 10, 5) = 50 ms: all four; tolerance max(2 x 10, 10) = 20 ms
+    assert list(stalls.coinciding) == [True, True, True, False]
+    assert list(stalls.coinciding_inputs) == [3000, 4000, 4000, 0]
+    # 3 first tokens over the run's 3 s (0 to r0's end): 1/s; 1 - exp(-1 x 0.04)
+    assert stalls.chance == pytest.approx(0.0392, abs=1e-4)
+    found = interference(r, "chat", {"itl_ms": 250.0}, stalls)
+    assert found is not None and found.cause == "prefill interference"
+    e = found.evidence
+    assert (e["stalls"], e["coinciding"], e["coinciding_share"]) == (4, 3, 0.75)
+    # stalls 300, 400, 400 ms against 3k, 4k, 4k tokens: 100 ms per 1k exactly
+    assert e["stall_ms_per_1k_input_tokens"] == 100.0
+    assert e["stall_input_rank_correlation"] == 1.0
+    assert (e["stall_ms_max"], e["stall_ms_median"]) == (400.0, 400.0)
+    # of the 4 stalls over 250 ms, 3 coincide
+    assert found.share == {"itl_ms": 0.75}
+    assert "3 of 4 stalls" in found.text and "100 ms per 1k input tokens" in found.text
+
+
+def test_stalls_no_first_token_explains_are_no_interference_claim():
+    lonely = timelines(
+        [{"start_s": 0.0, "ttft_ms": 100, "e2e_ms": 3000}],
+        [(0, 1000, 300), (0, 2000, 300), (0, 2500, 300)],
+    )
+    r = Requests.of(lonely)
+    assert interference(r, "chat", {"itl_ms": 50.0}, find_stalls(r, 10.0)) is None
+
+
+def test_ttft_linear_in_input_length_is_prefill_bound_with_its_slope():
+    # ten requests one after another (none in flight at any send), TTFT = 50 ms
+    # + 100 ms per 1k input tokens, inputs 1k..10k
+    rows = [
+        {"start_s": 10.0 * i, "ttft_ms": 50 + 100 * k, "e2e_ms": 2000, "input_tokens": 1000 * k}
+        for i, k in enumerate(range(1, 11))
+    ]
+    [found] = ttft_findings(Requests.of(timelines(rows)), "chat", {"ttft_ms": 500.0})
+    assert found.cause == "prefill-bound"
+    e = found.evidence
+    assert (e["ms_per_1k_tokens"], e["intercept_ms"], e["rank_correlation"]) == (100.0, 50.0, 1.0)
+    # fitted at the 10th and 90th percentile of length (1.9k, 9.1k): 240 -> 960 ms
+    assert e["growth"] == 4.0
+    # each missing request's excess over TTFT's 5th percentile (195 ms) is all
+    # slope x (its length - length's 5th percentile, 1.45k)
+    assert found.share == {"ttft_ms": 1.0}
+
+
+def test_ttft_linear_in_requests_in_flight_is_queueing():
+    # request i is sent while the i before it still run; TTFT = 100 + 200 i ms
+    rows = [{"start_s": float(i), "ttft_ms": 100 + 200 * i, "e2e_ms": 100_000} for i in range(10)]
+    [found] = ttft_findings(Requests.of(timelines(rows)), "chat", {"ttft_ms": 1000.0})
+    assert found.cause == "queueing"
+    assert found.evidence["ms_per_request_in_flight"] == 200.0
+    assert found.evidence["in_flight_p10_p90"] == [0.9, 8.1]
+    assert found.share == {"ttft_ms": 1.0}
+
+
+def test_two_streams_at_a_time_while_eight_wait_is_a_concurrency_ceiling():
+    # eight requests sent at 0, served two at a time: wave k's first token at
+    # 0.1 + k s, its end 1 s later
+    rows = [
+        {"start_s": 0.0, "ttft_ms": 100 + 1000 * (i // 2), "e2e_ms": 1100 + 1000 * (i // 2)}
+        for i in range(8)
+    ]
+    found = concurrency_ceiling(Requests.of(timelines(rows)), "chat", {"ttft_ms": 500.0})
+    assert found is not None
+    e = found.evidence
+    assert e["ceiling"] == 2 and e["in_flight_max"] == 8
+    # more than two in flight from 0 until 3.1 s of the 4.1 s window (sampled
+    # at 512 instants)
+    assert e["time_with_more_in_flight"] == pytest.approx(3.1 / 4.1, abs=0.005)
+    # waves wait 0, 0, 1, 1, 2, 2, 3, 3 s with two streams decoding: median 1.5 s
+    assert e["wait_ms_median"] == 1500.0
+    assert found.share == {"ttft_ms": 1.0}
+
+
+def test_first_turns_ten_times_slower_than_later_ones_are_a_cache_effect():
+    rows = [{"start_s": float(i), "ttft_ms": 1000, "e2e_ms": 1500, "turn": 0} for i in range(4)]
+    rows += [
+        {"start_s": 10.0 + i, "ttft_ms": 100, "e2e_ms": 500, "turn": 1, "input_tokens": 900}
+        for i in range(4)
+    ]
+    found = cache_effect(Requests.of(timelines(rows)), "chat", {"ttft_ms": 500.0})
+    assert found is not None
+    e = found.evidence
+    assert (e["ttft_ms_first_turn"], e["ttft_ms_later_turns"]) == (1000.0, 100.0)
+    assert (e["input_tokens_first_turn"], e["input_tokens_later_turns"]) == (500.0, 900.0)
+    # first turns miss by 900 ms over the fastest (100 ms): all of it the cold prefix
+    assert found.share == {"ttft_ms": 1.0}
+
+
+def test_a_ttft_long_gap_no_first_token_explains_is_a_preemption_sign():
+    rows = [{"start_s": 10.0 * i, "ttft_ms": 200, "e2e_ms": 3000} for i in range(8)]
+    # request 0's 900 ms gap ends at 2 s, no first token near it; the floor is
+    # max(0.5 x 200, 10 x 10) = 100 ms
+    r = Requests.of(timelines(rows, [(0, 2000, 900)]))
+    found = preemption(r, "chat", {"e2e_ms": 2500.0}, find_stalls(r, 10.0))
+    assert found is not None
+    assert found.evidence == {
+        "gaps": 1,
+        "requests": 1,
+        "gap_ms_max": 900.0,
+        "gap_ms_median": 900.0,
+        "ttft_ms_median": 200.0,
+    }
+    # every E2E is 3000 ms: none over the fastest, so no share of the miss
+    assert found.share == {"e2e_ms": 0.0}
+
+
+def test_no_failed_latency_slo_no_timeline_finding():
+    assert timeline_findings(INTERFERING, {"chat": {}}) == []
+    assert timeline_findings(INTERFERING, {}) == []
+    assert [f.cause for f in timeline_findings(INTERFERING, {"chat": {"itl_ms": 250.0}})] == [
+        "prefill interference"
+    ]
+
+
+def test_long_gaps_are_a_streams_longest_over_twice_its_mean():
+    # gaps 10, 10, 100, 10 ns: mean 32.5, so only the 100 qualifies; it ends at
+    # chunk 120, 220 ns after the start at -100
+    assert long_gaps([0, 10, 20, 120, 130], [10, 10, 100, 10], start_ns=-100) == [(220, 100)]
+    assert long_gaps([0, 10], [10], start_ns=0) == []
+    assert long_gaps([5, 5, 5], [0, 0], start_ns=0) == []
+
+
+def test_a_later_turn_prefills_only_what_the_turn_before_did_not_send():
+    from slogate.analysis.causes import prefill_tokens
+
+    t = timelines(
+        [
+            {"start_s": 0.0, "ttft_ms": 100, "e2e_ms": 1000, "input_tokens": 500},
+            # another user's conversation 0, turn 0, ended earlier: not the latest
+            {"start_s": 0.0, "ttft_ms": 100, "e2e_ms": 500, "input_tokens": 50},
+            {"start_s": 2.0, "ttft_ms": 50, "e2e_ms": 1000, "input_tokens": 800, "turn": 1},
+            # turn 1 of a conversation whose turn 0 is not in the run
+            {"start_s": 2.0, "ttft_ms": 50, "e2e_ms": 1000, "input_tokens": 900, "turn": 1,
+             "conversation": 7},
+        ]
+    )  # fmt: skip
+    r = Requests.of(t)
+    # 800 - (500 input + 100 output of the turn that ended last, at 1.0 s)
+    assert list(prefill_tokens(r, r.ok)) == [500, 50, 200, 900]
+
+
+def record(start_ns: int, chunks: list[int], turn: int = 0) -> RequestRecord:
+    r = RequestRecord(scenario="chat", start_ns=start_ns, end_ns=chunks[-1] + MS, turn=turn)
+    r.chunk_ns = chunks
+    r.chunk_chars = [4] * len(chunks)
+    r.output_tokens = len(chunks)
+    r.input_tokens = 700
+    return r
+
+
+def test_a_record_leaves_its_row_and_its_stalls():
+    t = Timelines()
+    chunks = [100 * MS, 110 * MS, 120 * MS, 620 * MS, 630 * MS]
+    rec = record(0, chunks)
+    t.add(rec, request_metrics(rec), end_wall_s=50.0, warmup=False)
+    assert len(t) == 1
+    # E2E is 631 ms: the start on the wall clock is 50 - 0.631 s
+    assert t.columns["start_s"][0] == pytest.approx(49.369)
+    assert (t.columns["ttft_ms"][0], t.columns["e2e_ms"][0]) == (100.0, 631.0)
+    assert t.columns["input_tokens"][0] == 700
+    # the 500 ms gap (mean 132.5) ends 620 ms after the start
+    assert (list(t.gap_row), list(t.gap_end_ms), list(t.gap_ms)) == ([0], [620.0], [500.0])
+
+
+def test_timelines_round_trip_and_merge_with_their_scenarios_remapped():
+    a = timelines([{"start_s": 0.0, "ttft_ms": 1, "e2e_ms": 2}])
+    b = Timelines.decode(
+        {**timelines([{"start_s": 5.0, "ttft_ms": 3, "e2e_ms": 4}], [(0, 1.0, 2.0)]).encode()}
+    )
+    b.scenarios = ["code"]
+    a.extend(b)
+    assert a.scenarios == ["chat", "code"] and list(a.scenario) == [0, 1]
+    assert list(a.columns["start_s"]) == [0.0, 5.0]
+    assert list(a.gap_row) == [1]
+    assert Timelines.decode(a.encode()).encode() == a.encode()
+
+
+def test_timelines_past_the_cap_are_counted_not_kept():
+    full = Timelines(scenarios=["chat"], scenario=array("i", [0] * MAX_REQUESTS))
+    for name in COLUMNS:
+        full.columns[name] = array("d", [0.0] * MAX_REQUESTS)
+    for name in FLAGS:
+        full.flags[name] = array("b", [1] * MAX_REQUESTS)
+    full.extend(timelines([{"start_s": 0.0, "ttft_ms": 1, "e2e_ms": 2}] * 3, [(0, 1.0, 2.0)]))
+    assert len(full) == MAX_REQUESTS and full.dropped == 3 and len(full.gap_row) == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"ttft_ms": [1.0, 2.0]}, "column ttft_ms has 2 rows, not 1"),
+        ({"scenario": [3]}, "scenario index out of range"),
+        ({"gaps": {"row": [5], "end_ms": [1.0], "gap_ms": [1.0]}}, "a gap of a row"),
+    ],
+)
+def test_malformed_timelines_are_refused_naming_what(change, message):
+    data = {**timelines([{"start_s": 0.0, "ttft_ms": 1, "e2e_ms": 2}]).encode(), **change}
+    with pytest.raises(ValueError, match=message):
+        Timelines.decode(data)
