@@ -86,6 +86,8 @@ CACHE_SPEEDUP = 2.0
 LOW_PERCENTILE = 5.0
 
 LATENCY_SLOS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
+WAIT_METRICS = ("ttft_ms", "e2e_ms", "goodput")
+GAP_METRICS = ("itl_ms", "tpot_ms", "e2e_ms", "goodput")
 
 
 @dataclass(frozen=True)
@@ -248,6 +250,22 @@ def shares(
     }
 
 
+def wait_finding(
+    cause: str,
+    text: str,
+    evidence: dict,
+    scenario: str,
+    part: np.ndarray,
+    rows: np.ndarray,
+    limits: Mapping[str, float],
+    r: Requests,
+) -> Finding:
+    """A cause that adds ``part`` ms before a request's first token, so to its
+    TTFT and its E2E alike."""
+    share = shares(rows, limits, {"ttft_ms": part, "e2e_ms": part}, r)
+    return Finding(cause, text, evidence, WAIT_METRICS, scenario, share=share)
+
+
 # -- the rules -----------------------------------------------------------------------
 def typical_itl(r: Requests) -> float | None:
     tpot = r.tpot[r.ok & np.isfinite(r.tpot) & (r.tpot > 0)]
@@ -352,7 +370,7 @@ def interference(
         "prefill interference",
         text,
         evidence,
-        ("itl_ms", "tpot_ms", "e2e_ms", "goodput"),
+        GAP_METRICS,
         scenario,
         share=share,
     )
@@ -394,7 +412,7 @@ def preemption(
         "preemption",
         text,
         evidence,
-        ("itl_ms", "tpot_ms", "e2e_ms", "goodput"),
+        GAP_METRICS,
         scenario,
         share=share,
     )
@@ -466,7 +484,7 @@ def cache_effect(r: Requests, scenario: str, limits: Mapping[str, float]) -> Fin
         "cache effect",
         text,
         evidence,
-        ("ttft_ms", "e2e_ms", "goodput"),
+        WAIT_METRICS,
         scenario,
         share=shares(rows, limits, {"ttft_ms": part}, r),
     )
@@ -509,16 +527,7 @@ def ttft_findings(r: Requests, scenario: str, limits: Mapping[str, float]) -> li
             f"{evidence['in_flight_p10_p90'][1]:g} in flight): requests wait for the ones "
             "ahead of them."
         )
-        findings.append(
-            Finding(
-                "queueing",
-                text,
-                evidence,
-                ("ttft_ms", "e2e_ms", "goodput"),
-                scenario,
-                share=shares(rows, limits, {"ttft_ms": part, "e2e_ms": part}, r),
-            )
-        )
+        findings.append(wait_finding("queueing", text, evidence, scenario, part, rows, limits, r))
     return findings
 
 
@@ -540,9 +549,7 @@ def prefill_bound(
         f"correlation {line.rho:.2f}; x{line.growth:.1f} from the 10th to the 90th percentile "
         "of length): the prompt's prefill is the first token's wait."
     )
-    return Finding(
-        "prefill-bound", text, evidence, ("ttft_ms", "e2e_ms", "goodput"), scenario, share=share
-    )
+    return Finding("prefill-bound", text, evidence, WAIT_METRICS, scenario, share=share)
 
 
 def concurrency_ceiling(r: Requests, scenario: str, limits: Mapping[str, float]) -> Finding | None:
@@ -584,14 +591,7 @@ def concurrency_ceiling(r: Requests, scenario: str, limits: Mapping[str, float])
         f"waited for a slot, a median {evidence['wait_ms_median']:.0f} ms of their TTFT. A "
         "batch limit (maximum sequences, parallel slots) or a full KV cache caps the batch."
     )
-    return Finding(
-        "concurrency ceiling",
-        text,
-        evidence,
-        ("ttft_ms", "e2e_ms", "goodput"),
-        scenario,
-        share=shares(rows, limits, {"ttft_ms": part, "e2e_ms": part}, r),
-    )
+    return wait_finding("concurrency ceiling", text, evidence, scenario, part, rows, limits, r)
 
 
 def decode_bound(r: Requests, scenario: str, limits: Mapping[str, float]) -> Finding | None:
@@ -631,7 +631,7 @@ def decode_bound(r: Requests, scenario: str, limits: Mapping[str, float]) -> Fin
         "decode-bound",
         text,
         evidence,
-        ("itl_ms", "tpot_ms", "e2e_ms", "goodput"),
+        GAP_METRICS,
         scenario,
         share=share,
     )
@@ -690,14 +690,7 @@ def saturation(r: Requests, scenario: str, limits: Mapping[str, float]) -> Findi
         f"{evidence['completed_per_s_last_third']:g}/s: the server is at its capacity and the "
         "excess load queues."
     )
-    return Finding(
-        "saturation",
-        text,
-        evidence,
-        ("ttft_ms", "e2e_ms", "goodput"),
-        scenario,
-        share=shares(rows, limits, {"ttft_ms": part, "e2e_ms": part}, r),
-    )
+    return wait_finding("saturation", text, evidence, scenario, part, rows, limits, r)
 
 
 def timeline_findings(

@@ -52,7 +52,15 @@ from slogate.analysis.lag_causes import cause_p99_ms, cause_text
 from slogate.analysis.recorder import Bucket, Counters
 from slogate.analysis.remedies import action, engine_family
 from slogate.analysis.rundata import RunData
-from slogate.analysis.slo import SAME_READ_SHARE, RunVerdict, Verdict, evaluate_run, lag_p99_ms
+from slogate.analysis.slo import (
+    SAME_READ_SHARE,
+    RunVerdict,
+    SloResult,
+    Verdict,
+    evaluate_run,
+    lag_p99_ms,
+    point_verdict,
+)
 from slogate.analysis.timelines import Timelines
 
 US_PER_MS = 1000.0
@@ -397,12 +405,24 @@ def decode_findings(scenario: str, bucket: Bucket) -> list[Finding]:
 
 
 # -- putting it together ---------------------------------------------------------------
+def missed(result: SloResult) -> bool:
+    """Failed, or invalid (the load generator's error could have flipped it)
+    with its value past the limit: the data still shows the miss to explain."""
+    if result.verdict is Verdict.FAIL:
+        return True
+    return (
+        result.verdict is Verdict.INVALID
+        and result.value is not None
+        and point_verdict(result.threshold, result.value) is Verdict.FAIL
+    )
+
+
 def failed_slos(verdict: RunVerdict) -> list[tuple[str, str, str]]:
-    """(scenario, metric, SLO name) of every failed or inconclusive SLO."""
+    """(scenario, metric, SLO name) of every missed or inconclusive SLO."""
     return [
         (r.scenario, r.threshold.metric, r.name)
         for r in verdict.results
-        if r.verdict in (Verdict.FAIL, Verdict.INCONCLUSIVE)
+        if missed(r) or r.verdict is Verdict.INCONCLUSIVE
     ]
 
 
@@ -420,11 +440,11 @@ def attach(finding: Finding, failed: list[tuple[str, str, str]]) -> Finding:
 
 
 def failed_limits(verdict: RunVerdict) -> dict[str, dict[str, float]]:
-    """Per scenario, each failed latency SLO's metric and its (lowest) limit."""
+    """Per scenario, each missed latency SLO's metric and its (lowest) limit."""
     limits: dict[str, dict[str, float]] = {}
     for r in verdict.results:
         metric = r.threshold.metric
-        if r.verdict is Verdict.FAIL and r.threshold.kind == "max" and metric in LATENCY_SLOS:
+        if missed(r) and r.threshold.kind == "max" and metric in LATENCY_SLOS:
             mine = limits.setdefault(r.scenario, {})
             mine[metric] = min(mine.get(metric, r.threshold.limit), r.threshold.limit)
     return limits

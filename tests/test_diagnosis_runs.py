@@ -4,6 +4,7 @@ claims no cause. Each run is 15 s of load (docs/simengine.md for the settings)."
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,58 @@ TIMELINE_CAUSES = {
 }
 
 
-def run(tmp_path: Path, profile: str, load: dict, inputs: dict, outputs: int, slo: dict) -> dict:
+@dataclass(frozen=True)
+class Case:
+    """A run made to fail one way: the engine's profile, the load, the
+    lengths and the SLOs."""
+
+    profile: str
+    load: dict
+    inputs: dict
+    outputs: int
+    slo: dict
+
+
+CASES = {
+    "interference": Case(
+        "llama-3.1-8b@a100",
+        {"users": 8, "spawn_rate": 8},
+        {"dist": "uniform", "min": 100, "max": 8000},
+        100,
+        {"itl_ms": {"p99": 50}},
+    ),
+    "kv": Case(
+        "llama-3.1-8b@h100:num_gpu_blocks=150",
+        {"users": 12, "spawn_rate": 12},
+        {"dist": "uniform", "min": 150, "max": 300},
+        500,
+        {"ttft_ms": {"p90": 500}, "e2e_ms": {"p90": 5000}},
+    ),
+    "rate": Case(
+        "llama-3.1-8b@h100",
+        {"rate": 30},
+        {"dist": "uniform", "min": 1500, "max": 2500},
+        10,
+        {"ttft_ms": {"p95": 500}},
+    ),
+    "batch": Case(
+        "llama-3.1-8b@h100:max_num_seqs=3",
+        {"users": 12, "spawn_rate": 12},
+        {"dist": "uniform", "min": 300, "max": 900},
+        150,
+        {"ttft_ms": {"p95": 200}},
+    ),
+    "passing": Case(
+        "llama-3.1-8b@h100",
+        {"users": 4, "spawn_rate": 4},
+        {"dist": "uniform", "min": 300, "max": 900},
+        50,
+        {"ttft_ms": {"p50": 2000}, "itl_ms": {"p90": 500}},
+    ),
+}
+
+
+def run(tmp_path: Path, case: Case) -> dict:
     scenario = {
         "name": "diag",
         "api": "chat",
@@ -33,25 +85,29 @@ def run(tmp_path: Path, profile: str, load: dict, inputs: dict, outputs: int, sl
         "workload": {
             "kind": "chat",
             "text": "prose",
-            "input_tokens": inputs,
-            "output_tokens": outputs,
+            "input_tokens": case.inputs,
+            "output_tokens": case.outputs,
             "turns": 1,
         },
-        "load": {"duration": "15s", "warmup": "2s", **load},
+        "load": {"duration": "15s", "warmup": "2s", **case.load},
         "request": {"ignore_eos": True},
-        "slo": slo,
+        "slo": case.slo,
     }
     path = tmp_path / "diag.yaml"
     path.write_text(yaml.safe_dump(scenario))
     out = tmp_path / "out"
-    done = slogate("run", str(path), "--profile", profile, "--out", str(out))
+    done = slogate("run", str(path), "--profile", case.profile, "--out", str(out))
     assert (out / "summary.json").is_file(), done.stderr[-3000:]
     return summary(out)
 
 
 def first_cause(s: dict) -> dict[str, Any]:
-    diag = s["scenarios"]["diag"]
-    assert s["verdict"] == "fail", (s["verdict"], s["invalid_reasons"], diag["slo"])
+    """The first finding that explains a missed SLO. A run on a busy machine may
+    be invalid (the load generator's own error could have flipped a verdict):
+    the miss is then still in the data, and the diagnosis still explains it."""
+    slo = s["scenarios"]["diag"]["slo"]
+    assert s["verdict"] in ("fail", "invalid"), (s["verdict"], slo)
+    assert any(x["value"] is not None and x["value"] > x["threshold"] for x in slo), slo
     explaining = [f for f in s["diagnosis"] if f["explains"]]
     assert explaining, s["diagnosis"]
     return explaining[0]
@@ -61,14 +117,7 @@ def test_long_prompts_among_short_ones_are_prefill_interference(tmp_path):
     # An A100 prefills an 8k-token prompt in about 0.7 s, while a decode step
     # takes about 12 ms: the streams beside it stall for the whole prefill
     # (ITL p99 about 450 ms, far past any error of a busy load generator).
-    s = run(
-        tmp_path,
-        "llama-3.1-8b@a100",
-        {"users": 8, "spawn_rate": 8},
-        {"dist": "uniform", "min": 100, "max": 8000},
-        100,
-        {"itl_ms": {"p99": 50}},
-    )
+    s = run(tmp_path, CASES["interference"])
     finding = first_cause(s)
     assert finding["cause"] == "prefill interference", s["diagnosis"]
     evidence = finding["evidence"]
@@ -85,14 +134,7 @@ def test_a_kv_pool_too_small_is_a_full_kv_cache(tmp_path):
     # 150 blocks of 16 tokens hold 2,400 tokens: twelve streams growing to 800
     # tokens each outgrow it; requests wait for blocks, running ones are
     # preempted and recompute (the client sees both, the engine says why).
-    s = run(
-        tmp_path,
-        "llama-3.1-8b@h100:num_gpu_blocks=150",
-        {"users": 12, "spawn_rate": 12},
-        {"dist": "uniform", "min": 150, "max": 300},
-        500,
-        {"ttft_ms": {"p90": 500}, "e2e_ms": {"p90": 5000}},
-    )
+    s = run(tmp_path, CASES["kv"])
     finding = first_cause(s)
     assert finding["cause"] == "KV cache full", s["diagnosis"]
     assert max(finding["share"].values()) >= 0.5
@@ -103,15 +145,9 @@ def test_a_kv_pool_too_small_is_a_full_kv_cache(tmp_path):
 
 
 def test_a_rate_past_capacity_is_queueing(tmp_path):
-    # An L4 completes about 25 such requests per second; 40 arrive.
-    s = run(
-        tmp_path,
-        "llama-3.1-8b@l4",
-        {"rate": 40},
-        {"dist": "uniform", "min": 100, "max": 200},
-        30,
-        {"ttft_ms": {"p95": 300}},
-    )
+    # An H100 prefills about 18 such prompts per second (2k tokens x 16 GFLOP
+    # at 60% of 989 TFLOPS); 30 arrive. Its KV cache holds the backlog.
+    s = run(tmp_path, CASES["rate"])
     finding = first_cause(s)
     assert finding["cause"] in ("queueing", "saturation"), s["diagnosis"]
     assert finding["share"]["ttft_ms"] >= 0.5
@@ -120,14 +156,7 @@ def test_a_rate_past_capacity_is_queueing(tmp_path):
 
 
 def test_a_batch_limit_is_a_concurrency_ceiling(tmp_path):
-    s = run(
-        tmp_path,
-        "llama-3.1-8b@h100:max_num_seqs=3",
-        {"users": 12, "spawn_rate": 12},
-        {"dist": "uniform", "min": 300, "max": 900},
-        150,
-        {"ttft_ms": {"p95": 200}},
-    )
+    s = run(tmp_path, CASES["batch"])
     finding = first_cause(s)
     assert finding["cause"] == "concurrency ceiling", s["diagnosis"]
     assert finding["evidence"]["ceiling"] == 3
@@ -137,14 +166,7 @@ def test_a_batch_limit_is_a_concurrency_ceiling(tmp_path):
 
 
 def test_a_passing_run_claims_no_cause(tmp_path):
-    s = run(
-        tmp_path,
-        "llama-3.1-8b@h100",
-        {"users": 4, "spawn_rate": 4},
-        {"dist": "uniform", "min": 300, "max": 900},
-        50,
-        {"ttft_ms": {"p50": 2000}, "itl_ms": {"p90": 500}},
-    )
+    s = run(tmp_path, CASES["passing"])
     assert s["verdict"] == "pass", s["scenarios"]["diag"]["slo"]
     assert [f for f in s["diagnosis"] if f["explains"]] == []
     assert not TIMELINE_CAUSES & {f["cause"] for f in s["diagnosis"]}
