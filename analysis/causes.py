@@ -22,7 +22,9 @@ SLO's miss it accounts for (``Finding.share``), so the report can rank them.
   first token explains (a preempted request waits and recomputes its prompt);
 - **saturation**: in-flight requests and TTFT growing through the run while
   completions per second stay flat;
-- **cache effects**: whether TTFT follows the whole prompt or only the part a
+- **cache effects**: prefix-cache misses (where the server reports cached
+  prompt tokens) or first turns much slower to a first token than hits or
+  later turns; and whether TTFT follows the whole prompt or only the part a
   previous turn did not already send (a prefix cache reused the history).
 
 The share of a miss: the requests over the SLO's threshold, each one's excess
@@ -81,7 +83,8 @@ SLICES = 6
 MIN_INFLIGHT_GROWTH = 1.5
 MIN_TTFT_GROWTH = 1.5
 MAX_THROUGHPUT_GROWTH = 1.2
-# Cache effects: later turns at least this much faster than first turns.
+# Cache effects: hits (or later turns) at least this much faster than misses
+# (or first turns).
 CACHE_SPEEDUP = 2.0
 LOW_PERCENTILE = 5.0
 
@@ -103,6 +106,7 @@ class Requests:
     tpot: np.ndarray
     e2e: np.ndarray
     input_tokens: np.ndarray  # NaN unknown
+    cached_tokens: np.ndarray  # prompt tokens the server served from its cache; NaN unknown
     output_tokens: np.ndarray
     conversation: np.ndarray
     turn: np.ndarray
@@ -132,6 +136,7 @@ class Requests:
             tpot=known(col["tpot_ms"]),
             e2e=col["e2e_ms"],
             input_tokens=known(col["input_tokens"]),
+            cached_tokens=known(col["cached_tokens"]),
             output_tokens=col["output_tokens"],
             conversation=col["conversation"],
             turn=col["turn"],
@@ -449,36 +454,54 @@ def prefill_tokens(r: Requests, rows: np.ndarray) -> np.ndarray:
     return tokens
 
 
+def cache_groups(r: Requests, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, str] | None:
+    """(cold rows, warm rows, how they were told apart): by the server's
+    cached prompt tokens where it reported them (a hit: any), else by turn
+    (first turns against later ones)."""
+    reported = rows & np.isfinite(r.cached_tokens)
+    if reported.sum() >= MIN_REQUESTS:
+        return reported & (r.cached_tokens == 0), reported & (r.cached_tokens > 0), "hit"
+    if (rows & (r.turn > 0)).any():
+        return rows & (r.turn == 0), rows & (r.turn > 0), "turn"
+    return None
+
+
 def cache_effect(r: Requests, scenario: str, limits: Mapping[str, float]) -> Finding | None:
-    """Later turns of conversations against first turns."""
+    """Requests the engine had to prefill whole (prefix-cache misses, or first
+    turns) against the others, when they are much slower to a first token."""
     rows = r.rows(scenario) & np.isfinite(r.ttft)
-    first, later = rows & (r.turn == 0), rows & (r.turn > 0)
-    if first.sum() < MIN_REQUESTS // 2 or later.sum() < MIN_REQUESTS // 2:
+    groups = cache_groups(r, rows)
+    if groups is None:
         return None
-    ttft_first, ttft_later = np.median(r.ttft[first]), np.median(r.ttft[later])
-    in_first = np.nanmedian(r.input_tokens[first])
-    in_later = np.nanmedian(r.input_tokens[later])
-    if not ttft_first >= CACHE_SPEEDUP * ttft_later:
+    cold, warm, by = groups
+    if cold.sum() < MIN_REQUESTS // 2 or warm.sum() < MIN_REQUESTS // 2:
         return None
-    part = np.where(first, r.ttft - ttft_later, 0.0)
+    ttft_cold, ttft_warm = np.median(r.ttft[cold]), np.median(r.ttft[warm])
+    if not ttft_cold >= CACHE_SPEEDUP * ttft_warm:
+        return None
+    in_cold, in_warm = np.nanmedian(r.input_tokens[cold]), np.nanmedian(r.input_tokens[warm])
+    part = np.where(cold, r.ttft - ttft_warm, 0.0)
+    names = {"hit": ("misses", "hits"), "turn": ("first_turn", "later_turns")}[by]
     evidence = {
-        "ttft_ms_first_turn": round(float(ttft_first), 1),
-        "ttft_ms_later_turns": round(float(ttft_later), 1),
-        "input_tokens_first_turn": None if np.isnan(in_first) else float(in_first),
-        "input_tokens_later_turns": None if np.isnan(in_later) else float(in_later),
-        "first_turns": int(first.sum()),
-        "later_turns": int(later.sum()),
+        "by": "prefix-cache hit" if by == "hit" else "turn",
+        f"ttft_ms_{names[0]}": round(float(ttft_cold), 1),
+        f"ttft_ms_{names[1]}": round(float(ttft_warm), 1),
+        f"input_tokens_{names[0]}": None if np.isnan(in_cold) else float(in_cold),
+        f"input_tokens_{names[1]}": None if np.isnan(in_warm) else float(in_warm),
+        names[0]: int(cold.sum()),
+        names[1]: int(warm.sum()),
     }
-    longer = (
-        ""
-        if np.isnan(in_first)
-        else (f" although they send {in_later:.0f} input tokens against {in_first:.0f}")
+    longer = "" if np.isnan(in_cold) else f" for {in_warm:.0f} input tokens against {in_cold:.0f}"
+    warm_text, cold_text = (
+        ("requests the server served partly from its prefix cache", "misses")
+        if by == "hit"
+        else ("later turns of a conversation", "first turns")
     )
     text = (
-        f"Cache effect: later turns of a conversation got their first token in "
-        f"{ttft_later:.0f} ms (median) against {ttft_first:.0f} ms on first turns{longer}: the "
-        "engine reuses the history it already holds (prefix cache, or a slot's cached "
-        "prompt), so first turns and cache misses pay the whole prefill."
+        f"Cache effect: {warm_text} got their first token in {ttft_warm:.0f} ms (median) "
+        f"against {ttft_cold:.0f} ms on {cold_text}{longer}: the engine reuses the prompt "
+        "it already holds (prefix cache, or a slot's cached prompt), so cold prompts pay "
+        "the whole prefill."
     )
     return Finding(
         "cache effect",

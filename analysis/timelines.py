@@ -4,7 +4,8 @@ The histograms say how slow the requests were; the diagnosis also needs when
 each one ran beside which others: a stream that stalled while another
 request's prompt was prefilled, a first token that waited behind a queue.
 So every finished request leaves a row here (its start on the run's shared
-wall clock, TTFT, E2E, token counts, turn, TPOT) and its longest gaps between
+wall clock, TTFT, E2E, token counts, prompt tokens served from the prefix
+cache where the server said, turn, TPOT) and its longest gaps between
 output chunks (where in the stream each ended, and how long it was).
 Conversation numbers are a user's own, so two users' may be equal. About
 100 bytes a request, in flat arrays; past ``MAX_REQUESTS`` further requests
@@ -35,6 +36,7 @@ COLUMNS = (
     "e2e_ms",
     "tpot_ms",
     "input_tokens",
+    "cached_tokens",
     "output_tokens",
     "conversation",
     "turn",
@@ -75,6 +77,7 @@ class Timelines:
             "e2e_ms": m.e2e_ns / NS_PER_MS,
             "tpot_ms": _ms(m.tpot_ns),
             "input_tokens": UNKNOWN if record.input_tokens is None else record.input_tokens,
+            "cached_tokens": UNKNOWN if record.cached_tokens is None else record.cached_tokens,
             "output_tokens": m.output_tokens,
             "conversation": record.conversation,
             "turn": record.turn,

@@ -28,7 +28,13 @@ def timelines(rows: list[dict], gaps: list[tuple[int, float, float]] = ()) -> Ti
     """Rows of start_s, ttft_ms, e2e_ms (tpot 10 ms, input 500, output 100,
     turn 0 unless given); gaps as (row, end ms after its start, gap ms)."""
     t = Timelines(scenarios=["chat"])
-    defaults = {"tpot_ms": 10.0, "input_tokens": 500, "output_tokens": 100, "conversation": 0}
+    defaults = {
+        "tpot_ms": 10.0,
+        "input_tokens": 500,
+        "cached_tokens": -1,
+        "output_tokens": 100,
+        "conversation": 0,
+    }
     for row in rows:
         values = {**defaults, "turn": 0, **row}
         t.scenario.append(0)
@@ -142,9 +148,28 @@ def test_first_turns_ten_times_slower_than_later_ones_are_a_cache_effect():
     found = cache_effect(Requests.of(timelines(rows)), "chat", {"ttft_ms": 500.0})
     assert found is not None
     e = found.evidence
+    assert e["by"] == "turn"
     assert (e["ttft_ms_first_turn"], e["ttft_ms_later_turns"]) == (1000.0, 100.0)
     assert (e["input_tokens_first_turn"], e["input_tokens_later_turns"]) == (500.0, 900.0)
     # first turns miss by 900 ms over the fastest (100 ms): all of it the cold prefix
+    assert found.share == {"ttft_ms": 1.0}
+
+
+def test_prefix_cache_misses_slower_than_hits_are_a_cache_effect():
+    # the server reported cached tokens: 4 misses (0 cached) at 800 ms, 4 hits
+    # (400 cached) at 200 ms, whatever their turn
+    rows = [
+        {"start_s": float(i), "ttft_ms": 800, "e2e_ms": 1500, "cached_tokens": 0} for i in range(4)
+    ]
+    rows += [
+        {"start_s": 10.0 + i, "ttft_ms": 200, "e2e_ms": 900, "cached_tokens": 400} for i in range(4)
+    ]
+    found = cache_effect(Requests.of(timelines(rows)), "chat", {"ttft_ms": 500.0})
+    assert found is not None
+    e = found.evidence
+    assert e["by"] == "prefix-cache hit" and (e["misses"], e["hits"]) == (4, 4)
+    assert (e["ttft_ms_misses"], e["ttft_ms_hits"]) == (800.0, 200.0)
+    # misses exceed the fastest (200 ms) by 600 ms, all of it over the hits' median
     assert found.share == {"ttft_ms": 1.0}
 
 
