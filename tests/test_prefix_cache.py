@@ -169,11 +169,13 @@ def engine_counters(engine: EngineProcess) -> tuple[float, float]:
     return values["vllm:prefix_cache_hits_total"], values["vllm:prefix_cache_queries_total"]
 
 
-def rag_turns(n: int) -> list[PlannedTurn]:
-    """RAG-like prompts: one shared instruction, then one of three documents
-    (popular ones recur), then a question of its own."""
-    system = " ".join(f"rule{i}" for i in range(300))
-    documents = [" ".join(f"doc{d}word{i}" for i in range(200 + 150 * d)) for d in range(3)]
+def rag_turns(n: int, words: int = 300) -> list[PlannedTurn]:
+    """RAG-like prompts: one shared instruction of ``words`` words, then one of
+    three documents (popular ones recur), then a question of its own."""
+    system = " ".join(f"rule{i}" for i in range(words))
+    documents = [
+        " ".join(f"doc{d}word{i}" for i in range(2 * words // 3 + words // 2 * d)) for d in range(3)
+    ]
     return [
         PlannedTurn(
             "rag",
