@@ -143,6 +143,7 @@ class Throughput(Contract):
     input_tokens_per_s: Number = None
     attempted_per_s: Number = None
     goodput_requests_per_s: Number = None
+    goodput_tokens_per_s: Number = None
     seconds: Number = None
 
 
@@ -179,6 +180,8 @@ class Cost(Contract):
     input_tokens_per_s: Number = None
     per_million_output_tokens: Number = None
     per_million_input_tokens: Number = None
+    goodput_tokens_per_s: Number = None
+    per_million_goodput_tokens: Number = None
 
 
 class Sessions(Contract):

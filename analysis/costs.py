@@ -183,8 +183,11 @@ def cost_block(
     output_tokens_per_s: float | None,
     input_tokens_per_s: float | None,
     basis: str,
+    goodput_tokens_per_s: float | None = None,
 ) -> dict[str, Any]:
-    """Cost per million output and input tokens at the given throughput.
+    """Cost per million output and input tokens at the given throughput, and per
+    million goodput tokens (output tokens of requests within every per-request
+    limit: what the deployment sells at its SLO) when measured.
 
     ``basis`` says which throughput it is ("measured", "max rate under SLO",
     "roofline estimate"), so a reader never mistakes one for another."""
@@ -197,6 +200,8 @@ def cost_block(
         "input_tokens_per_s": input_tokens_per_s,
         "per_million_output_tokens": cost_per_million(output_tokens_per_s, pricing),
         "per_million_input_tokens": cost_per_million(input_tokens_per_s, pricing),
+        "goodput_tokens_per_s": goodput_tokens_per_s,
+        "per_million_goodput_tokens": cost_per_million(goodput_tokens_per_s, pricing),
     }
 
 
@@ -211,4 +216,5 @@ def throughput_cost(
         throughput.get("output_tokens_per_s"),
         throughput.get("input_tokens_per_s"),
         basis,
+        throughput.get("goodput_tokens_per_s"),
     )

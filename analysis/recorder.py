@@ -57,6 +57,7 @@ class Counters:
     failed: int = 0
     cancelled: int = 0  # by the client, as the scenario planned: neither ok nor failed
     good: int = 0
+    good_output_tokens: int = 0  # of the requests within every per-request limit
     errors: Counter = field(default_factory=Counter)
     error_samples: dict[str, list[str]] = field(default_factory=dict)
     input_tokens: int = 0
@@ -111,6 +112,7 @@ class Counters:
         self.failed += other.failed
         self.cancelled += other.cancelled
         self.good += other.good
+        self.good_output_tokens += other.good_output_tokens
         self.errors.update(other.errors)
         for kind, samples in other.error_samples.items():
             mine = self.error_samples.setdefault(kind, [])
@@ -145,6 +147,7 @@ class Counters:
             "failed": self.failed,
             "cancelled": self.cancelled,
             "good": self.good,
+            "good_output_tokens": self.good_output_tokens,
             "errors": dict(self.errors),
             "error_samples": self.error_samples,
             "input_tokens": self.input_tokens,
@@ -220,6 +223,7 @@ def count_into(counters: Counters, record: RequestRecord, m: RequestMetrics, goo
         return
     counters.ok += 1
     counters.good += good
+    counters.good_output_tokens += m.output_tokens if good else 0
     counters.output_tokens += m.output_tokens
     counters.input_tokens += record.input_tokens or 0
     counters.intended_input_tokens += record.intended_input_tokens or 0

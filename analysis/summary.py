@@ -268,6 +268,7 @@ def throughput_block(
         "input_tokens_per_s": per_second(c.input_tokens, seconds),
         "attempted_per_s": per_second(c.total, seconds),
         "goodput_requests_per_s": per_second(c.good, seconds),
+        "goodput_tokens_per_s": per_second(c.good_output_tokens, seconds),
         "seconds": seconds,
     }
 

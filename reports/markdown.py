@@ -89,6 +89,22 @@ def regression_lines(baseline: Comparison | BaselineError) -> list[str]:
     return lines
 
 
+def cost_lines(summary: Summary) -> list[str]:
+    """With ``--gpu-price-per-hour``: each scenario's price per million tokens of
+    each kind (each charges the whole GPU-hour to that kind)."""
+    lines = []
+    for name, block in summary.scenarios.items():
+        cost = block.cost
+        if cost is not None:
+            lines.append(
+                f"- {md(name)} cost per 1M tokens at {cost.gpus} GPU x "
+                f"{num(cost.gpu_price_per_hour)}/h: output {num(cost.per_million_output_tokens)}, "
+                f"input {num(cost.per_million_input_tokens)}, "
+                f"goodput {num(cost.per_million_goodput_tokens)}"
+            )
+    return ["", *lines] if lines else []
+
+
 def slice_lines(summary: Summary) -> list[str]:
     """``--slice``: each scenario's verdict slice by slice, so a drift shows in CI."""
     lines = []
@@ -221,6 +237,7 @@ def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> 
     lines += engine_latency_lines(summary)
     lines += slice_lines(summary)
     lines += release_lines(summary)
+    lines += cost_lines(summary)
     if summary.baseline:
         lines += ["", *regression_lines(summary.baseline)]
     lines += ["", f"[Full report]({report_link.replace(' ', '%20').replace(')', '%29')})", ""]

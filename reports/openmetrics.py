@@ -83,6 +83,11 @@ class SummaryCollector:
         throughput = self.gauge("throughput_per_second", "Successful work per second", ("what",))
         goodput = self.gauge("goodput_ratio", "Share of requests within every per-request limit")
         regressions = self.gauge("regressions", "Gated percentiles worse than the baseline")
+        cost = self.gauge(
+            "cost_per_million_tokens",
+            "Price per million tokens of a kind at the measured throughput",
+            ("kind",),
+        )
         slice_verdict = StateSetMetricFamily(
             "slogate_slice_verdict",
             "Verdict of one --slice of the run (its start in seconds)",
@@ -120,6 +125,10 @@ class SummaryCollector:
                 rate = getattr(block.throughput, f"{what}_per_s")
                 if rate is not None:
                     throughput.add_metric([*target, what], rate)
+            for kind in ("output", "input", "goodput"):
+                price = block.cost and getattr(block.cost, f"per_million_{kind}_tokens")
+                if price is not None:
+                    cost.add_metric([*target, kind], price)
             for sl in block.slices:
                 states = {v: v == sl.verdict for v in VERDICTS}
                 slice_verdict.add_metric([*target, f"{sl.start_s:g}"], states)
@@ -131,7 +140,7 @@ class SummaryCollector:
                 cannot_tell.add_metric(target, untold.get(name, 0))
         families = (value, threshold, margin, slo_verdict, verdict, exit_code, started)
         yield from (*families, latency, throughput, goodput, regressions, cannot_tell)
-        yield slice_verdict
+        yield from (slice_verdict, cost)
         yield from self.run_wide()
 
     def run_wide(self) -> Iterator[Metric]:

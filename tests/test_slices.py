@@ -65,3 +65,5 @@ def test_a_real_run_is_cut_into_slices_of_whole_windows(tmp_path) -> None:
     assert total == s["scenarios"]["exact-open"]["requests"]["total"]  # no warm-up here
     assert all(sl["verdict"] == "pass" for sl in slices[:3])
     assert slices[1]["requests"]["total"] == pytest.approx(80, abs=8)  # 4 s at 20/s
+    throughput = s["scenarios"]["exact-open"]["throughput"]  # no per-request limits: all good
+    assert throughput["goodput_tokens_per_s"] == throughput["output_tokens_per_s"] > 0
