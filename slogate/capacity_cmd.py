@@ -15,11 +15,7 @@ from slogate.locustfiles.argtypes import positive_duration, positive_float, posi
 from slogate.studies.generator_capacity import DEFAULT_BOUND_MS, Selftest, Step
 
 
-def add_capacity_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "capacity",
-        help="output events/s one load process holds here within 1 ms, and workers needed",
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", help="also say how many workers this scenario's load needs")
     p.add_argument("--start", type=positive_int, default=32, help="streams of the first step")
     p.add_argument("--max-streams", type=positive_int, default=2048, help="last step at most")
@@ -44,7 +40,7 @@ def selftest_steps(duration_s: float) -> Selftest:
 
 def capacity_command(args: argparse.Namespace) -> int:
     from slogate import scenarios
-    from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
+    from slogate.analysis.exitcodes import EXIT_CONFIG, EXIT_INVALID
     from slogate.locustfiles.processes import planned_event_rate
     from slogate.reports.study_lines import capacity_text
     from slogate.studies.generator_capacity import capacity_result, search

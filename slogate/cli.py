@@ -14,6 +14,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from slogate.locustfiles.argtypes import (
     non_negative_float,
@@ -101,14 +102,28 @@ def add_small_parsers(sub: argparse._SubParsersAction) -> None:
     selftest.add_argument("--json", action="store_true", help="print the result as one JSON line")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from slogate.capacity_cmd import add_capacity_parser
-    from slogate.experiment_cmd import add_experiment_parser
-    from slogate.plan_cmd import add_plan_parser
-    from slogate.prune_cmd import add_prune_parser
-    from slogate.sweep_cmd import add_sweep_parser
-    from slogate.worker_cmd import add_worker_parser
+# Subcommands declared by their own module, ``slogate.<name>_cmd``: its
+# ``add_arguments(p)`` and ``<name>_command(args)``. Each module is imported
+# only when its subcommand is the one given (they import the studies, the
+# reports and the engines); their one-line help is here, for ``slogate --help``.
+DEFERRED = {
+    "experiment": "a controlled experiment: vary one factor, hold the rest, repeat",
+    "sweep": "run a scenario at rising load; --find-max: the highest load under its SLOs",
+    "plan": "KV-cache and memory plan of a model on a GPU (from the simulated profiles)",
+    "prune": "remove old runs from a results root and rewrite its index",
+    "worker": "generate load for a `slogate run --master` on another host",
+    "capacity": "output events/s one load process holds here within 1 ms, and workers needed",
+}
 
+
+def deferred_module(name: str) -> Any:
+    return importlib.import_module(f"slogate.{name}_cmd")
+
+
+def build_parser(given: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``given`` (the first argument), only that
+    deferred subcommand's module is imported, so ``slogate --help`` and
+    ``slogate scenario check`` import none of them."""
     parser = argparse.ArgumentParser(
         prog="slogate", description="Load tests and SLO gates for LLM inference servers."
     )
@@ -117,12 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_engine_parser(sub)
     add_scenario_parser(sub)
     add_small_parsers(sub)
-    add_experiment_parser(sub)
-    add_sweep_parser(sub)
-    add_plan_parser(sub)
-    add_prune_parser(sub)
-    add_worker_parser(sub)
-    add_capacity_parser(sub)
+    for name, summary in DEFERRED.items():
+        p = sub.add_parser(name, help=summary)
+        if given in (None, name):
+            deferred_module(name).add_arguments(p)
     return parser
 
 
@@ -155,7 +168,7 @@ def scenario(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
-    from slogate.analysis.slo import EXIT_CONFIG
+    from slogate.analysis.exitcodes import EXIT_CONFIG
     from slogate.reports import NotResults, rerender
     from slogate.reports.terminal import verdict_table
 
@@ -178,7 +191,7 @@ def compare(args: argparse.Namespace) -> int:
 
 def schema(args: argparse.Namespace) -> int:
     from slogate.analysis.contracts import json_schema
-    from slogate.analysis.slo import EXIT_CONFIG
+    from slogate.analysis.exitcodes import EXIT_CONFIG
 
     try:
         print(json.dumps(json_schema(args.name), indent=1))
@@ -197,10 +210,10 @@ def selftest(args: argparse.Namespace) -> int:
 
 
 def delegated(name: str) -> Callable[[argparse.Namespace], int]:
-    """The ``<name>_command`` of module ``slogate.<name>_cmd``, imported when called."""
+    """The ``<name>_command`` of :func:`deferred_module`, imported when called."""
 
     def call(args: argparse.Namespace) -> int:
-        return getattr(importlib.import_module(f"slogate.{name}_cmd"), f"{name}_command")(args)
+        return getattr(deferred_module(name), f"{name}_command")(args)
 
     return call
 
@@ -212,12 +225,7 @@ COMMANDS = {
     "compare": compare,
     "schema": schema,
     "selftest": selftest,
-    "experiment": delegated("experiment"),
-    "sweep": delegated("sweep"),
-    "plan": delegated("plan"),
-    "prune": delegated("prune"),
-    "worker": delegated("worker"),
-    "capacity": delegated("capacity"),
+    **{name: delegated(name) for name in DEFERRED},
 }
 
 
@@ -235,8 +243,9 @@ def patch_like_a_run(argv: Sequence[str]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit codes are a contract: any exception a command did not turn into its
     own code ends it with 3 and one line; the traceback goes to a log file."""
-    patch_like_a_run(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    given = list(sys.argv[1:] if argv is None else argv)
+    patch_like_a_run(given)
+    parser = build_parser(given[0] if given else "")
     args, rest = parser.parse_known_args(argv)
     try:
         if args.command == "engine":
@@ -251,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def crashed(error: BaseException, args: argparse.Namespace, folder: Path | None = None) -> int:
     """Exit 3 with one line; the traceback goes to a log in ``folder`` when it
     takes one (docs/reliability.md)."""
-    from slogate.analysis.slo import EXIT_INVALID
+    from slogate.analysis.exitcodes import EXIT_INVALID
     from slogate.reports.crashlog import crash_line, write_crash_log
 
     command = f"slogate {args.command}"

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from slogate import scenarios
+from slogate.analysis.exitcodes import EXIT_CONFIG, EXIT_INVALID
 from slogate.analysis.history import results_folder
-from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
 from slogate.locustfiles.argtypes import positive_int
 from slogate.reports.experiments import write_document, write_experiment
 from slogate.reports.study_lines import experiment_closing_lines, experiment_trial_line
@@ -35,14 +35,12 @@ from slogate.target import TargetError, target_engine
 from slogate.trial_process import add_trial_options, log_tail, run_trial
 
 
-def add_experiment_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "experiment",
-        help="a controlled experiment: vary one factor, hold the rest, repeat",
-        description="Controlled experiments: prompt length, output length, concurrency, "
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Controlled experiments: prompt length, output length, concurrency, "
         "precision. Each varies one factor over "
         "--values, holds everything else, repeats each setting and reports mean, p95 and "
-        "p99 with plots, in a results folder like a run's.",
+        "p99 with plots, in a results folder like a run's."
     )
     p.add_argument("factor", choices=FACTORS)
     p.add_argument("--values", help="comma-separated settings (default depends on the factor)")

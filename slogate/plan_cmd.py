@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from slogate.analysis.slo import EXIT_CONFIG
+from slogate.analysis.exitcodes import EXIT_CONFIG
 from slogate.locustfiles.argtypes import positive_int
 from slogate.locustfiles.options import PRICE
 from slogate.reports.plan_text import plan_text, write_plan
@@ -19,13 +19,11 @@ from slogate.simengine.profiles import ProfileError
 from slogate.studies.plan import PlanRequest, plan_for
 
 
-def add_plan_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "plan",
-        help="KV-cache and memory plan of a model on a GPU (from the simulated profiles)",
-        description="Weight memory, KV bytes per token, tokens in the KV cache and max "
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Weight memory, KV bytes per token, tokens in the KV cache and max "
         "concurrent sequences at a context length; with --gpu-price-per-hour, the cost "
-        "per million tokens at the simulated engine's throughput.",
+        "per million tokens at the simulated engine's throughput."
     )
     p.add_argument("--profile", help="a full profile name, e.g. llama-3.1-8b@h100:fp8")
     p.add_argument("--model", help="model, e.g. llama-3.1-8b, llama-2-7b, qwen2.5-7b")

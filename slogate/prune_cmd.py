@@ -13,14 +13,13 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from slogate.analysis.exitcodes import EXIT_CONFIG
 from slogate.analysis.history import RESULTS_ROOT, read_runs, runs_to_prune
-from slogate.analysis.slo import EXIT_CONFIG
 from slogate.locustfiles.argtypes import age, non_negative_int
 from slogate.reports import write_index
 
 
-def add_prune_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("prune", help="remove old runs from a results root and rewrite its index")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "root", nargs="?", default=str(RESULTS_ROOT), help=f"results root (default {RESULTS_ROOT})"
     )

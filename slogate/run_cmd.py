@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from slogate import locustfiles, scenarios, waiter
+from slogate.analysis.exitcodes import EXIT_CONFIG
 from slogate.analysis.history import results_folder, unwritable
-from slogate.analysis.slo import EXIT_CONFIG
 from slogate.locustfiles.options import forwarded, scenario_overrides
 from slogate.locustfiles.processes import plan_processes
 from slogate.scenarios.loader import resolve

@@ -14,11 +14,12 @@ import sys
 from pathlib import Path
 
 from slogate import scenarios
+from slogate.analysis.exitcodes import EXIT_CONFIG, EXIT_INVALID
 from slogate.analysis.history import results_folder
-from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
 from slogate.locustfiles.argtypes import positive_duration, positive_float, positive_int
 from slogate.reports.experiments import write_document, write_sweep
 from slogate.reports.study_lines import sweep_closing_lines, sweep_trial_line
+from slogate.scenarios.loader import resolve
 from slogate.studies.sweep import (
     UNITS,
     SweepSettings,
@@ -36,13 +37,11 @@ from slogate.target import TargetError, target_engine
 from slogate.trial_process import add_trial_options, log_tail, run_trial
 
 
-def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "sweep",
-        help="run a scenario at rising load; --find-max: the highest load under its SLOs",
-        description="Rate or concurrency sweep with the throughput-vs-percentile curve and "
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Rate or concurrency sweep with the throughput-vs-percentile curve and "
         "its knee; --find-max searches for the highest load at which every SLO passes "
-        "(bisection, confirmed by a final run) and names the limiting SLO.",
+        "(bisection, confirmed by a final run) and names the limiting SLO."
     )
     p.add_argument("scenario", help="scenario YAML whose SLOs the load must meet")
     load = p.add_mutually_exclusive_group(required=True)
@@ -128,7 +127,7 @@ def sweep_command(args: argparse.Namespace) -> int:
         pricing = trial_pricing(args.gpu_price_per_hour, args.gpus, args.host, args.profile)
         settings = sweep_settings(args)
         search = settings.search()
-        scenario = scenarios.loader.resolve(args.scenario)
+        scenario = resolve(args.scenario)
         declared = scenarios.load(scenario)
         if settings.find_max:
             require_slo(scenario, declared)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
+from slogate.analysis.exitcodes import EXIT_CONFIG, EXIT_INVALID
 from slogate.client.engine_info import EngineError, discover
 from slogate.engines.simulated import EngineStartError, start_engine
 from slogate.simengine.profiles import DEFAULT_PROFILE, ProfileError, load_profile

@@ -17,12 +17,8 @@ from slogate.locustfiles.argtypes import port
 from slogate.locustfiles.options import MASTER_PORT
 
 
-def add_worker_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "worker",
-        help="generate load for a `slogate run --master` on another host",
-        description="The master ships the scenario: no scenario file is needed here.",
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = "The master ships the scenario: no scenario file is needed here."
     p.add_argument("--master-host", required=True, help="the master's host name or address")
     p.add_argument("--master-port", type=port, default=MASTER_PORT, help=f"default {MASTER_PORT}")
 

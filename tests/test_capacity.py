@@ -12,7 +12,7 @@ import pytest
 from slogate.analysis.contracts import SloEntry
 from slogate.analysis.costs import Pricing, cost_block, cost_per_million, kv_formula, kv_plan
 from slogate.cli import main
-from slogate.plan_cmd import add_plan_parser, plan_command
+from slogate.plan_cmd import add_arguments, plan_command
 from slogate.simengine.profiles import ProfileError, load_profile
 from slogate.studies.max_load import MaxSearch, knee_index, limiting_slo
 from slogate.studies.plan import PlanRequest, request_profile
@@ -234,10 +234,10 @@ def test_limiting_slo_is_the_deepest_failure():
 
 def plan(*argv: str) -> tuple[int, str, str]:
     parser = argparse.ArgumentParser()
-    add_plan_parser(parser.add_subparsers(dest="command"))
+    add_arguments(parser)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = plan_command(parser.parse_args(["plan", *argv]))
+        code = plan_command(parser.parse_args(list(argv)))
     return code, out.getvalue(), err.getvalue()
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from slogate import scenarios
 from slogate.scenarios import ScenarioError
+from slogate.scenarios.loader import resolve
 from slogate.scenarios.workloads import ChatWorkload, TraceWorkload
 
 MINIMAL = """
@@ -283,7 +284,7 @@ def test_a_short_override_duration_shortens_the_files_warmup(tmp_path):
     assert (short.load.duration_s, short.load.warmup_s) == (10.0, 2.5)
     [long] = scenarios.load("chat", {"duration": "60s"})
     assert long.load.warmup_s == 10.0
-    found = problems(scenarios.loader.resolve("chat"), {"duration": "10s", "warmup": "10s"})
+    found = problems(resolve("chat"), {"duration": "10s", "warmup": "10s"})
     assert "shorter than the duration" in found["load.warmup"]
     path = write(tmp_path, MINIMAL + "load: {users: 2, duration: 5m, warmup: 30s}\n")
     [s] = scenarios.load(path, {"duration": 20})
