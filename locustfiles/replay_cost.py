@@ -119,10 +119,11 @@ def predict(burst: Burstiness, costs: Costs, bound_ms: float) -> Prediction:
     burst_lag_ms = burst.per_ms * costs.send_us / 1e3
     late_ms = costs.wake_ms + burst_lag_ms
     holds = prepare_share <= PREPARE_SHARE_MAX and late_ms <= bound_ms
-    room_ms = max(bound_ms - costs.wake_ms, bound_ms / 1e3)
-    processes = max(
-        1, math.ceil(prepare_share / PREPARE_SHARE_MAX), math.ceil(burst_lag_ms / room_ms)
-    )
+    # the bound less the wake-up is what the burst may take; none left: no
+    # number of processes helps (the line says so)
+    room_ms = bound_ms - costs.wake_ms
+    bursts = math.ceil(burst_lag_ms / room_ms) if room_ms > 0 else 1
+    processes = max(1, math.ceil(prepare_share / PREPARE_SHARE_MAX), bursts)
     # a lower speed shrinks the preparation's share, never a burst
     slower = late_ms <= bound_ms and prepare_share > PREPARE_SHARE_MAX
     max_speed = burst.speed * PREPARE_SHARE_MAX / prepare_share if slower else None
