@@ -406,12 +406,13 @@ def decode_findings(scenario: str, bucket: Bucket) -> list[Finding]:
 
 # -- putting it together ---------------------------------------------------------------
 def missed(result: SloResult) -> bool:
-    """Failed, or invalid (the load generator's error could have flipped it)
-    with its value past the limit: the data still shows the miss to explain."""
+    """Failed; or invalid (the load generator's error could have flipped it) or
+    inconclusive (too few samples to bound it) with its value past the limit:
+    the data still shows a miss to explain."""
     if result.verdict is Verdict.FAIL:
         return True
     return (
-        result.verdict is Verdict.INVALID
+        result.verdict in (Verdict.INVALID, Verdict.INCONCLUSIVE)
         and result.value is not None
         and point_verdict(result.threshold, result.value) is Verdict.FAIL
     )
