@@ -47,6 +47,7 @@ class EngineInfo:
     model: str  # the first model id: what ``model: auto`` resolves to
     owned_by: str
     models: tuple[str, ...]
+    context: int | None = None  # tokens, prompt and output together (vLLM's max_model_len)
 
 
 def parse_base_url(base_url: str) -> SplitResult:
@@ -132,10 +133,12 @@ def discover(base_url: str, api_key_env: str | None, timeout: float = 10.0) -> E
     )
     if not entries:
         raise EngineError(f"GET {url} listed no models: {_shown(payload, api_key_env)}")
+    context = entries[0].get("max_model_len")
     return EngineInfo(
         model=str(entries[0]["id"]),
         owned_by=str(entries[0].get("owned_by", "")),
         models=tuple(str(m["id"]) for m in entries),
+        context=context if isinstance(context, int) and context > 0 else None,
     )
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from slogate.analysis.saturation import MODES as SATURATION_MODES
+from slogate.scenarios.context_fit import FIT_MODES
 from slogate.scenarios.limits import MAX_PROCESSES
 from slogate.scenarios.units import parse_duration
 
@@ -88,6 +89,13 @@ def port(text: str) -> int:
 def processes(text: str) -> int | str:
     """``auto`` or a number of load processes."""
     return text if text == "auto" else process_count(text)
+
+
+def fit_mode(text: str) -> str:
+    """``clamp`` or ``drop`` (``slogate.scenarios.context_fit``)."""
+    if text not in FIT_MODES:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected one of {', '.join(FIT_MODES)}")
+    return text
 
 
 def saturation_mode(text: str) -> str:

@@ -24,6 +24,7 @@ from slogate.locustfiles.request_log import RequestLog
 from slogate.locustfiles.timeline import Timeline, build_timeline
 from slogate.locustfiles.worker_clocks import wall
 from slogate.scenarios import Planner
+from slogate.scenarios.context_fit import ContextFit
 from slogate.scenarios.model import Scenario
 from slogate.scenarios.planner import prepare_text
 
@@ -75,6 +76,7 @@ class LoadContext:
     cpu_warning: bool = False
     watch: LoopWatch = field(init=False)
     request_log: RequestLog | None = None
+    fit: ContextFit | None = None
     _clients: dict[str, StreamClient] = field(default_factory=dict)
     _token_counters: dict[str | None, Callable[[str], int] | None] = field(default_factory=dict)
     _user_numbers: itertools.count = field(default_factory=itertools.count)
@@ -147,7 +149,7 @@ class LoadContext:
         counter = None
         if scenario.request.tokenizer == "server":
             counter = self.server_token_counter(scenario.request.api_key_env)
-        return Planner(scenario, seed=self.seed, stream=stream, count_tokens=counter)
+        return Planner(scenario, self.seed, stream, count_tokens=counter, fit=self.fit)
 
     def server_token_counter(self, api_key_env: str | None) -> Callable[[str], int] | None:
         """The engine's /tokenize, asked once per process and key whether it has

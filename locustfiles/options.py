@@ -18,6 +18,7 @@ from typing import Any
 
 from slogate.locustfiles.argtypes import (
     duration,
+    fit_mode,
     integer,
     non_negative_int,
     number,
@@ -221,6 +222,17 @@ OPTIONS = (
         cli=("--saturation",),
     ),
     Option(
+        "--fit-context",
+        "planned requests longer than the engine's announced context (prompt + max "
+        "output tokens) stop the run before any load (exit 2, with the counts); 'clamp' "
+        "cuts their output to fit (dropping a prompt that alone fills the context), "
+        "'drop' leaves them out; the report says how many",
+        fit_mode,
+        example="clamp",
+        metavar="MODE",
+        cli=("--fit-context",),
+    ),
+    Option(
         "--abort-on-fail",
         "stop the run, FAIL, as soon as an SLO has failed for good (its whole 95% "
         "interval beyond the limit); a passing run always runs to the end",
@@ -368,6 +380,14 @@ OPTIONS = (
         "internal: the model the master resolved",
         default="",
         example="m",
+        web_ui=False,
+    ),
+    Option(
+        "--slogate-context",
+        "internal: the engine's context in tokens, as the master found it (0: none)",
+        int,
+        default=0,
+        example="4096",
         web_ui=False,
     ),
     Option(

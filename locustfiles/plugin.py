@@ -59,6 +59,7 @@ from slogate.locustfiles.shipping import ShippingError, pack
 from slogate.locustfiles.webview import install_web_view
 from slogate.locustfiles.worker_clocks import wall
 from slogate.reports.crashlog import crash_line, write_crash_log
+from slogate.scenarios.context_fit import ContextFit, Overflow, overflow, planned_turns
 from slogate.scenarios.loader import resolve
 from slogate.scenarios.model import Scenario
 
@@ -106,6 +107,9 @@ def build_context(
         window_s=options.window,
         origin_s=origin,
         request_log=RequestLog(Path(options.out) / REQUESTS_FILE) if saving else None,
+        fit=ContextFit(options.slogate_context, options.fit_context or "")
+        if options.slogate_context
+        else None,
     )
 
 
@@ -164,6 +168,7 @@ def start_session(options: Any, runner: Any) -> RunSession:
         shards = max(shards, options.expect_workers or 1)
     options.slogate_model = engine.model
     options.slogate_shards = shards
+    options.slogate_context, fits = context_check(loaded, engine.context, options.fit_context or "")
     out_dir = results_folder(loaded[0].name, options.out)
     problem = unwritable(out_dir)
     if problem:
@@ -183,6 +188,7 @@ def start_session(options: Any, runner: Any) -> RunSession:
         command=shlex.join(sys.argv),
         max_lag_ms=options.max_lag_ms or loaded[0].load.max_lag_ms,
         processes_reason=options.slogate_processes_reason or processes_reason(options),
+        context_fits=fits,
         baseline=baseline,
         pricing=pricing,
         push_url=options.push_metrics or None,
@@ -194,6 +200,23 @@ def start_session(options: Any, runner: Any) -> RunSession:
     if options.selftest > 0:
         session.selftest = measure_generator(options.selftest)
     return session
+
+
+def context_check(
+    loaded: list[Scenario], context: int | None, mode: str
+) -> tuple[int, list[Overflow]]:
+    """Pre-flight: the planned requests against the engine's announced context.
+    Refused (exit 2, with the counts) when some are longer and ``mode``
+    (``--fit-context``) says nothing; else the context that fits them (0: the
+    engine announced none) and what a sample of each scenario gives."""
+    if not context:
+        return 0, []
+    fit = ContextFit(context, mode)
+    found = [overflow(s.name, planned_turns(s), fit) for s in loaded]
+    refused = [o.refusal(context) for o in found if o.over and (not mode or o.dropped == o.sampled)]
+    if refused:
+        fail(EXIT_CONFIG, "; ".join(refused))
+    return context, [o for o in found if o.over]
 
 
 def coordinate(runner: MasterRunner, options: Any, session: RunSession) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -36,6 +36,7 @@ from slogate.client.engine_info import EngineInfo
 from slogate.locustfiles.context import LoadContext
 from slogate.locustfiles.provenance import git_revision, tool_version
 from slogate.locustfiles.worker_clocks import wall
+from slogate.scenarios.context_fit import Overflow
 from slogate.scenarios.model import Scenario
 
 if TYPE_CHECKING:
@@ -76,6 +77,7 @@ class RunSession:
         command: str,
         max_lag_ms: float,
         processes_reason: str = "",
+        context_fits: Sequence[Overflow] = (),
         baseline: tuple[str, RunData] | None = None,
         pricing: Pricing | None = None,
         push_url: str | None = None,
@@ -100,6 +102,7 @@ class RunSession:
         self.command = command
         self.max_lag_ms = max_lag_ms
         self.processes_reason = processes_reason
+        self.context_fits = list(context_fits)
         self.baseline = baseline
         self.pricing = pricing
         self.push_url = push_url
@@ -320,7 +323,7 @@ class RunSession:
             "complete": complete,
             "incomplete_reason": reason,
             "host": self.host,
-            "engine": {"owned_by": self.engine.owned_by, "model": self.engine.model},
+            "engine": self.engine_meta(),
             "tool_version": tool_version(),
             "git_revision": git_revision(),
             "command": self.command,
@@ -346,6 +349,20 @@ class RunSession:
             "pricing": asdict(self.pricing) if self.pricing else None,
             "pid": os.getpid(),
         }
+
+    def engine_meta(self) -> dict[str, Any]:
+        """The engine as it announced itself, and what the run did with the
+        planned requests longer than its context (``--fit-context``)."""
+        meta: dict[str, Any] = {"owned_by": self.engine.owned_by, "model": self.engine.model}
+        fit = self.ctx.fit
+        if fit is not None:
+            meta["context"] = fit.context
+        if fit is not None and self.context_fits:
+            meta["fit_context"] = {
+                "mode": fit.mode,
+                "scenarios": [o.to_dict() for o in self.context_fits],
+            }
+        return meta
 
     def flush_journal(self, pause: Callable[[], object] | None = None) -> None:
         """Append the data since the last flush to the journal: a process killed

@@ -82,6 +82,25 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False)
 
 
+def context_fit(engine: Any) -> str:
+    """What the run did with the planned requests longer than the engine's
+    context (``run.engine.fit_context``, from ``--fit-context``); empty when
+    every planned request fitted or the engine announced no context."""
+    fit = engine.get("fit_context") if isinstance(engine, dict) else None
+    if not fit:
+        return ""
+    parts = [
+        f"{o['scenario']}: {o['over']} of {o['sampled']} planned requests longer "
+        f"({o['clamped']} clamped, {o['dropped']} dropped; the longest "
+        f"{o['longest_input']} + {o['longest_output']} tokens)"
+        for o in fit["scenarios"]
+    ]
+    return (
+        f"--fit-context {fit['mode']}, the engine's context {engine.get('context')} tokens: "
+        + "; ".join(parts)
+    )
+
+
 def neutral(value: Any) -> Any:
     """``value`` neutralised when it is text (Markup stays Markup)."""
     return neutral_text(value) if isinstance(value, str) else value
@@ -104,6 +123,7 @@ def environment() -> Environment:
         metric_value=metric_value,
         margin=margin,
         pretty=pretty,
+        context_fit=context_fit,
     )
     return env
 

@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slogate.analysis.neutral import neutral_text
-from slogate.reports.html import DASH, margin_text, metric_value, num, percent, signed_pct
+from slogate.reports.html import (
+    DASH,
+    context_fit,
+    margin_text,
+    metric_value,
+    num,
+    percent,
+    signed_pct,
+)
 
 if TYPE_CHECKING:  # pydantic: not in load processes
     from slogate.analysis.contracts import BaselineError, Comparison, SloEntry, Summary
@@ -221,6 +229,8 @@ def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> 
         "",
         f"Target: {target or DASH}; revision {md(run.git_revision or DASH)}.",
     ]
+    if context_fit(engine):
+        lines.append(f"Context: {md(context_fit(engine))}.")
     found = run.saturation and run.saturation.found
     if found:
         lines += [

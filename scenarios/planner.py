@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from slogate.scenarios.arrivals import arrival_events, has_arrivals
+from slogate.scenarios.context_fit import ContextFit, fitted, fitted_conversation
 from slogate.scenarios.images import image_pool
 from slogate.scenarios.model import Conversation, PlannedTurn, Scenario
 from slogate.scenarios.prompt_text import TokenCounter, make_writer
@@ -49,8 +50,10 @@ class Planner:
         seed: int,
         stream: int = 0,
         count_tokens: TokenCounter | None = None,
+        fit: ContextFit | None = None,
     ) -> None:
         self.scenario = scenario
+        self.fit = fit
         self.seed = seed
         self.stream = stream
         self._entropy = (seed, zlib.crc32(scenario.name.encode()))
@@ -65,6 +68,8 @@ class Planner:
         """The next conversation (chat: several turns; other kinds: one)."""
         index = self._take_index()
         turns = self._kind.conversation(index)
+        if self.fit is not None:
+            turns = fitted_conversation(turns, self.fit)
         if self.scenario.images is not None and turns:
             turns = (self._with_images(turns[0]), *turns[1:])
         agent = self.scenario.agent
@@ -94,6 +99,10 @@ class Planner:
         rng = np.random.default_rng([*self._entropy, ARRIVALS_TAG])
         for arrival_s, event in arrival_events(load, trace, rng, self.stream, rate_scale):
             turn = self._kind.request(self._take_index(), event)
+            if self.fit is not None:
+                turn = fitted(turn, self.fit)
+                if turn is None:
+                    continue
             if self.scenario.images is not None:
                 turn = self._with_images(turn)
             if self.scenario.cancel is not None:

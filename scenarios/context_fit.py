@@ -1,0 +1,136 @@
+"""Planned requests against the engine's context length.
+
+An engine refuses a request whose prompt and output tokens together exceed its
+context (vLLM's ``max_model_len``: HTTP 400). A run that plans such requests
+measures the engine's refusals, not its latency, so the run asks before any
+load (``slogate.client.engine_info``) and refuses to start, naming the counts,
+unless the user chose to ``clamp`` them (the output cut to what the context
+leaves; a prompt that alone fills the context leaves nothing to clamp and is
+dropped) or to ``drop`` them. A dropped turn of a conversation ends it: the
+turns after it carry its history.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from slogate.scenarios.arrivals import has_arrivals
+from slogate.scenarios.model import PlannedTurn
+
+if TYPE_CHECKING:
+    from slogate.scenarios.model import Scenario
+
+__all__ = [
+    "FIT_MODES",
+    "ContextFit",
+    "Overflow",
+    "fitted",
+    "fitted_conversation",
+    "overflow",
+    "planned_turns",
+]
+
+FIT_MODES = ("clamp", "drop")
+# Planned requests sampled before the load: enough to meet a tail of 1 in 1000.
+SAMPLED_REQUESTS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class ContextFit:
+    """The engine's context in tokens and what to do with a request past it
+    (``mode`` one of FIT_MODES; empty: none is expected, since the run refused)."""
+
+    context: int
+    mode: str = ""
+
+
+def _length(turn: PlannedTurn) -> int:
+    return turn.intended_input_tokens + turn.max_tokens
+
+
+def fitted(turn: PlannedTurn, fit: ContextFit) -> PlannedTurn | None:
+    """``turn`` as sent under ``fit``: itself when it fits, its output cut to the
+    context's room when clamped, None when dropped."""
+    if _length(turn) <= fit.context:
+        return turn
+    room = fit.context - turn.intended_input_tokens
+    if fit.mode == "clamp" and room >= 1:
+        output = min(turn.intended_output_tokens, room)
+        return dataclasses.replace(turn, max_tokens=room, intended_output_tokens=output)
+    return None
+
+
+def fitted_conversation(turns: Sequence[PlannedTurn], fit: ContextFit) -> tuple[PlannedTurn, ...]:
+    """The turns up to the first that is dropped (later turns carry its history)."""
+    kept = []
+    for turn in turns:
+        sent = fitted(turn, fit)
+        if sent is None:
+            break
+        kept.append(sent)
+    return tuple(kept)
+
+
+@dataclass(frozen=True, slots=True)
+class Overflow:
+    """What a sample of the planned requests gives against the context."""
+
+    scenario: str
+    sampled: int
+    over: int
+    clamped: int
+    dropped: int
+    longest_input: int
+    longest_output: int
+
+    def refusal(self, context: int) -> str:
+        return (
+            f"scenario {self.scenario}: {self.over} of {self.sampled} planned requests are "
+            f"longer than the engine's context of {context} tokens (prompt + max output "
+            f"tokens; the longest {self.longest_input} + {self.longest_output} = "
+            f"{self.longest_input + self.longest_output}): shorten the scenario's lengths, "
+            "or pass --fit-context clamp (cut the output to fit) or drop"
+        )
+
+    def to_dict(self) -> dict[str, int | str]:
+        return dataclasses.asdict(self)
+
+
+def overflow(scenario: str, turns: Iterable[PlannedTurn], fit: ContextFit) -> Overflow:
+    """Counts over the first SAMPLED_REQUESTS of ``turns``."""
+    sampled = over = clamped = dropped = 0
+    longest: PlannedTurn | None = None
+    for turn in itertools.islice(turns, SAMPLED_REQUESTS):
+        sampled += 1
+        if _length(turn) <= fit.context:
+            continue
+        over += 1
+        if longest is None or _length(turn) > _length(longest):
+            longest = turn
+        if fitted(turn, dataclasses.replace(fit, mode="clamp")) is None or fit.mode == "drop":
+            dropped += 1
+        else:
+            clamped += 1
+    return Overflow(
+        scenario,
+        sampled,
+        over,
+        clamped,
+        dropped,
+        longest.intended_input_tokens if longest else 0,
+        longest.max_tokens if longest else 0,
+    )
+
+
+def planned_turns(scenario: Scenario) -> Iterator[PlannedTurn]:
+    """The requests stream 0 of ``scenario`` plans, as the run would (unfitted)."""
+    from slogate.scenarios.planner import Planner  # it plans with this module's fit
+
+    planner = Planner(scenario, scenario.seed)
+    if has_arrivals(scenario.load):
+        return planner.arrivals()
+    return (turn for _ in itertools.count() for turn in planner.conversation().turns)
