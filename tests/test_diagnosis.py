@@ -231,3 +231,45 @@ def test_length_band_is_the_power_of_two_below():
         512,
         2048,
     ]
+
+
+def test_a_failed_run_no_finding_explains_says_so(tmp_path):
+    run = run_of([request(900) for _ in range(40)], slo=[TTFT_P99])
+    assert diagnose(run) == []
+    write_results(tmp_path, run)
+    text = "No explanation found in the run's data for its failed SLOs."
+    assert text in (tmp_path / "summary.md").read_text()
+    assert text in (tmp_path / "report.html").read_text()
+
+
+def test_the_why_section_ranks_what_explains_with_share_engine_and_action(tmp_path):
+    # request i sent at 0.1 i s with TTFT 100 + 200 i ms: each waits behind the
+    # ones sent before it, still running
+    recorder = Recorder()
+    for i in range(10):
+        record = request(100 + 200 * i)
+        recorder.record(record, wall_s=0.1 * i + (record.end_ns - record.start_ns) / 1e9)
+    samples = [engine_sample(t, running=4, waiting=w) for t, w in ((0, 0), (5, 3), (10, 6))]
+    run = run_of([], slo=[TTFT_P99], server_metrics=samples)
+    run.buckets, run.timelines = recorder.buckets, recorder.timelines
+    findings = diagnose(run)
+    # only two or three streams decode at once (each 0.62 s after its first
+    # token) while up to eight are in flight: a ceiling, and a queue
+    assert {f.cause for f in findings[:2]} == {"queueing", "concurrency ceiling"}
+    shares = [f.share["ttft_ms"] for f in findings if f.share]
+    assert shares == sorted(shares, reverse=True) and len(shares) == 2
+    first = next(f for f in findings if f.cause == "queueing")
+    assert first.explains == ("chat: ttft_ms p50 <= 200",)
+    assert first.share["ttft_ms"] >= 0.5
+    assert first.confirmation == "agree"
+    assert "up to 6 waiting, non-empty in 2 of 3 scrapes" in first.engine_text
+    assert first.action.startswith("Try on vLLM:")
+    write_results(tmp_path, run)
+    markdown = (tmp_path / "summary.md").read_text()
+    assert "- **queueing** (chat): Queueing: TTFT rises" in markdown
+    assert "  - engine metrics agree: engine waiting queue" in markdown
+    page = (tmp_path / "report.html").read_text()
+    why = page[page.index('id="diagnosis"') :]
+    assert why.index("<b>queueing</b>") < why.index("<b>capacity-bound</b>")
+    assert f"{round(100 * first.share['ttft_ms'])}% of the ttft_ms miss" in why
+    assert "engine metrics agree" in why and "Try on vLLM" in why
