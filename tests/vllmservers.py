@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +22,7 @@ from slogate.engines.vllm import (
 )
 
 SKIP_ENV = "SLOGATE_SKIP_VLLM"
+REAP_S = 5.0
 # One worker runs them all (a second vLLM would share the engine's core); the
 # first test of a file also waits for its server. The servers run eager
 # (--enforce-eager): compiling the model on one core of a busy 2-core machine
@@ -48,7 +50,12 @@ def vllm_server(tmp: pytest.TempPathFactory, runner: Runner = "generate") -> Ite
     with server:
         group = server.pid
         yield server
-    assert group is not None and not group_alive(group), f"vLLM processes left in group {group}"
+    assert group is not None
+    # the engine core and worker, killed with the group, are reaped by init a moment later
+    deadline = time.monotonic() + REAP_S
+    while group_alive(group) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not group_alive(group), f"vLLM processes left in group {group} after {REAP_S:g} s"
 
 
 def run_on_generator_cores(
