@@ -114,7 +114,9 @@ def test_metrics_map_under_vllms_own_names(vllm: VllmServer) -> None:
 def scenario_file(api: str, folder: Path) -> Path:
     """A load a CPU engine on one core serves in 25 s: short prompts and outputs,
     4 users, SLOs a CPU meets. Medians: a busy shared core finished 12 requests
-    in 25 s here, too few to bound a p90 (36 needed), enough for a p50."""
+    of 32 tokens in 25 s (compiled), too few to bound a p90 (36 needed), and
+    eager, with another vLLM starting on its core, 4 (a p50 needs 6): outputs
+    of 16 tokens."""
     data = {
         "name": f"vllm-{api}",
         "api": api,
@@ -123,8 +125,8 @@ def scenario_file(api: str, folder: Path) -> Path:
         "workload": {
             "kind": "chat",
             "text": "prose",
-            "input_tokens": 64,
-            "output_tokens": 32,
+            "input_tokens": 32,
+            "output_tokens": 16,
             "turns": 1,
             "think_time_s": 0,
         },
