@@ -22,12 +22,14 @@ late by its own preparation. No preparation (nor the planning before it)
 starts while a request handed over has not yet begun its write (the
 consumer says so with :meth:`LookAhead.written`): a burst is handed over
 whole and its sends run before the filler takes the CPU again. And after each
-preparation ``ready`` is told how many prepared requests wait, so what
-sending them needs (connections) is made ahead too.
+preparation ``ready`` is told how many prepared requests are due within
+``READY_SPAN_S`` of the next one (a burst, or the next few), so what sending
+them needs (connections) is made ahead too, and no more than that.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -45,6 +47,7 @@ P = TypeVar("P")
 HORIZON_S = 2.0
 CAPACITY = 256
 PRIME_S = 0.25  # the start's requests built before the schedule's clock starts
+READY_SPAN_S = 0.1
 GUARD_MIN_NS = 2_000_000  # the dispatcher's own wake-up is about 1 ms late (libev's epoll)
 GUARD_FACTOR = 2
 RECENT = 16  # preparations the guard remembers
@@ -118,6 +121,13 @@ class LookAhead(Generic[T, P]):
         """How far ahead of the next instant no preparation may start."""
         longest = max(self._recent, default=0)
         return max(GUARD_MIN_NS, GUARD_FACTOR * longest)
+
+    def due_soon(self) -> int:
+        """Prepared requests due within ``READY_SPAN_S`` of the next one."""
+        if not self._buffer:
+            return 0
+        last = self._buffer[0][0] + READY_SPAN_S * 1e9
+        return sum(1 for offset, _ in itertools.takewhile(lambda b: b[0] <= last, self._buffer))
 
     def written(self) -> None:
         """A request handed over began its write (or failed before it)."""
@@ -219,7 +229,7 @@ class LookAhead(Generic[T, P]):
         started = time.perf_counter_ns()
         self._buffer.append((offset, self._prepare(plan)))
         if self._ready is not None:
-            self._ready(len(self._buffer))
+            self._ready(self.due_soon())
         self._recent.append(planned_ns + time.perf_counter_ns() - started)
 
     def _wait(self, seconds: float | None) -> None:

@@ -14,6 +14,7 @@ import pytest
 from slogate.locustfiles.lookahead import (
     GUARD_MIN_NS,
     PRIME_S,
+    READY_SPAN_S,
     SPIN_MAX_NS,
     SPIN_SHARE,
     LookAhead,
@@ -215,19 +216,25 @@ def test_no_preparation_starts_while_a_request_handed_over_has_not_begun_its_wri
     assert checked
 
 
-def test_ready_hears_how_many_prepared_requests_wait_after_each_preparation():
-    heard: list[tuple[int, int]] = []
+def test_ready_hears_how_many_prepared_requests_are_due_soon_after_each_preparation():
+    """Plans due at 0, 0, 0, 50, 300, 300 ms: after each preparation ``ready``
+    hears how many of those buffered are due within READY_SPAN_S of the next."""
+    heard: list[tuple[int, list[int]]] = []
+    offsets = [0, 0, 0, 50, 300, 300]
     ahead: LookAhead
 
-    def ready(waiting: int) -> None:
-        heard.append((waiting, ahead.buffered))
+    def ready(soon: int) -> None:
+        heard.append((soon, [o for o, _ in ahead._buffer]))
 
     now = time.perf_counter_ns()
-    ahead = LookAhead(iter(range(6)), lambda i: i * 5 * MS, str, now + 10**10, ready=ready)
+    ahead = LookAhead(iter(range(6)), lambda i: offsets[i] * MS, str, now + 10**10, ready=ready)
     for _ in ahead:
         ahead.written()
     assert len(heard) == 6
-    assert all(waiting == buffered >= 1 for waiting, buffered in heard)
+    span = READY_SPAN_S * 1000 * MS
+    for soon, buffered in heard:
+        assert soon == sum(1 for o in buffered if o <= buffered[0] + span) >= 1
+    assert heard[3][0] == 4  # the start's burst of three and the plan 50 ms later
 
 
 def test_the_dispatchers_wait_for_a_late_preparation_is_handed_over_with_it():
