@@ -249,7 +249,7 @@ def count_into(counters: Counters, record: RequestRecord, m: RequestMetrics, goo
 def cache_hit(record: RequestRecord) -> bool:
     """A prefix-cache hit: the server said it served part of the prompt from
     its cache (cached_tokens > 0). A reply that did not say is a miss: vLLM
-    leaves the field out when nothing was cached."""
+    releases before 0.32 leave the field out when nothing was cached."""
     return bool(record.cached_tokens)
 
 

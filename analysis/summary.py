@@ -309,8 +309,8 @@ def prefix_cache_block(bucket: Bucket) -> dict[str, Any] | None:
     """Prefix-cache hits as the replies reported them (None: no reply said).
     ``hit_rate`` is token-weighted: cached prompt tokens over all prompt tokens
     of the successful requests; a hit is a request with cached_tokens > 0, and
-    a reply without the field counts as a miss of 0 cached tokens (vLLM leaves
-    it out then). ``conversations``: each conversation's own rate."""
+    a reply without the field counts as a miss of 0 cached tokens (vLLM
+    releases before 0.32 leave it out then). ``conversations``: each conversation's own rate."""
     c = bucket.counters
     if not c.cache_reported:
         return None

@@ -46,7 +46,7 @@ def test_chat_usage_gives_the_cached_tokens() -> None:
         chat_stream({**usage, "prompt_tokens_details": {"cached_tokens": 864}}), 5
     )
     assert (record.input_tokens, record.cached_tokens) == (900, 864)
-    # vLLM leaves the details out when nothing was cached: unknown here, 0 in the counts
+    # vLLM before 0.32 leaves the details out when nothing was cached: unknown here, 0 in the counts
     record, _ = interpret(chat_stream(usage), 5)
     assert (record.input_tokens, record.cached_tokens) == (900, None)
     record, _ = interpret(chat_stream({**usage, "prompt_tokens_details": None}), 5)
