@@ -511,6 +511,20 @@ class ServerRelease(Contract):
     released: bool | None = None
 
 
+class Energy(Contract):
+    """The GPUs' energy over the measured window, from DCGM's total-energy counter."""
+
+    source: str
+    mean_power_w: float
+    joules: float
+    seconds: float
+    scraped_s: list[float]
+    output_tokens: int
+    requests: int
+    per_output_token_j: Number = None
+    per_request_j: Number = None
+
+
 class Summary(Contract):
     """summary.json: a run's verdict, exit code and numbers per scenario."""
 
@@ -525,6 +539,7 @@ class Summary(Contract):
     scenarios: dict[str, ScenarioSummary]
     models: dict[str, ModelSummary] = Field(default_factory=dict)
     engine_latency: EngineLatency | None = None
+    energy: Energy | None = None
     engine_metrics: EngineMetrics | None = None
     server_release: ServerRelease | None = None
     diagnosis: list[Finding] = Field(default_factory=list)

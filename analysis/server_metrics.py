@@ -213,6 +213,13 @@ DCGM = Dialect(
     (
         Rule("gpu_utilization", ("DCGM_FI_DEV_GPU_UTIL",), combine="mean", scale=0.01),
         Rule("gpu_memory_used_bytes", ("DCGM_FI_DEV_FB_USED",), scale=MIB),
+        # millijoules since the driver loaded, per GPU: a counter, exposed without
+        # _total, which the parser adds (the bare name when declared untyped)
+        Rule(
+            "gpu_energy_joules",
+            ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION_total", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"),
+            scale=0.001,
+        ),
     ),
 )
 

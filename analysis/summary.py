@@ -19,6 +19,7 @@ from hdrh.histogram import HdrHistogram
 
 from slogate.analysis.costs import Pricing, throughput_cost
 from slogate.analysis.diagnosis import diagnose, findings_to_dicts, rate_rps
+from slogate.analysis.energy import energy_block
 from slogate.analysis.engine_view import engine_latency, engine_metrics
 from slogate.analysis.generator import generator_block, merged, processes
 from slogate.analysis.judge import Judgement, judge
@@ -483,6 +484,22 @@ def scenario_block(run: RunData, name: str, verdict: RunVerdict) -> dict[str, An
     }
 
 
+def run_energy(run: RunData) -> dict[str, Any] | None:
+    """The measured window's GPU energy, per output token and per request
+    (``slogate.analysis.energy``); None when no GPU energy counter was scraped."""
+    warmup = float(run.meta.get("warmup_s") or 0.0)
+    measured = run.meta.get("measured_s")
+    if not measured:
+        return None
+    counters = [run.overall(name).counters for name in run.scenario_names()]
+    return energy_block(
+        run.server_metrics,
+        (warmup, warmup + float(measured)),
+        sum(c.output_tokens for c in counters),
+        sum(c.ok for c in counters),
+    )
+
+
 def model_names(run: RunData) -> dict[str, list[str]]:
     """Scenario names by the model (or adapter) they sent to; ``auto`` is the
     engine's model as discovered."""
@@ -537,6 +554,7 @@ def build_summary(run: RunData, judgement: Judgement | None = None) -> dict[str,
         "scenarios": {name: scenario_block(run, name, verdict) for name in run.scenario_names()},
         "models": models_block(run),
         "engine_latency": engine_latency(run),
+        "energy": run_energy(run),
         "engine_metrics": engine_metrics(run),
         "server_release": meta.get("server_release"),
     }

@@ -248,6 +248,13 @@ def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> 
     lines += slice_lines(summary)
     lines += release_lines(summary)
     lines += cost_lines(summary)
+    if summary.energy is not None:
+        e = summary.energy
+        lines += [
+            "",
+            f"Energy: {num(e.per_output_token_j)} J per output token, {num(e.per_request_j)} J "
+            f"per request ({num(e.mean_power_w)} W mean, from {md(e.source)}).",
+        ]
     if summary.baseline:
         lines += ["", *regression_lines(summary.baseline)]
     lines += ["", f"[Full report]({report_link.replace(' ', '%20').replace(')', '%29')})", ""]

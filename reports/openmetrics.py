@@ -180,7 +180,16 @@ class SummaryCollector:
         for stat, quantile in QUANTILES.items():
             if bounds.get(stat) is not None:
                 bound.add_metric([*run, quantile], bounds[stat] / 1000)
-        yield from (engine_mean, drift, bound, *self.stops(run))
+        energy = self.gauge(
+            "energy_joules", "GPU energy of the measured window, per unit", ("per",), run_wide=True
+        )
+        e = s.energy
+        if e is not None:
+            for per, value in (("run", e.joules), ("output_token", e.per_output_token_j),
+                               ("request", e.per_request_j)):  # fmt: skip
+                if value is not None:
+                    energy.add_metric([*run, per], value)
+        yield from (engine_mean, drift, bound, energy, *self.stops(run))
 
     def stops(self, run: list[str]) -> Iterator[Metric]:
         """When the run was found past saturation, and when it stopped early (only

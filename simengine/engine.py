@@ -106,6 +106,7 @@ class Engine:
         self._anchor_real = time.monotonic()
         self._anchor_model = 0.0
         self._model_now = 0.0  # model time at the end of the last scheduled step
+        self.busy_model_s = 0.0  # model time spent in steps: the GPUs' busy time
         self._work = asyncio.Event()
         self._in_front_end: set[Sequence] = set()
         self._task: asyncio.Task[None] | None = None
@@ -190,6 +191,7 @@ class Engine:
                 self._model_now = max(self._model_now, self.model_time())
             step = scheduler.schedule()
             self._model_now += step.duration
+            self.busy_model_s += step.duration
             if self._adapters is not None:
                 self._model_now += self._adapters.seconds(step.seqs)
             deadline = self._real_time(self._model_now)

@@ -145,6 +145,8 @@ class GPUSpec:
     # Calibrated constants this GPU achieves differently from the defaults
     # (``efficiency:`` in gpus.yaml, e.g. the A100's matrix-multiply fraction).
     efficiency: Mapping[str, float] = field(default_factory=dict)
+    idle_w: float = 0.0
+    tdp_w: float = 0.0
 
     @classmethod
     def from_mapping(cls, key: str, data: Mapping[str, Any]) -> GPUSpec:
@@ -158,6 +160,8 @@ class GPUSpec:
                 link_bytes_per_s=float(data.get("link_gbps", 32)) * 1e9,
                 allreduce_s=float(data.get("allreduce_us", 25)) * 1e-6,
                 efficiency=dict(data.get("efficiency") or {}),
+                idle_w=float(data.get("idle_w", 0)),
+                tdp_w=float(data.get("tdp_w", 0)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ProfileError(f"GPU {key!r}: bad or missing field: {exc}") from exc

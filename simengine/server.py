@@ -42,6 +42,7 @@ from slogate.simengine.engine import Engine, TokenStream
 from slogate.simengine.faults import FaultError, FaultInjector, FaultPlan
 from slogate.simengine.kvcache import block_hashes
 from slogate.simengine.messages_sse import MessagesEncoder
+from slogate.simengine.power import PowerModel
 from slogate.simengine.profiles import DEFAULT_PROFILE
 from slogate.simengine.receipt import listen, receipt
 from slogate.simengine.replies import Reply, whole_body
@@ -481,6 +482,17 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
+async def dcgm_metrics(request: web.Request) -> web.Response:
+    """What dcgm-exporter would show for the simulated GPUs (simengine/power.py)."""
+    engine = request.app[STATE].engine
+    profile = engine.config.profile
+    model = PowerModel(profile.gpu.idle_w, profile.gpu.tdp_w, profile.tp)
+    text = model.dcgm_text(
+        engine.model_time(), engine.busy_model_s, engine.scheduler.has_work(), profile.gpu.name
+    )
+    return web.Response(text=text, content_type="text/plain")
+
+
 async def get_faults(request: web.Request) -> web.Response:
     return web.json_response(request.app[STATE].faults.faults.as_dict(), dumps=_dumps)
 
@@ -551,6 +563,7 @@ def create_app(config: EngineConfig | None = None, *, manage_gc: bool = False) -
             web.post("/tokenize", tokenize),
             web.get("/health", health),
             web.get("/metrics", metrics),
+            web.get("/dcgm/metrics", dcgm_metrics),
             web.get("/admin/faults", get_faults),
             web.post("/admin/faults", post_faults),
             web.delete("/admin/faults", delete_faults),
