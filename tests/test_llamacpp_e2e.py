@@ -16,8 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import enginewire
 import pytest
 import yaml
+from enginewire import get_json
 from llamaservers import llama_server
 
 from slogate.analysis.server_metrics import snapshot
@@ -44,47 +46,20 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
         yield server
 
 
-def get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.load(response)
-
-
 def metrics(url: str) -> dict[str, float]:
     with urllib.request.urlopen(metrics_url_for(url), timeout=10) as response:
         return snapshot(response.read().decode()).series
 
 
 def stream_chat(url: str, prompt: str, max_tokens: int) -> list[Any]:
-    """The decoded ``data:`` payloads of one streamed chat completion, ``[DONE]`` included.
-
-    Greedy (temperature 0), so the text is the same every run: when sampling
-    picks a character split over two tokens, llama-server holds the first back
-    and sends both in one chunk whose logprobs list only one (seen here: 31
-    listed for 32 generated), and a token count from logprobs would be off.
-    """
-    body = {
-        "model": MODEL_ALIAS,
-        "messages": [{"role": "user", "content": prompt}],
-        "max_tokens": max_tokens,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "ignore_eos": True,
-        "logprobs": True,
-        "temperature": 0,
-    }
-    request = urllib.request.Request(
-        url + "/v1/chat/completions",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
+    """One streamed chat completion's payloads, greedy (temperature 0) with
+    logprobs, so the text is the same every run: when sampling picks a
+    character split over two tokens, llama-server holds the first back and
+    sends both in one chunk whose logprobs list only one (seen here: 31 listed
+    for 32 generated), and a token count from logprobs would be off."""
+    return enginewire.stream_chat(
+        url, MODEL_ALIAS, prompt, max_tokens, logprobs=True, temperature=0
     )
-    events: list[Any] = []
-    with urllib.request.urlopen(request, timeout=120) as response:
-        for raw in response:
-            line = raw.decode().strip()
-            if line.startswith("data:"):
-                data = line[len("data:") :].strip()
-                events.append(data if data == "[DONE]" else json.loads(data))
-    return events
 
 
 def test_models_endpoint_names_the_engine(llama: LlamaServer) -> None:

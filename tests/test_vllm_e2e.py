@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+from enginewire import get_json, stream_chat
 from vllmservers import VLLM_MARKS, run_on_generator_cores, vllm_server
 
 from slogate.analysis.server_metrics import snapshot
@@ -47,39 +48,9 @@ def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
         yield server
 
 
-def get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.load(response)
-
-
 def metrics_text(url: str) -> str:
     with urllib.request.urlopen(metrics_url_for(url), timeout=10) as response:
         return response.read().decode()
-
-
-def stream_chat(url: str, prompt: str, max_tokens: int) -> list[Any]:
-    """The decoded ``data:`` payloads of one streamed chat completion, ``[DONE]`` included."""
-    body = {
-        "model": MODEL_ALIAS,
-        "messages": [{"role": "user", "content": prompt}],
-        "max_tokens": max_tokens,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "ignore_eos": True,
-    }
-    request = urllib.request.Request(
-        url + "/v1/chat/completions",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    events: list[Any] = []
-    with urllib.request.urlopen(request, timeout=120) as response:
-        for raw in response:
-            line = raw.decode().strip()
-            if line.startswith("data:"):
-                data = line[len("data:") :].strip()
-                events.append(data if data == "[DONE]" else json.loads(data))
-    return events
 
 
 def test_models_endpoint_names_the_engine_and_its_context(vllm: VllmServer) -> None:
@@ -91,7 +62,7 @@ def test_models_endpoint_names_the_engine_and_its_context(vllm: VllmServer) -> N
 
 def test_metrics_map_under_vllms_own_names(vllm: VllmServer) -> None:
     before = snapshot(metrics_text(vllm.url))
-    events = stream_chat(vllm.url, "Write a short poem about the sea.", 16)
+    events = stream_chat(vllm.url, MODEL_ALIAS, "Write a short poem about the sea.", 16)
     after = snapshot(metrics_text(vllm.url))
 
     assert events[-1] == "[DONE]"
