@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import gevent
 import orjson
 from geventhttpclient._parser import HTTPParseError, HTTPResponseParser
 
@@ -66,6 +67,16 @@ PROTOCOLS: dict[str, Protocol] = {
 WHOLE_BODY_LIMIT = 256 * 1024 * 1024  # a non-streamed reply (a batch of embeddings)
 NEVER_NS = 1 << 62  # no planned cancellation
 NEVER_TOKENS = 1 << 62
+
+
+class CutOff(gevent.GreenletExit):
+    """The run's end killed a request (still a GreenletExit, so the kill
+    succeeds); ``sent`` says whether its bytes had all been written
+    (``sent_ns``), i.e. whether the server can have been working on it."""
+
+    def __init__(self, sent: bool) -> None:
+        super().__init__()
+        self.sent = sent
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,24 +292,27 @@ class StreamClient:
         stream = StreamInterpreter(record, self.protocol.parse or parse_chunk, self._think_tags())
         pool = self.pool
         writing = _Once(writing)
-        with pool.slots:
-            try:
-                pool.resolve()
-                exchange = _Exchange(self, stream, pool.idle(), turn, writing)
-                record.start_ns = time.perf_counter_ns()
+        try:
+            with pool.slots:
                 try:
-                    exchange.run(request)
-                except _StaleConnection:
-                    _Exchange(self, stream, None, turn, writing).run(request)
-            except ConnectError as exc:
-                kind = ErrorKind.TIMEOUT_CONNECT if exc.timed_out else ErrorKind.CONNECT
-                self._fail(stream, kind, str(exc))
-            except _Failure as failure:
-                self._fail(stream, failure.kind, str(failure))
-            except _Cancelled:
-                record.cancel(time.perf_counter_ns())
-            finally:
-                writing()
+                    pool.resolve()
+                    exchange = _Exchange(self, stream, pool.idle(), turn, writing)
+                    record.start_ns = time.perf_counter_ns()
+                    try:
+                        exchange.run(request)
+                    except _StaleConnection:
+                        _Exchange(self, stream, None, turn, writing).run(request)
+                except ConnectError as exc:
+                    kind = ErrorKind.TIMEOUT_CONNECT if exc.timed_out else ErrorKind.CONNECT
+                    self._fail(stream, kind, str(exc))
+                except _Failure as failure:
+                    self._fail(stream, failure.kind, str(failure))
+                except _Cancelled:
+                    record.cancel(time.perf_counter_ns())
+                finally:
+                    writing()
+        except gevent.GreenletExit as stop:
+            raise CutOff(bool(record.sent_ns)) from stop
         if record.error_message:
             record.error_message = self._redact(record.error_message)[:SHOWN_MESSAGE_CHARS]
         text = stream.text

@@ -24,6 +24,7 @@ from slogate.analysis.records import SessionRecord
 from slogate.client.protocol import user_message
 from slogate.client.streaming import (
     PROTOCOLS,
+    CutOff,
     PreparedRequest,
     StreamClient,
     StreamResult,
@@ -72,8 +73,10 @@ class _ScenarioUser(User):
         writing: Callable[[], None] | None = None,
     ) -> StreamResult:
         """Send one request and record it, in slogate's histograms and in Locust's
-        own statistics. A request the end of the run cuts off is counted as
-        cancelled at the stop, outside latencies and errors; one the scenario
+        own statistics. A request the end of the run cuts off after it was
+        sent is counted as cancelled at the stop, outside latencies and errors
+        (one cut off while it waited for a connection or was being written
+        never reached the server: it is not counted); one the scenario
         cancels is recorded as such (Locust's statistics leave it out). ``due``:
         open loop, its instant and the dispatcher's wait for it; ``writing``: as
         :meth:`StreamClient.send_prepared` takes it."""
@@ -81,8 +84,8 @@ class _ScenarioUser(User):
         ctx.in_flight += 1
         try:
             result = client.send_prepared(prepared, due and due.due_ns, writing)
-        except gevent.GreenletExit:
-            ctx.cancelled += 1
+        except CutOff as cut:
+            ctx.cancelled += cut.sent
             raise
         finally:
             ctx.in_flight -= 1
