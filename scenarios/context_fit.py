@@ -18,11 +18,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from slogate.scenarios.arrivals import has_arrivals
-from slogate.scenarios.model import PlannedTurn
-
 if TYPE_CHECKING:
-    from slogate.scenarios.model import Scenario
+    from slogate.scenarios.model import PlannedTurn, Scenario
 
 __all__ = [
     "FIT_MODES",
@@ -128,7 +125,10 @@ def overflow(scenario: str, turns: Iterable[PlannedTurn], fit: ContextFit) -> Ov
 
 def planned_turns(scenario: Scenario) -> Iterator[PlannedTurn]:
     """The requests stream 0 of ``scenario`` plans, as the run would (unfitted)."""
-    from slogate.scenarios.planner import Planner  # it plans with this module's fit
+    # the planner plans with this module's fit; both need numpy, which the
+    # command line's option types (FIT_MODES) must not import
+    from slogate.scenarios.arrivals import has_arrivals
+    from slogate.scenarios.planner import Planner
 
     planner = Planner(scenario, scenario.seed)
     if has_arrivals(scenario.load):
