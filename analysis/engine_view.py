@@ -71,8 +71,9 @@ def prefix_cache_compared(
     """The engine's prefix-cache hit rate over the window (its hit and query
     counters, in tokens) beside the client's from the replies' cached_tokens;
     None when the engine exports no such counters. They differ by requests
-    the client did not measure (cut off at the stop, another client's) and,
-    on an engine that does not say cached_tokens, the client has no rate."""
+    the client did not measure (cut off at the stop, cancelled, another
+    client's); on an engine that does not say cached_tokens, the client has
+    no rate."""
     names = ("prefix_cache_hits_total", "prefix_cache_queries_total")
     if not all(n in first and n in last for n in names):
         return None

@@ -10,7 +10,9 @@ one core and each ``slogate run`` on the others.
 from __future__ import annotations
 
 import json
+import re
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,11 +21,14 @@ from typing import Any
 import pytest
 import yaml
 from enginewire import get_json, stream_chat
+from test_prefix_cache import rag_turns
 from vllmservers import VLLM_MARKS, run_on_generator_cores, vllm_server
 
 from slogate.analysis.server_metrics import snapshot
+from slogate.client.streaming import StreamClient
 from slogate.engines.vllm import MODEL_ALIAS, VllmServer
 from slogate.locustfiles.scraper import metrics_url_for
+from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
 
 pytestmark = VLLM_MARKS
 
@@ -151,3 +156,90 @@ def test_slogate_run_against_vllm(vllm: VllmServer, api: str, tmp_path: Path) ->
         assert stat["client_minus_engine"] == pytest.approx(
             stat["client_mean"] - stat["mean"], abs=0.002
         )
+
+
+def stream_client(vllm: VllmServer) -> StreamClient:
+    return StreamClient(
+        vllm.url,
+        "chat",
+        MODEL_ALIAS,
+        RequestOptions(ignore_eos=True),
+        Timeouts(first_token_s=60, stall_s=30),
+        2,
+    )
+
+
+def block_size(metrics: str) -> int:
+    """vLLM's KV block size, from its cache_config_info labels."""
+    found = re.search(r'vllm:cache_config_info\{[^}]*block_size="(\d+)"', metrics)
+    assert found, "vllm:cache_config_info has no block_size"
+    return int(found.group(1))
+
+
+def test_prefix_cache_rate_agrees_with_vllms_counters(vllm: VllmServer) -> None:
+    """RAG-like prompts (a shared instruction, popular documents): the replies'
+    usage.prompt_tokens_details.cached_tokens (vLLM 0.32 sends it on every reply,
+    0 included) add up to the growth of vllm:prefix_cache_hits, and their prompt
+    tokens to that of vllm:prefix_cache_queries, within a block per request."""
+    text = metrics_text(vllm.url)
+    block, before = block_size(text), snapshot(text).series
+    client = stream_client(vllm)
+    try:
+        records = [client.send(turn).record for turn in rag_turns(8, words=100)]
+    finally:
+        client.close()
+    after = snapshot(metrics_text(vllm.url)).series
+    assert all(r.ok for r in records), [r.error_message for r in records]
+    cached = sum(r.cached_tokens or 0 for r in records)
+    prompt = sum(r.input_tokens or 0 for r in records)
+    hits = after["prefix_cache_hits_total"] - before["prefix_cache_hits_total"]
+    queries = after["prefix_cache_queries_total"] - before["prefix_cache_queries_total"]
+    assert all(r.cached_tokens is not None and r.cached_tokens % block == 0 for r in records)
+    assert records[0].cached_tokens < records[-1].cached_tokens
+    assert abs(hits - cached) <= block * len(records), (hits, cached)
+    assert abs(queries - prompt) <= block * len(records), (queries, prompt)
+    assert 0.2 < cached / prompt < 1.0
+
+
+def test_cancelled_streams_are_let_go_by_vllm(vllm: VllmServer) -> None:
+    """The client closes each stream after 4 tokens of 1000: vLLM aborts them,
+    its running gauge is back at 0 and it generated a fraction of the tokens."""
+    before = snapshot(metrics_text(vllm.url)).series
+    client = stream_client(vllm)
+    turn = PlannedTurn("cancel", 0, 0, "tell me everything", 1000, 8, 1000, cancel_after_tokens=4)
+    try:
+        records = [client.send(turn).record for _ in range(2)]
+    finally:
+        client.close()
+    assert all(r.cancelled and r.error is None for r in records)
+    deadline = time.monotonic() + 5.0
+    while True:
+        after = snapshot(metrics_text(vllm.url)).series
+        if after["running"] == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert after["running"] == 0
+    generated = after["generation_tokens_total"] - before["generation_tokens_total"]
+    assert generated < 2 * 200, generated
+
+
+@pytest.mark.slow
+def test_a_run_that_cancels_checks_vllm_let_go(vllm: VllmServer, tmp_path: Path) -> None:
+    """Half the requests cancelled after 4 tokens: counted apart, and after the
+    load vLLM's running gauge is back at its level before the run."""
+    path = scenario_file("chat", tmp_path)
+    data = yaml.safe_load(path.read_text())
+    data["cancel"] = {"share": 0.5, "after_tokens": 4}
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    slogate = Path(sys.executable).with_name("slogate")
+    cmd = [str(slogate), "run", str(path), "--host", vllm.url, "--out", str(out)]
+    done = run_on_generator_cores(vllm, cmd, RUN_TIMEOUT_S, REPO)
+    # 4: a busy core may finish too few uncancelled requests to bound the p50
+    assert done.returncode in (0, 4), f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    summary = json.loads((out / "summary.json").read_text())
+    requests = summary["scenarios"]["vllm-chat"]["requests"]
+    assert requests["cancelled"] > 0 and requests["failed"] == 0
+    release = summary["server_release"]
+    assert release["released"] is True, release
+    assert release["cancelled"] == requests["cancelled"]
