@@ -1,5 +1,5 @@
 """The client's TTFT and ITL against the engine's own log, whole runs
-(BENCHMARKS.md, "Client TTFT against the embedded engine's own, per API", and
+(docs/benchmarks-history.md, "Client TTFT against the embedded engine's own, per API", and
 "Client against vLLM's own histograms").
 
     .venv/bin/python bench/bench_engine_agreement.py [--apis chat responses messages] \

@@ -1,5 +1,5 @@
 """slogate beside vLLM's own benchmark (``vllm bench serve``), same engine, same
-fixed workload (BENCHMARKS.md, "Side by side with vLLM's own benchmark").
+fixed workload (docs/benchmarks-history.md, "Side by side with vLLM's own benchmark").
 
     .venv/bin/python bench/bench_vllm_side_by_side.py [--url URL] \
         [--concurrency 1 4 16] [--input-len 128] [--output-len 64] [--requests-per-user 6]

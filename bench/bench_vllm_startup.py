@@ -1,5 +1,5 @@
 """The CPU vLLM's start-up and token pace, compiled (with its cache) against
-``--enforce-eager`` (BENCHMARKS.md, "vLLM on a CPU: start-up, compiled or eager").
+``--enforce-eager`` (docs/benchmarks-history.md, "vLLM on a CPU: start-up, compiled or eager").
 
     .venv/bin/python bench/bench_vllm_startup.py [--repeats 2] [--tokens 64] [--streams 3]
 

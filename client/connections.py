@@ -14,7 +14,7 @@ pass of the event loop), and the wait arms no timer. ``follow`` reads an event
 stream from the event loop's own callback, so an event costs no greenlet
 switch: at one event per read the two switches of a read in the user's
 greenlet, and the cache misses of hopping between hundreds of greenlet stacks,
-were most of the client's CPU per event (BENCHMARKS.md, "Hot path"). Deadlines
+were most of the client's CPU per event (docs/benchmarks-history.md, "Hot path"). Deadlines
 are enforced by one watchdog greenlet per pool that wakes every
 ``WATCHDOG_S`` and throws ``TimeoutError`` into reads and followings past
 theirs, so a timeout fires up to that much late.

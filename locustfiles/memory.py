@@ -4,7 +4,7 @@ Tokenizing the prompt corpus (``prepare_process``) allocates tens of megabytes
 that are freed once the token boundaries are kept, but the C allocator keeps
 freed pages in its arenas (the tokenizer thread's arena included) for reuse:
 without handing them back, every worker's resident size carried about 25 MB
-it no longer used for the whole run (BENCHMARKS.md, "memory of a 1,024-stream
+it no longer used for the whole run (docs/benchmarks-history.md, "memory of a 1,024-stream
 run"). Nothing in the run allocates on that scale again, so they are returned.
 """
 

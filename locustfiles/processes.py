@@ -1,7 +1,7 @@
 """How many load processes a run needs: ``--processes auto``.
 
 One gevent process reads every stream of its share on one core. Past about
-half a core its reads start to come late (BENCHMARKS.md: chunks read together,
+half a core its reads start to come late (docs/benchmarks-history.md: chunks read together,
 TTFT tails bent), so ``auto`` spreads the load over worker processes when the
 planned output-event rate, at this machine's measured cost per event, would
 need more than ``CORES_PER_PROCESS`` of one. The plan and the cost behind the
@@ -34,7 +34,7 @@ ASSUMED_ITL_S = 0.010
 # What one event costs in a run, reading included (the loop's wake-up, recvmsg
 # and the kernel's TCP receive, HTTP de-chunking), as a multiple of the parse
 # and record measured here: 13.8 us in a run against 1.9 us here, one event per
-# read on a quiet machine (bench/bench_hotpath.py cpu, BENCHMARKS.md "Hot path").
+# read on a quiet machine (bench/bench_hotpath.py cpu, docs/benchmarks-history.md "Hot path").
 IO_FACTOR = 7.0
 CALIBRATION_TOKENS = 128
 CALIBRATION_REQUESTS = 40

@@ -11,7 +11,7 @@ Nothing else of slogate is needed while Locust runs, so a run against a given
 host hands over to this module (:func:`hand_over`): the process execs
 ``python -m slogate.waiter`` in its own place, keeping its pid and its child
 to be, and drops what validating and planning the run imported (about 35 MB,
-BENCHMARKS.md, "memory of a 1,024-stream run"). A run against the simulated
+docs/benchmarks-history.md, "memory of a 1,024-stream run"). A run against the simulated
 engine, which the command owns, calls :func:`wait` in-process instead. This
 module imports only the standard library until a death is to be judged.
 """

@@ -69,7 +69,7 @@ def test_reasoning_scenario_reports_ttfa_above_ttft(tmp_path: Path) -> None:
 # The engine logs the first tokens of the requests the run's end cuts off, the
 # client never times them; in chat's own conversations those are late turns
 # with long histories, and their few move the engine's mean by a millisecond
-# or two (BENCHMARKS.md, "Client TTFT against the embedded engine's own").
+# or two (docs/benchmarks-history.md, "Client TTFT against the embedded engine's own").
 SAME_LENGTHS = {
     "input_tokens": {"dist": "fixed", "value": 1000},
     "output_tokens": {"dist": "fixed", "value": 128},
