@@ -103,3 +103,11 @@ def saturation_mode(text: str) -> str:
     if text not in SATURATION_MODES:
         raise argparse.ArgumentTypeError(f"{text!r}: expected one of {', '.join(SATURATION_MODES)}")
     return text
+
+
+def web_login(text: str) -> str:
+    """``USER:PASSWORD`` for the web UI's login page (the password may hold colons)."""
+    user, colon, password = text.partition(":")
+    if not colon or not user or not password:
+        raise argparse.ArgumentTypeError("expected USER:PASSWORD, both non-empty")
+    return text

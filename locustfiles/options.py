@@ -27,8 +27,10 @@ from slogate.locustfiles.argtypes import (
     positive_int,
     processes,
     saturation_mode,
+    web_login,
 )
 from slogate.locustfiles.request_log import REQUESTS_FILE
+from slogate.locustfiles.web_access import AUTH_ENV, LOOPBACK
 from slogate.scenarios.limits import MAX_PROCESSES
 
 MASTER_PORT = 5557  # Locust's own default
@@ -365,6 +367,45 @@ OPTIONS = (
         example="5600",
         cli=("--master-bind-port",),
         locust_own=True,
+    ),
+    Option(
+        "--web-host",
+        f"with --web-ui: the address it listens on (default {LOOPBACK}: this machine only; "
+        "another needs --web-auth or --web-insecure)",
+        default=LOOPBACK,
+        example="::1",
+        cli=("--web-host",),
+        forward=False,  # `slogate run` passes it with --web-ui: Locust's default is every address
+        locust_own=True,
+    ),
+    Option(
+        "--web-port",
+        "with --web-ui: its port",
+        port,
+        default=8089,
+        example="8090",
+        cli=("--web-port",),
+        locust_own=True,
+    ),
+    Option(
+        "--slogate-web-auth",
+        f"with --web-ui (and Locust's --web-login): a login page for USER:PASSWORD; "
+        f"better given as {AUTH_ENV}, which no process list shows",
+        web_login,
+        example="me:secret",
+        metavar="USER:PASSWORD",
+        env_var=AUTH_ENV,
+        web_ui=False,
+        cli=("--web-auth",),
+        forward=False,  # `slogate run` passes it in the environment, never on a command line
+    ),
+    Option(
+        "--web-insecure",
+        "let the web UI listen beyond this machine with no login (anyone who reaches it "
+        "can start load with your API key)",
+        switch=True,
+        web_ui=False,
+        cli=("--web-insecure",),
     ),
     # Set by `slogate run` or the master, never by hand.
     Option(

@@ -56,9 +56,16 @@ from slogate.locustfiles.options import add_locust_options, scenario_overrides
 from slogate.locustfiles.request_log import REQUESTS_FILE, RequestLog
 from slogate.locustfiles.session import RunSession
 from slogate.locustfiles.shipping import ShippingError, pack
+from slogate.locustfiles.web_access import (
+    AUTH_ENV,
+    exposure_problem,
+    fill_start_form,
+    install_login,
+)
 from slogate.locustfiles.webview import install_web_view
 from slogate.locustfiles.worker_clocks import wall
 from slogate.reports.crashlog import crash_line, write_crash_log
+from slogate.reports.progress import LiveView
 from slogate.scenarios.context_fit import ContextFit, Overflow, overflow, planned_turns
 from slogate.scenarios.loader import resolve
 from slogate.scenarios.model import Scenario
@@ -75,6 +82,7 @@ JOURNAL_PAUSE_S = 0.0001
 _default_scenario: str | None = None
 _session: RunSession | None = None
 _coordinator: Coordinator | None = None
+_view: LiveView | None = None
 _worker_side: WorkerSide | None = None
 
 
@@ -132,6 +140,8 @@ def on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> None
         _worker_side = WorkerSide(runner, environment)
         _worker_side.install()
         return
+    if web_ui is not None:
+        guard_web_ui(web_ui, options)
     if not options.locust_stats:
         logging.getLogger(LOCUST_STATS_LOGGER).disabled = True
     try:
@@ -144,7 +154,22 @@ def on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> None
         prepare_process(_session.ctx)  # before the run's clock starts
     if web_ui is not None:
         install_web_view(web_ui, _session)
+        load = _session.ctx.scenarios[0].load
+        rate = load.rate.rps if load.rate is not None else None
+        fill_start_form(web_ui, load.users, load.spawn_rate, rate)
     gevent.signal_handler(signal.SIGTERM, on_sigterm, environment)
+
+
+def guard_web_ui(web_ui: Any, options: Any) -> None:
+    """The web UI listens beyond this machine only behind a login or when told
+    to (``web_access``); exit 2 before it listens."""
+    problem = exposure_problem(options.web_host, options.slogate_web_auth, options.web_insecure)
+    if problem is not None:
+        fail(EXIT_CONFIG, problem)
+    if options.web_login != bool(options.slogate_web_auth):
+        fail(EXIT_CONFIG, f"--web-login and --slogate-web-auth (or {AUTH_ENV}) go together")
+    if options.web_login:
+        install_login(web_ui, options.slogate_web_auth)
 
 
 def start_session(options: Any, runner: Any) -> RunSession:
@@ -400,11 +425,14 @@ def journal_pause() -> None:
 
 def housekeeping(environment: Any, session: RunSession) -> None:
     """Once a second: close finished windows, sample users, flush the journal,
-    see whether the run may stop early; every ``--status-interval`` print the
-    status line."""
+    see whether the run may stop early, show the progress (headless: the web UI
+    has its own)."""
+    global _view
     runner = environment.runner
     options = environment.parsed_options
-    next_status = time.monotonic() + options.status_interval
+    if options.headless:
+        terminal = sys.stdout if sys.stdout.isatty() else sys.stderr
+        _view = LiveView(terminal, options.status_interval)
     while session.finished_code is None:
         gevent.sleep(1.0)
         session.users = runner.user_count
@@ -412,9 +440,8 @@ def housekeeping(environment: Any, session: RunSession) -> None:
         session.flush_journal(pause=journal_pause)
         session.check_early_stop()
         session.check_saturation()
-        if options.headless and time.monotonic() >= next_status:
-            next_status += options.status_interval
-            log.info(session.status_line())
+        if _view is not None and session.finished_code is None:
+            _view.show(session.progress(), time.monotonic())
 
 
 @events.spawning_complete.add_listener
@@ -471,6 +498,9 @@ def on_test_stop(environment: Any, **_: Any) -> None:
         send_final(environment)
     elif isinstance(runner, MasterRunner) and _session is not None:
         wait_for_finals(_session, _coordinator)
+    web_ui_run = environment.web_ui is not None and _session is not None
+    if web_ui_run and _session.finished_code is None and _session.ctx.timeline_done:
+        finish_run(environment, _session)
 
 
 def wait_for_finals(session: RunSession, coordinator: Coordinator | None) -> None:
@@ -498,23 +528,34 @@ def on_quitting(environment: Any, **_: Any) -> None:
         return
     if _session is None or _session.finished_code is not None:
         return
-    done = _session.ctx.timeline_done
+    finish_run(environment, _session)
+
+
+def finish_run(environment: Any, session: RunSession) -> None:
+    """Judge the run and write its results folder: when the load ends under the
+    web UI (which then links to the report), else as Locust quits, interrupted
+    or not."""
+    runner = environment.runner
+    done = session.ctx.timeline_done
     if isinstance(runner, MasterRunner) and not done:
         runner.stop()  # interrupted: stop the workers, and collect their final data
     reason = None if done else "interrupted before the load profile ended"
-    if _session.missing_finals:
+    if _view is not None:
+        session.close_windows(everything=True)
+        _view.close(session.progress())  # the last panel, then the verdict table
+    if session.missing_finals:
         reason = lost_reason(
-            _session.missing_finals,
+            session.missing_finals,
             _coordinator.accepted if _coordinator else {},
-            _session.worker_last_s,
-            {w: g.get("finished", 0) for w, g in _session.worker_gauges.items()},
-            _session.start_wall or 0.0,
-            min(wall(), (_session.start_wall or 0.0) + _session.ctx.timeline.total_s),
+            session.worker_last_s,
+            {w: g.get("finished", 0) for w, g in session.worker_gauges.items()},
+            session.start_wall or 0.0,
+            min(wall(), (session.start_wall or 0.0) + session.ctx.timeline.total_s),
         )
     try:
-        code = _session.finish(complete=reason is None, reason=reason)
+        code = session.finish(complete=reason is None, reason=reason)
     except Exception as error:  # exit codes are a contract: 3, one line, a log file
-        where = write_crash_log(error, shlex.join(sys.argv), _session.out_dir)
+        where = write_crash_log(error, shlex.join(sys.argv), session.out_dir)
         log.error("slogate: %s", crash_line(error, where))
         code = EXIT_INVALID
     environment.process_exit_code = code

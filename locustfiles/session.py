@@ -23,7 +23,7 @@ from slogate.analysis.diagnosis import blurred_share
 from slogate.analysis.early_stop import EarlyStop, early_stop
 from slogate.analysis.generator import ProcessHealth, error_bound_ms, merged
 from slogate.analysis.journal import JOURNAL_FILE, JournalWriter
-from slogate.analysis.judge import judge_live, live_status, preload_statistics
+from slogate.analysis.judge import judge_live, preload_statistics
 from slogate.analysis.recorder import OVERALL, Recorder
 from slogate.analysis.release import RELEASE_POLL_S, RELEASE_WAIT_S, release_outcome, released
 from slogate.analysis.rundata import DATA_DIR, RunData, forget_final_save
@@ -36,6 +36,7 @@ from slogate.client.engine_info import EngineInfo
 from slogate.locustfiles.context import LoadContext
 from slogate.locustfiles.provenance import git_revision, tool_version
 from slogate.locustfiles.worker_clocks import wall
+from slogate.reports.progress import Progress, SloNow, slo_now
 from slogate.scenarios.context_fit import Overflow
 from slogate.scenarios.model import Scenario
 
@@ -227,35 +228,42 @@ class RunSession:
                 k = int(index * self.ctx.window_s // self.slice_s)
                 self.collector.bucket(scenario, f"slice:{k}").add(bucket)
 
-    def status_line(self) -> str:
+    def progress(self) -> Progress:
+        """The numbers the live view shows (:mod:`slogate.reports.progress`),
+        over the measured window so far (warm-up excluded)."""
         elapsed = self.ctx.elapsed_s()
-        total = self.ctx.timeline.total_s
-        parts = [f"[slogate] {elapsed:5.0f}/{total:.0f}s users {self.users}"]
-        parts.append(f"in flight {self.gauges()['in_flight']:.0f}")
+        span = max(elapsed - self.ctx.timeline.warmup_s, 1e-9)
+        requests = errors = tokens = 0
+        blurred: list[float] = []
+        slos: list[SloNow] = []
         for scenario in self.ctx.scenarios:
             bucket = self.collector.buckets.get((scenario.name, OVERALL))
-            if bucket is None:
-                continue
-            c = bucket.counters
-            span = max(elapsed - self.ctx.timeline.warmup_s, 1e-9)
-            text = f"{scenario.name}: {c.total / span:.1f} req/s {c.output_tokens / span:.0f} tok/s"
-            if c.failed:
-                text += f" errors {c.failed}"
-            blurred = blurred_share(c)
-            if blurred is not None:
-                text += f" chunks read together {100 * blurred:.1f}% (ITL blurred)"
-            if "ttft" in bucket.histograms:
-                p99 = bucket.histograms.histogram("ttft").get_value_at_percentile(99) / 1000
-                text += f" TTFT p99 {p99:.0f} ms"
-            results, _ = self.live_slo(scenario)
-            if results:
-                text += f" SLO {live_status(results)}"
-            parts.append(text)
+            if bucket is not None:
+                c = bucket.counters
+                requests, errors, tokens = (
+                    requests + c.total,
+                    errors + c.failed,
+                    tokens + c.output_tokens,
+                )
+                share = blurred_share(c)
+                if share is not None:
+                    blurred.append(100.0 * share)
+            slos += [slo_now(result) for result in self.live_slo(scenario)[0]]
         health = self.generator_health()
-        bound = None if health is None else error_bound_ms(health, 99.0, "p99")
-        if bound is not None and bound >= STALL_WARNING_MS:
-            parts.append(f"generator loop stalls p99 {bound:.1f} ms (its error bound)")
-        return " | ".join(parts)
+        return Progress(
+            elapsed_s=elapsed,
+            planned_s=self.ctx.timeline.total_s,
+            users=self.users,
+            in_flight=self.gauges()["in_flight"],
+            requests_per_s=requests / span,
+            tokens_per_s=tokens / span,
+            requests=requests,
+            errors=errors,
+            slos=tuple(slos),
+            stall_p99_ms=None if health is None else error_bound_ms(health, 99.0, "p99"),
+            stall_warning_ms=STALL_WARNING_MS,
+            blurred_pct=max(blurred, default=None),
+        )
 
     def live_slo(self, scenario: Scenario) -> tuple[list[SloResult], Verdict]:
         """The scenario's SLOs judged on the numbers so far (the final judge's rules)."""
@@ -422,7 +430,6 @@ class RunSession:
         from slogate.reports.terminal import verdict_table
 
         self.close_windows(everything=True)
-        log.info(self.status_line())
         self.release = self.check_release()
         samples = self.scraper.stop() if self.scraper is not None else []
         meta = self.meta(complete, reason)

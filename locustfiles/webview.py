@@ -13,6 +13,7 @@ from typing import Any
 from slogate.analysis.judge import live_status
 from slogate.analysis.recorder import OVERALL
 from slogate.locustfiles.session import RunSession
+from slogate.locustfiles.web_access import REPORT_ROUTE
 
 TAB_KEY = "slogate"
 METRICS = ("ttft", "itl", "tpot", "e2e")
@@ -35,20 +36,32 @@ def live_rows(session: RunSession) -> list[dict[str, Any]]:
                 value = histogram.get_value_at_percentile(p) / 1000 if histogram else None
                 row[f"{metric}_{stat}"] = None if value is None else round(value, 2)
         row["slo"] = live_status(session.live_slo(scenario)[0])
+        row["report"] = REPORT_ROUTE if session.finished_code is not None else "when the load ends"
         rows.append(row)
     return rows
 
 
 def install_web_view(web_ui: Any, session: RunSession) -> None:
-    from flask import request
+    from flask import request, send_file
 
     structure = [{"key": "scenario", "title": "Scenario"}]
     for metric in METRICS:
         for stat in STATS:
             structure.append({"key": f"{metric}_{stat}", "title": f"{metric.upper()} {stat} (ms)"})
     structure.append({"key": "slo", "title": "SLO status"})
+    structure.append({"key": "report", "title": "Report"})
     web_ui.template_args["extended_tabs"] = [{"title": "slogate SLOs", "key": TAB_KEY}]
     web_ui.template_args["extended_tables"] = [{"key": TAB_KEY, "structure": structure}]
+
+    @web_ui.app.route(REPORT_ROUTE)
+    @web_ui.auth_required_if_enabled
+    def slogate_report() -> Any:
+        from slogate.reports.results import REPORT_FILE
+
+        report = session.out_dir / REPORT_FILE
+        if session.finished_code is None or not report.exists():
+            return "slogate writes the report when the load ends", 404
+        return send_file(report.resolve())
 
     @web_ui.app.after_request
     def add_slogate_stats(response: Any) -> Any:

@@ -31,7 +31,11 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("scenario", help="scenario or mix YAML file, or a built-in name (chat, rag...)")
     p.add_argument("--host", help="engine base URL; without it the simulated engine is started")
     p.add_argument("--profile", default=None, help="simulated engine profile (without --host)")
-    p.add_argument("--web-ui", action="store_true", help="run with Locust's web UI, not headless")
+    p.add_argument(
+        "--web-ui",
+        action="store_true",
+        help="run with Locust's web UI (on 127.0.0.1: see --web-host), not headless",
+    )
     add_cli_options(p)
 
 

@@ -10,6 +10,7 @@ host is given.
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from slogate.analysis.exitcodes import EXIT_CONFIG
 from slogate.analysis.history import results_folder, unwritable
 from slogate.locustfiles.options import forwarded, scenario_overrides
 from slogate.locustfiles.processes import plan_processes
+from slogate.locustfiles.web_access import AUTH_ENV, exposure_problem
 from slogate.scenarios.loader import resolve
 from slogate.scenarios.model import Scenario
 from slogate.target import TargetError, target_engine
@@ -42,7 +44,9 @@ def locust_command(
 ) -> list[str]:
     cmd = [sys.executable, "-m", "locust", "-f", str(RUN_LOCUSTFILE), "--host", host]
     cmd += ["--scenario", str(scenario), "--out", str(out)]
-    if not args.web_ui:
+    if args.web_ui:
+        cmd += ["--web-host", args.web_host] + ["--web-login"] * bool(args.web_auth)
+    else:
         cmd += ["--headless", "--only-summary"]
     cmd += [*forwarded(args), "--slogate-processes-reason", processes[1]]
     if not args.master and processes[0] > 1:
@@ -67,6 +71,13 @@ def run(args: argparse.Namespace) -> int:
     except scenarios.ScenarioError as error:
         print(f"slogate: {error}", file=sys.stderr)
         return EXIT_CONFIG
+    if args.web_ui:
+        problem = exposure_problem(args.web_host, args.web_auth, args.web_insecure)
+        if problem is not None:
+            print(f"slogate: {problem}", file=sys.stderr)
+            return EXIT_CONFIG
+        if args.web_auth:
+            os.environ[AUTH_ENV] = args.web_auth  # Locust inherits it; no command line shows it
     processes = choose_processes(args, loaded)
     print(f"slogate: {processes[1]}", flush=True)
     out = results_folder(loaded[0].name, args.out)

@@ -1,4 +1,4 @@
-"""The headless status line: what a person watching a run sees every few seconds."""
+"""The headless progress line: what a person watching a run sees every few seconds."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from slogate import scenarios
 from slogate.client.engine_info import EngineInfo
 from slogate.locustfiles.context import LoadContext
 from slogate.locustfiles.session import RunSession
+from slogate.reports.progress import progress_line
 
 SCENARIO = "exact-chat"
 
@@ -27,23 +28,27 @@ def session(tmp_path: Path) -> RunSession:
     return run
 
 
+def status_line(run: RunSession) -> str:
+    return progress_line(run.progress())
+
+
 def test_status_line_warns_while_chunks_are_read_together(tmp_path: Path) -> None:
     run = session(tmp_path)
     for _ in range(8):
         run.collector.record(request(50, scenario=SCENARIO), wall_s=time.time())
-    line = run.status_line()
-    assert line.startswith("[slogate]") and f"{SCENARIO}:" in line and "TTFT p99 50 ms" in line
-    assert "read together" not in line
+    line = status_line(run)
+    assert line.startswith("[slogate]") and "err 0 | SLO " in line and "ttft_ms p50" in line
+    assert "blurred" not in line
     for _ in range(2):  # 6 of 310 gaps (1.9%) now 0
         record = read_together(request(50, scenario=SCENARIO), 3)
         run.collector.record(record, wall_s=time.time())
-    assert "chunks read together 1.9% (ITL blurred)" in run.status_line()
+    assert "ITL blurred 1.9%" in status_line(run)
 
 
 def test_status_line_names_the_generators_own_stalls(tmp_path: Path) -> None:
     run = session(tmp_path)
     run.collector.record(request(50, scenario=SCENARIO), wall_s=time.time())
-    assert "generator" not in run.status_line()  # not measured yet
+    assert "generator" not in status_line(run)  # not measured yet
     watch = run.ctx.watch
     run.ctx.in_flight = 1  # the loop stalls count while a request is in flight
     watch.start()
@@ -53,5 +58,5 @@ def test_status_line_names_the_generators_own_stalls(tmp_path: Path) -> None:
         pass
     gevent.sleep(0.02)
     watch.stop()
-    line = run.status_line()
-    assert "generator loop stalls p99" in line and "(its error bound)" in line
+    line = status_line(run)
+    assert "generator stalls p99" in line
