@@ -13,7 +13,6 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from slogate.analysis.saturation import MODES as SATURATION_MODES
-from slogate.scenarios.context_fit import FIT_MODES
 from slogate.scenarios.limits import MAX_PROCESSES
 from slogate.scenarios.units import parse_duration
 
@@ -93,6 +92,9 @@ def processes(text: str) -> int | str:
 
 def fit_mode(text: str) -> str:
     """``clamp`` or ``drop`` (``slogate.scenarios.context_fit``)."""
+    # imported here: context_fit imports numpy, which `slogate --help` must not
+    from slogate.scenarios.context_fit import FIT_MODES
+
     if text not in FIT_MODES:
         raise argparse.ArgumentTypeError(f"{text!r}: expected one of {', '.join(FIT_MODES)}")
     return text
