@@ -171,13 +171,26 @@ def start_child(
             stdout=subprocess.PIPE if ready_prefix is not None else log,
             stderr=log,
             env=dict(env) if env is not None else None,
-            start_new_session=True,
-            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+            preexec_fn=lambda: _own_group(cpus),
         )
     except BaseException:
         log.close()
         raise
     return Child(name, process, log, log_path, ready_prefix)
+
+
+def _own_group(cpus: set[int] | None) -> None:
+    """In the child before it runs: a process group of its own, in slogate's session.
+
+    Not a session of its own (setsid): Linux schedules each session as one group
+    (autogroup), which changes who runs first when the engine and the client it
+    answers wake together. Started with setsid, the exact server logged a
+    request after the test had read its log (tests/test_client.py's
+    misbehaving-server cases found the previous case's request, every run); in
+    slogate's session they pass."""
+    os.setpgid(0, 0)
+    if cpus:
+        os.sched_setaffinity(0, cpus)
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:

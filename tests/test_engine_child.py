@@ -93,6 +93,7 @@ def test_stop_ends_the_workers_the_child_forked_and_keeps_signals_meant_for_the_
     )
     worker = int(child.wait_ready_line(10))
     assert os.getpgid(child.pid) == child.pid != os.getpgid(0)
+    assert os.getsid(child.pid) == os.getsid(0)  # one scheduling group with slogate
     assert os.getpgid(worker) == child.pid
     child.stop(grace_s=5)
     deadline = time.monotonic() + 5
