@@ -202,6 +202,9 @@ class SSEParser:
         for line in lines:
             if not line:
                 if data or self._error is not None:
+                    if held > self.max_event_bytes:  # the whole event came in one read
+                        self._held = held
+                        self._overflow()
                     events.append(self._dispatch())
                     data = self._data
                     held = 0

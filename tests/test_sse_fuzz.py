@@ -67,6 +67,16 @@ def test_a_bound_hit_is_a_protocol_error_never_another_exception(data: bytes, st
         assert not parser.pending  # reset: nothing held after the error
 
 
+def test_an_event_past_the_bound_in_one_read_is_refused() -> None:
+    """Two 40-byte data lines and their blank line in one read: 81 bytes of data
+    against a bound of 64 (the check once ran only at the end of a read, after
+    the blank line had dispatched the event)."""
+    parser = SSEParser(max_event_bytes=BOUND)
+    with pytest.raises(SSEProtocolError, match="grew past 64 bytes"):
+        parser.feed(b"data: " + b"a" * 40 + b"\ndata: " + b"b" * 40 + b"\n\n")
+    assert not parser.pending
+
+
 def test_data_lines_without_a_blank_line_hit_the_bound() -> None:
     parser = SSEParser(max_event_bytes=1000)
     with pytest.raises(SSEProtocolError, match="grew past 1000 bytes"):
