@@ -8,6 +8,7 @@ cores, and how to tell that it serves.
 
 from __future__ import annotations
 
+import abc
 import os
 import socket
 import tempfile
@@ -35,7 +36,7 @@ def free_port(host: str) -> int:
         return int(s.getsockname()[1])
 
 
-class ServedEngine:
+class ServedEngine(abc.ABC):
     """One engine server process: ``start()`` returns its URL once it serves,
     ``stop()`` ends it and its process group. Usable as a context manager.
     Its output goes to ``log_path`` (a temporary file unless given), quoted in
@@ -64,12 +65,13 @@ class ServedEngine:
         """The server's pid, which is also its process group's id."""
         return self._child.pid if self._child else None
 
+    @abc.abstractmethod
     def command(self, port: int) -> list[str]:
-        raise NotImplementedError
+        """The engine's command line, serving on ``port``."""
 
+    @abc.abstractmethod
     def serves(self) -> bool:
         """True once the server answers requests."""
-        raise NotImplementedError
 
     def environment(self) -> Mapping[str, str] | None:
         return None
