@@ -1,5 +1,6 @@
 """The documents slogate writes for other programs, as typed models: summary.json,
-sweep.json, experiment.json and the saved run data (``data/run.json``).
+sweep.json, experiment.json, a repeat set's summary.json and the saved run data
+(``data/run.json``).
 
 Each is defined once here; ``slogate schema NAME`` prints its JSON Schema, and
 readers parse through these models instead of digging keys, so a document that
@@ -21,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from slogate.analysis.versions import (
     EXPERIMENT_SCHEMA,
+    REPEATS_SCHEMA,
     RUNDATA_SCHEMA,
     SUMMARY_SCHEMA,
     SWEEP_SCHEMA,
@@ -649,6 +651,67 @@ class Experiment(Contract):
     trends: list[ExperimentTrend]
 
 
+class SpreadEntry(Contract):
+    """One statistic across the runs of a repeat set: each run's value (null: a
+    run without it), their mean, sample sd, CV and the Student-t interval of the mean."""
+
+    values: list[Number]
+    n: int
+    mean: Number = None
+    sd: Number = None
+    cv: Number = None
+    ci: Interval = (None, None)
+    confidence: float
+
+
+class RepeatSlo(SpreadEntry):
+    """An SLO judged on its spread across the runs (docs/ci.md, "Repeats")."""
+
+    name: str
+    metric: str
+    stat: str
+    kind: Literal["max", "min"]
+    threshold: float
+    verdict: VerdictName
+    run_verdicts: list[VerdictName | None]
+
+
+class RepeatScenario(Contract):
+    verdict: VerdictName
+    slo: list[RepeatSlo]
+    metrics: dict[str, dict[str, SpreadEntry]] = Field(default_factory=dict)
+    throughput: dict[str, SpreadEntry] = Field(default_factory=dict)
+
+
+class RepeatRun(Contract):
+    """One run of a repeat set: its folder (relative), verdict and exit code."""
+
+    index: int
+    dir: str
+    verdict: str
+    exit_code: int
+    started_at: str | None = None
+    measured_s: Number = None
+    report: str | None = None
+
+
+class Repeats(Contract):
+    """A repeat set's summary.json (``slogate run --repeat N``): each run and the
+    combined verdict on the spread of each SLO statistic across them."""
+
+    schema_: Literal[REPEATS_SCHEMA] = Field(alias="schema")
+    verdict: VerdictName
+    exit_code: int
+    invalid_reasons: list[str] = Field(default_factory=list)
+    created_at: str
+    command: str | None = None
+    repeat: int
+    cooldown_s: float
+    runs: list[RepeatRun]
+    scenarios: dict[str, RepeatScenario]
+    baseline: Comparison | BaselineError | None = None
+
+
 class RunMeta(Contract):
     """The saved run's metadata: what the verdict is derived from again."""
 
@@ -675,6 +738,7 @@ DOCUMENTS: dict[str, type[Contract]] = {
     "summary": Summary,
     "sweep": Sweep,
     "experiment": Experiment,
+    "repeats": Repeats,
     "run-data": RunFile,
 }
 

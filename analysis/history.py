@@ -24,6 +24,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import orjson
+
 from slogate.analysis.compare import (
     DEFAULT_TOLERANCE,
     GATED,
@@ -33,6 +35,7 @@ from slogate.analysis.compare import (
     summed_bounds,
 )
 from slogate.analysis.percentiles import Estimate
+from slogate.analysis.versions import REPEATS_SCHEMA
 
 if TYPE_CHECKING:
     from slogate.analysis.contracts import Summary
@@ -109,10 +112,19 @@ def read_runs(root: Path, unreadable: list[str] | None = None) -> list[PastRun]:
         try:
             runs.append(PastRun(path, read_document(Summary, file)))
         except (OSError, ContractError):
-            if unreadable is not None:
+            if unreadable is not None and not repeat_set(file):
                 unreadable.append(path.name)
     runs.sort(key=lambda r: (r.started, r.folder.name))
     return runs
+
+
+def repeat_set(file: Path) -> bool:
+    """Whether ``file`` is a repeat set's summary (``slogate run --repeat``): not a
+    run, so neither a baseline nor unreadable; its runs are in its folder."""
+    try:
+        return orjson.loads(file.read_bytes()).get("schema") == REPEATS_SCHEMA
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        return False
 
 
 def auto_baseline(

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from slogate.analysis.saturation import MODES as SATURATION_MODES
-from slogate.scenarios.limits import MAX_PROCESSES
+from slogate.scenarios.limits import MAX_PROCESSES, MAX_REPEATS
 from slogate.scenarios.units import parse_duration
 
 
@@ -54,6 +54,13 @@ def number(text: str) -> float:
 
 def positive_int(text: str) -> int:
     return _checked(text, int, lambda v: v >= 1, "an integer >= 1")
+
+
+def repeat_count(text: str) -> int:
+    """``--repeat``: identical runs of one set."""
+    return _checked(
+        text, int, lambda v: 1 <= v <= MAX_REPEATS, f"an integer from 1 to {MAX_REPEATS}"
+    )
 
 
 def process_count(text: str) -> int:

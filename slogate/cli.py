@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from slogate.locustfiles.argtypes import (
+    duration,
     non_negative_float,
     non_negative_int,
     positive_duration,
     positive_float,
     positive_int,
+    repeat_count,
 )
 from slogate.locustfiles.options import add_cli_options
 
@@ -35,6 +37,21 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
         "--web-ui",
         action="store_true",
         help="run with Locust's web UI (on 127.0.0.1: see --web-host), not headless",
+    )
+    p.add_argument(
+        "--repeat",
+        type=repeat_count,
+        default=1,
+        metavar="N",
+        help="run the same load N times, each with its own folder and report, and gate on "
+        "the spread of each SLO statistic across them (docs/ci.md, Repeats)",
+    )
+    p.add_argument(
+        "--cooldown",
+        type=duration,
+        default=30.0,
+        metavar="DURATION",
+        help="with --repeat: the wait between two runs (default 30s)",
     )
     add_cli_options(p)
 
@@ -99,7 +116,7 @@ def add_small_parsers(sub: argparse._SubParsersAction) -> None:
         help="exit 0, not 3, when a gated latency rose by no more than the generators' error",
     )
     schema = sub.add_parser("schema", help="print a document's JSON Schema")
-    schema.add_argument("name", help="summary, sweep, experiment or run-data")
+    schema.add_argument("name", help="summary, sweep, experiment, repeats or run-data")
     selftest = sub.add_parser("selftest", help="this machine's measurement error and capacity")
     selftest.add_argument("--streams", type=positive_int, default=64)
     selftest.add_argument("--duration", type=positive_duration, default=10.0)

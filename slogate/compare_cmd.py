@@ -2,26 +2,43 @@
 
 Exit codes: 0 no regression, 1 regression, 2 a folder is not a results folder
 or the runs share no scenario, 3 a gated latency rose by no more than the two
-runs' load generators can have moved it (0 with ``--allow-uncertain``). The
-comparison is written into NEW as comparison.json and comparison.html.
+runs' load generators can have moved it (0 with ``--allow-uncertain``). Two
+repeat sets (``slogate run --repeat``) compare on their runs' spread
+(:func:`slogate.studies.repeats.compare_repeats`); a set against a single run
+is refused (2). The comparison is written into NEW as comparison.json and
+comparison.html.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from slogate.analysis.compare import EXIT_BAD_INPUT, compare
+from slogate.analysis.compare import EXIT_BAD_INPUT, Comparison, compare
 from slogate.analysis.rundata import RunData
 from slogate.reports import comparison_text, write_comparison
+from slogate.studies.repeats import compare_repeats, read_repeats
+
+
+def comparison_of(args: argparse.Namespace) -> Comparison:
+    """Raises ValueError (or FileNotFoundError) naming what BASE or NEW is not."""
+    base_set, new_set = read_repeats(Path(args.base)), read_repeats(Path(args.new))
+    if base_set is not None and new_set is not None:
+        return compare_repeats(base_set, new_set, args.tolerance, args.base, args.new)
+    if base_set is not None or new_set is not None:
+        which = "BASE" if base_set is not None else "NEW"
+        raise ValueError(
+            f"{which} is a repeat set and the other a single run: compare a repeat set "
+            "with a repeat set (their spreads), or one of its runs with a run"
+        )
+    base, new = RunData.load(args.base), RunData.load(args.new)
+    return compare(base, new, tolerance=args.tolerance, allow_uncertain=args.allow_uncertain)
 
 
 def compare_command(args: argparse.Namespace) -> int:
     try:
-        base, new = RunData.load(args.base), RunData.load(args.new)
-        comparison = compare(
-            base, new, tolerance=args.tolerance, allow_uncertain=args.allow_uncertain
-        )
+        comparison = comparison_of(args)
     except (FileNotFoundError, ValueError) as error:
         print(f"slogate compare: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -4,16 +4,21 @@ The run itself is a plain `locust -f locustfiles/run.py` process, so that
 `slogate run` and a hand-written Locust command produce the same results
 folder and exit code. Waiting for it, passing signals on and judging its
 death are :mod:`slogate.waiter`'s, which this process becomes (exec) when the
-host is given.
+host is given. ``--repeat N`` runs that Locust command N times, each into a
+folder of its own, and judges the set on their spread
+(:mod:`slogate.studies.repeats`).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import socket
 import sys
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from slogate import locustfiles, scenarios, waiter
 from slogate.analysis.exitcodes import EXIT_CONFIG
@@ -24,6 +29,9 @@ from slogate.locustfiles.web_access import AUTH_ENV, exposure_problem
 from slogate.scenarios.loader import resolve
 from slogate.scenarios.model import Scenario
 from slogate.target import TargetError, target_engine
+
+if TYPE_CHECKING:  # pydantic: imported only when a set is judged
+    from slogate.analysis.contracts import Repeats
 
 RUN_LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "run.py"
 
@@ -68,20 +76,22 @@ def run(args: argparse.Namespace) -> int:
     scenario = resolve(args.scenario)
     try:
         loaded = scenarios.load(scenario, scenario_overrides(args, cli=True))
-    except scenarios.ScenarioError as error:
+        baseline = repeat_baseline(args)
+    except (scenarios.ScenarioError, ValueError) as error:
         print(f"slogate: {error}", file=sys.stderr)
         return EXIT_CONFIG
-    if args.web_ui:
+    problem = repeat_problem(args)
+    if problem is None and args.web_ui:
         problem = exposure_problem(args.web_host, args.web_auth, args.web_insecure)
-        if problem is not None:
-            print(f"slogate: {problem}", file=sys.stderr)
-            return EXIT_CONFIG
-        if args.web_auth:
-            os.environ[AUTH_ENV] = args.web_auth  # Locust inherits it; no command line shows it
+    if problem is not None:
+        print(f"slogate: {problem}", file=sys.stderr)
+        return EXIT_CONFIG
+    if args.web_ui and args.web_auth:
+        os.environ[AUTH_ENV] = args.web_auth  # Locust inherits it; no command line shows it
     processes = choose_processes(args, loaded)
     print(f"slogate: {processes[1]}", flush=True)
     out = results_folder(loaded[0].name, args.out)
-    problem = unwritable(out)
+    problem = unwritable(run_folder(out, 1) if args.repeat > 1 else out)
     if problem:
         print(f"slogate: {problem}", file=sys.stderr)
         return EXIT_CONFIG
@@ -90,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
         with target_engine(args.host, profile, loaded[0].request.api_key_env) as host:
             if not args.host:
                 print(f"slogate: no --host: started the simulated engine at {host}", flush=True)
+            if args.repeat > 1:
+                return run_repeats(args, scenario, host, out, processes, baseline)
             cmd = locust_command(args, scenario, host, out, processes)
             if args.host:
                 waiter.hand_over(cmd, out)  # nothing here is needed while Locust runs
@@ -97,3 +109,77 @@ def run(args: argparse.Namespace) -> int:
     except TargetError as error:
         print(f"slogate: {error}", file=sys.stderr)
         return error.code
+
+
+def repeat_problem(args: argparse.Namespace) -> str | None:
+    """Why ``--repeat`` cannot run with the other flags given (None when it can)."""
+    if args.repeat < 2:
+        return None
+    if args.web_ui:
+        return "--repeat runs headless: not with --web-ui"
+    if args.master:
+        return "--repeat: not with --master (each run would wait for its workers anew)"
+    return None
+
+
+def repeat_baseline(args: argparse.Namespace) -> Repeats | None:
+    """``--baseline`` of a repeat set: an earlier set (a single run has no spread
+    to compare with). Raises ValueError naming the folder."""
+    if args.repeat < 2 or not args.baseline:
+        return None
+    from slogate.studies.repeats import read_repeats
+
+    found = None if args.baseline == "auto" else read_repeats(Path(args.baseline))
+    if found is None:
+        raise ValueError(
+            "--baseline with --repeat: expected a repeat set's folder (written by "
+            f"slogate run --repeat), got {args.baseline}"
+        )
+    return found
+
+
+def run_folder(out: Path, index: int) -> Path:
+    """Where the ``index``-th run (from 1) of a repeat set writes."""
+    return out / f"run-{index}"
+
+
+def run_repeats(
+    args: argparse.Namespace,
+    scenario: Path,
+    host: str,
+    out: Path,
+    processes: tuple[int, str],
+    baseline: Repeats | None,
+) -> int:
+    """``--repeat N``: N plain runs into ``out/run-<i>``, ``--cooldown`` apart,
+    then the set's summary, report and exit code from their spread. The set
+    stops at a run that cannot enter the spread, and at Ctrl-C."""
+    from slogate.reports.repeat_set import repeats_table, write_repeats
+    from slogate.studies.repeats import build_document, untrusted, with_baseline
+    from slogate.studies.trials import TrialResult, finished_trial
+
+    each = argparse.Namespace(**{**vars(args), "baseline": ""})  # the set compares, not each run
+    results: list[TrialResult] = []
+    try:
+        for index in range(1, args.repeat + 1):
+            if index > 1 and args.cooldown > 0:
+                print(f"slogate: cool-down {args.cooldown:g} s before run {index} of "
+                      f"{args.repeat}", flush=True)  # fmt: skip
+                time.sleep(args.cooldown)
+            run_out = run_folder(out, index)
+            print(f"slogate: run {index} of {args.repeat}: {run_out}", flush=True)
+            code = waiter.wait(locust_command(each, scenario, host, run_out, processes), run_out)
+            if code == EXIT_CONFIG:
+                return code
+            results.append(finished_trial(run_out, code))
+            if untrusted(results[-1]):
+                break
+    except KeyboardInterrupt:
+        print("slogate: interrupted: judging the runs that ended", file=sys.stderr)
+    command = shlex.join(["slogate", *sys.argv[1:]])
+    doc = build_document(results, out, args.repeat, args.cooldown, command)
+    if baseline is not None:
+        doc = with_baseline(doc, baseline, args.baseline, str(out))
+    files = write_repeats(out, doc)
+    print(repeats_table(doc, files["report"]), flush=True)
+    return int(doc["exit_code"])

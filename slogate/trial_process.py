@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from slogate.analysis.contracts import Summary, read_document
 from slogate.locustfiles.argtypes import (
     non_negative_int,
     positive_duration,
@@ -29,7 +28,7 @@ from slogate.locustfiles.argtypes import (
     positive_int,
 )
 from slogate.locustfiles.options import PRICE
-from slogate.studies.trials import TrialResult
+from slogate.studies.trials import TrialResult, finished_trial
 
 
 def add_trial_options(p: argparse.ArgumentParser) -> None:
@@ -87,9 +86,7 @@ def run_trial(scenario: Path, host: str, out: Path, **load: Any) -> TrialResult:
             stderr=subprocess.STDOUT,
             check=False,
         )
-    summary_path = out / "summary.json"
-    summary = read_document(Summary, summary_path) if summary_path.is_file() else None
-    return TrialResult(out, completed.returncode, summary)
+    return finished_trial(out, completed.returncode)
 
 
 def log_tail(result: TrialResult, lines: int = 15) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from slogate.analysis.contracts import ScenarioSummary, Summary
+from slogate.analysis.contracts import ScenarioSummary, Summary, read_document
 from slogate.analysis.costs import Pricing, throughput_cost
 from slogate.analysis.rundata import RunData
 from slogate.simengine.profiles import load_profile
@@ -58,6 +58,13 @@ class TrialResult:
     def beyond_limit(self) -> bool:
         """Failed, invalid or past saturation: a higher load can only be worse."""
         return self.verdict in ("fail", "invalid") or self.saturated
+
+
+def finished_trial(out: Path, exit_code: int) -> TrialResult:
+    """A trial that has ended: its folder's summary read back (None when it wrote none)."""
+    summary_path = out / "summary.json"
+    summary = read_document(Summary, summary_path) if summary_path.is_file() else None
+    return TrialResult(out, exit_code, summary)
 
 
 def write_scenario(path: Path, raw: Mapping[str, Any]) -> Path:
