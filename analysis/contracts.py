@@ -334,6 +334,7 @@ class RunInfo(Contract):
     command: str | None = None
     window_s: Number = None
     slice_s: Number = None
+    probes_per_s: Number = None
     baseline: str | None = None
     cancelled_at_stop: int | None = None
 
@@ -527,6 +528,17 @@ class Energy(Contract):
     per_request_j: Number = None
 
 
+class Probes(Contract):
+    """``--probes``: one-token requests sent beside the load, outside its
+    concurrency limit, to the first scenario's API and model; apart from every
+    scenario's own numbers."""
+
+    rate_per_s: Number = None
+    scenario: str
+    requests: Requests
+    metrics: dict[str, Distribution]
+
+
 class Summary(Contract):
     """summary.json: a run's verdict, exit code and numbers per scenario."""
 
@@ -542,6 +554,7 @@ class Summary(Contract):
     models: dict[str, ModelSummary] = Field(default_factory=dict)
     engine_latency: EngineLatency | None = None
     energy: Energy | None = None
+    probes: Probes | None = None
     engine_metrics: EngineMetrics | None = None
     server_release: ServerRelease | None = None
     diagnosis: list[Finding] = Field(default_factory=list)

@@ -23,6 +23,7 @@ ERROR_SAMPLES_PER_KIND = 5
 ERROR_SAMPLE_CHARS = 500
 MAX_TURN_BUCKET = 20
 OVERALL = "all"
+PROBE = "probe"  # ``--probes``: requests sent beside the load, in no bucket of its own
 SESSION_CACHE_HIT = "session_cache_hit"  # per mille, one sample per conversation
 
 
@@ -349,7 +350,8 @@ def record_into(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: 
 
 
 class Recorder:
-    """Buckets by scenario: the measured run (``all``), each stage, each time window.
+    """Buckets by scenario: the measured run (``all``), each stage, each time
+    window, and the probes sent beside the load (``probe``).
 
     Requests that end during warm-up go to the stage buckets only, so verdicts
     (computed on ``all``) exclude them. Time windows are keyed by the index of
@@ -395,6 +397,13 @@ class Recorder:
             record_window(self.window(record.scenario, index), record, m, good)
         self.timelines.add(record, m, wall_s, warmup)
         return m
+
+    def record_probe(self, record: RequestRecord, wall_s: float) -> None:
+        """A probe (``--probes``): into its scenario's probe bucket alone, never
+        the scenario's own buckets, windows or timelines."""
+        bucket = self.bucket(record.scenario, PROBE)
+        record_into(bucket, record, request_metrics(record), record.ok)
+        bucket.counters.note_end(wall_s)
 
     def record_session(
         self,

@@ -25,7 +25,7 @@ from slogate.analysis.generator import generator_block, merged, processes
 from slogate.analysis.judge import Judgement, judge
 from slogate.analysis.lag_causes import cause_p99_ms
 from slogate.analysis.percentiles import STANDARD_PERCENTILES, estimate, summarize
-from slogate.analysis.recorder import SESSION_CACHE_HIT, Bucket, Counters
+from slogate.analysis.recorder import PROBE, SESSION_CACHE_HIT, Bucket, Counters
 from slogate.analysis.rundata import RunData
 from slogate.analysis.slo import (
     RunVerdict,
@@ -87,6 +87,7 @@ RUN_KEYS = (
     "command",
     "window_s",
     "slice_s",
+    "probes_per_s",
     "baseline",
     "cancelled_at_stop",
 )
@@ -203,6 +204,12 @@ def requests_block(c: Counters) -> dict[str, Any]:
         "error_rate_ci": [rounded(lower, 6), rounded(upper, 6)],
         "error_samples": redact(dict(sorted(c.error_samples.items()))),
     }
+
+
+def request_counts(c: Counters) -> dict[str, Any]:
+    """:func:`requests_block` without the error samples: for a part of a run (a
+    stage, a model, the probes), whose samples the scenario's block already shows."""
+    return {k: v for k, v in requests_block(c).items() if k != "error_samples"}
 
 
 def chunk_gaps_block(c: Counters) -> dict[str, Any]:
@@ -393,9 +400,7 @@ def stage_block(
 ) -> dict[str, Any]:
     histograms = bucket.histograms
     return {
-        "requests": {
-            k: v for k, v in requests_block(bucket.counters).items() if k != "error_samples"
-        },
+        "requests": request_counts(bucket.counters),
         "throughput": throughput_block(bucket.counters, seconds, scheduled_per_s),
         "metrics": {
             f"{name}_ms": quick_percentiles(histograms.histogram(name), STAGE_PERCENTILES)
@@ -484,6 +489,23 @@ def scenario_block(run: RunData, name: str, verdict: RunVerdict) -> dict[str, An
     }
 
 
+def probes_block(run: RunData) -> dict[str, Any] | None:
+    """``--probes``: the one-token requests sent beside the load
+    (``slogate.locustfiles.probes``), apart from the scenario's own numbers;
+    None when the run sent none."""
+    found = [(name, b) for (name, span), b in run.buckets.items() if span == PROBE]
+    if not found:
+        return None
+    name, bucket = found[0]  # probes use the first scenario's API and model
+    histograms = bucket.histograms
+    return {
+        "rate_per_s": run.meta.get("probes_per_s"),
+        "scenario": name,
+        "requests": request_counts(bucket.counters),
+        "metrics": {f"{m}_ms": distribution(histograms.histogram(m)) for m in ("ttft", "e2e")},
+    }
+
+
 def run_energy(run: RunData) -> dict[str, Any] | None:
     """The measured window's GPU energy, per output token and per request
     (``slogate.analysis.energy``); None when no GPU energy counter was scraped."""
@@ -524,7 +546,7 @@ def models_block(run: RunData) -> dict[str, Any]:
         c = bucket.counters
         out[model] = {
             "scenarios": names,
-            "requests": {k: v for k, v in requests_block(c).items() if k != "error_samples"},
+            "requests": request_counts(c),
             "tokens": {"input": c.input_tokens, "output": c.output_tokens},
             "metrics": metrics_block(bucket, DETAILED),
             "throughput": throughput_block(c, seconds),
@@ -555,6 +577,7 @@ def build_summary(run: RunData, judgement: Judgement | None = None) -> dict[str,
         "models": models_block(run),
         "engine_latency": engine_latency(run),
         "energy": run_energy(run),
+        "probes": probes_block(run),
         "engine_metrics": engine_metrics(run),
         "server_release": meta.get("server_release"),
     }

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from slogate.analysis.saturation import MODES as SATURATION_MODES
-from slogate.scenarios.limits import MAX_PROCESSES, MAX_REPEATS
+from slogate.scenarios.limits import MAX_PROBE_RPS, MAX_PROCESSES, MAX_REPEATS
 from slogate.scenarios.units import parse_duration
 
 
@@ -60,6 +60,13 @@ def repeat_count(text: str) -> int:
     """``--repeat``: identical runs of one set."""
     return _checked(
         text, int, lambda v: 1 <= v <= MAX_REPEATS, f"an integer from 1 to {MAX_REPEATS}"
+    )
+
+
+def probe_rate(text: str) -> float:
+    """``--probes``: probes per second, 0 for none."""
+    return _checked(
+        text, float, lambda v: 0 <= v <= MAX_PROBE_RPS, f"a rate from 0 to {MAX_PROBE_RPS:g}"
     )
 
 

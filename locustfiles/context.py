@@ -206,6 +206,12 @@ class LoadContext:
             warmup=self.timeline.in_warmup(elapsed),
         )
 
+    def record_probe(self, record: RequestRecord) -> None:
+        """A probe (``--probes``) that ended after warm-up, as the scenario's requests are."""
+        elapsed = self.elapsed_s()
+        if not self.timeline.in_warmup(elapsed):
+            self.recorder.record_probe(record, wall_s=self.origin_s + elapsed)
+
     def record(self, record: RequestRecord) -> None:
         chunks = record.chunk_ns
         together = [chunks[i] for i in range(1, len(chunks)) if chunks[i] == chunks[i - 1]]

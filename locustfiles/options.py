@@ -25,6 +25,7 @@ from slogate.locustfiles.argtypes import (
     port,
     positive_float,
     positive_int,
+    probe_rate,
     processes,
     saturation_mode,
     web_login,
@@ -212,6 +213,16 @@ OPTIONS = (
         example="60s",
         metavar="DURATION",
         cli=("--slice",),
+    ),
+    Option(
+        "--probes",
+        "also send RATE one-token requests per second outside the load's concurrency "
+        "limit, reported apart: what a new user waits under the load; 0: none",
+        probe_rate,
+        default=0.0,
+        example="2",
+        metavar="RATE",
+        cli=("--probes",),
     ),
     Option(
         "--saturation",

@@ -188,6 +188,11 @@ def start_session(options: Any, runner: Any) -> RunSession:
         fail(EXIT_CONFIG, error)
     except EngineError as error:
         fail(EXIT_INVALID, error)
+    if options.probes and loaded[0].api == "embeddings":
+        fail(
+            EXIT_CONFIG,
+            f"--probes: {loaded[0].name} is an embeddings scenario: no token to wait for",
+        )
     shards = options.processes if options.processes and options.processes > 0 else 1
     if isinstance(runner, MasterRunner):
         shards = max(shards, options.expect_workers or 1)
@@ -221,6 +226,7 @@ def start_session(options: Any, runner: Any) -> RunSession:
         abort_min_window_s=options.abort_min_window if options.abort_on_fail else None,
         saturation=options.saturation,
         slice_s=options.slice,
+        probes_per_s=options.probes,
     )
     if options.selftest > 0:
         session.selftest = measure_generator(options.selftest)
@@ -392,6 +398,8 @@ def on_test_start(environment: Any, **_: Any) -> None:
         _session.ctx.watch_loop()
     _session.scraper = start_scraper(options)
     gevent.spawn(housekeeping, environment, _session)
+    if options.probes:
+        gevent.spawn(send_probes, _session, options.probes)
 
 
 def prepare_process(ctx: LoadContext) -> None:
@@ -442,6 +450,15 @@ def housekeeping(environment: Any, session: RunSession) -> None:
         session.check_saturation()
         if _view is not None and session.finished_code is None:
             _view.show(session.progress(), time.monotonic())
+
+
+def send_probes(session: RunSession, rate: float) -> None:
+    """``--probes``: from the process that judges the run, until its load ends."""
+    from slogate.locustfiles.probes import Probes
+
+    ctx = session.ctx
+    probes = Probes(ctx, ctx.scenarios[0], rate)
+    probes.run(lambda: session.finished_code is not None or ctx.elapsed_s() >= ctx.timeline.total_s)
 
 
 @events.spawning_complete.add_listener

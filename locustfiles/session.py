@@ -86,6 +86,7 @@ class RunSession:
         abort_min_window_s: float | None = None,
         saturation: str = "off",
         slice_s: float = 0.0,
+        probes_per_s: float = 0.0,
     ) -> None:
         """``baseline``: the folder of a run to compare with, and its data (read
         before the run, so a bad folder stops it before any load);
@@ -94,7 +95,8 @@ class RunSession:
         ``--abort-on-fail``, the measured time before a settled failure stops
         the run (None: never stopped early); ``saturation``: off, monitor
         (the verdict says so) or stop (the run ends, exit 3); ``slice_s``: the
-        length of ``--slice``'s slices (0: none); ``push_url``:
+        length of ``--slice``'s slices (0: none); ``probes_per_s``: ``--probes``'s
+        rate (0: none); ``push_url``:
         a Prometheus Pushgateway that receives the run's metrics at the end."""
         self.ctx = ctx
         self.engine = engine
@@ -114,6 +116,7 @@ class RunSession:
         self.saturated: Saturation | None = None
         self.rows_checked = 0
         self.slice_s = slice_s
+        self.probes_per_s = probes_per_s
         self.collector: Recorder = ctx.recorder
         self.rows: list[dict[str, Any]] = []
         self.worker_gauges: dict[str, dict[str, float]] = {}
@@ -337,6 +340,7 @@ class RunSession:
             "command": self.command,
             "window_s": self.ctx.window_s,
             "slice_s": self.slice_s or None,
+            "probes_per_s": self.probes_per_s or None,
             "scenarios": {s.name: scenario_meta(s) for s in self.ctx.scenarios},
             "stages": [asdict(p) for p in self.ctx.timeline.phases],
             "cancelled_at_stop": self.cancelled(),

@@ -125,6 +125,20 @@ def slice_lines(summary: Summary) -> list[str]:
     return ["", *lines] if lines else []
 
 
+def probe_lines(summary: Summary) -> list[str]:
+    """``--probes``: what a new user waited under the load, apart from the scenarios."""
+    probes = summary.probes
+    if probes is None:
+        return []
+    r, ttft, e2e = probes.requests, probes.metrics["ttft_ms"], probes.metrics["e2e_ms"]
+    return [
+        "",
+        f"Probes (one token, {num(probes.rate_per_s)}/s beside the load): {r.total} sent, "
+        f"{r.failed} failed; TTFT p50 {metric_value(ttft.p50, 'ttft_ms')}, p99 "
+        f"{metric_value(ttft.p99, 'ttft_ms')}; E2E p99 {metric_value(e2e.p99, 'e2e_ms')}.",
+    ]
+
+
 def engine_latency_lines(summary: Summary) -> list[str]:
     """The client's mean TTFT and ITL beside the engine's own, when it logs them."""
     latency = summary.engine_latency
@@ -246,6 +260,7 @@ def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> 
     lines += why_lines(summary)
     lines += engine_latency_lines(summary)
     lines += slice_lines(summary)
+    lines += probe_lines(summary)
     lines += release_lines(summary)
     lines += cost_lines(summary)
     if summary.energy is not None:

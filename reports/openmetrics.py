@@ -141,7 +141,28 @@ class SummaryCollector:
         families = (value, threshold, margin, slo_verdict, verdict, exit_code, started)
         yield from (*families, latency, throughput, goodput, regressions, cannot_tell)
         yield from (slice_verdict, cost)
+        yield from self.probes()
         yield from self.run_wide()
+
+    def probes(self) -> Iterator[Metric]:
+        """``--probes``: their latency percentiles and counts, under the scenario
+        whose API and model they used, apart from its own series."""
+        latency = self.gauge(
+            "probe_latency_seconds", "Latency percentiles of --probes", ("metric", "quantile")
+        )
+        requests = self.gauge("probe_requests", "Probes sent, by outcome", ("outcome",))
+        probes = self.summary.probes
+        if probes is not None:
+            target = target_values(self.summary, probes.scenario)
+            for metric in ("ttft", "e2e"):
+                stats = probes.metrics[f"{metric}_ms"]
+                for stat, quantile in QUANTILES.items():
+                    ms = getattr(stats, stat)
+                    if ms is not None:
+                        latency.add_metric([*target, metric, quantile], ms / 1000)
+            for outcome in ("ok", "failed"):
+                requests.add_metric([*target, outcome], getattr(probes.requests, outcome))
+        yield from (latency, requests)
 
     def run_wide(self) -> Iterator[Metric]:
         """What the run measured over all its scenarios: the engine's own latency

@@ -14,6 +14,7 @@ MAX_SPAWN_RATE = 10_000.0  # users started per second
 MAX_RPS = 100_000.0  # open-loop requests per second
 MAX_PROCESSES = 1024  # load-generating worker processes
 MAX_REPEATS = 100  # runs of one `--repeat` set
+MAX_PROBE_RPS = 1000.0  # `--probes`: one-token requests per second beside the load
 MAX_TOKENS = 2_097_152  # any input or output length (2 Mi tokens, beyond every context window)
 MAX_TURNS = 1000  # turns of one conversation
 MAX_COUNT = 1000  # other counts drawn per request (RAG documents)

@@ -17,7 +17,7 @@ from typing import Any
 
 from slogate.analysis.recorder import Bucket
 from slogate.analysis.rundata import RunData
-from slogate.analysis.summary import distribution, requests_block, throughput_block
+from slogate.analysis.summary import distribution, request_counts, throughput_block
 
 POINT_METRICS = ("ttft", "tpot", "itl", "e2e")
 FLAT_WITHIN = 0.15
@@ -40,7 +40,7 @@ def pool(runs: Sequence[RunData]) -> tuple[Bucket, float]:
 def point_block(runs: Sequence[RunData]) -> dict[str, Any]:
     """The pooled numbers of one point: requests, latency distributions (ms), throughput."""
     bucket, seconds = pool(runs)
-    requests = {k: v for k, v in requests_block(bucket.counters).items() if k != "error_samples"}
+    requests = request_counts(bucket.counters)
     return {
         "requests": requests,
         "metrics": {
