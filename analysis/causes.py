@@ -25,7 +25,11 @@ SLO's miss it accounts for (``Finding.share``), so the report can rank them.
 - **cache effects**: prefix-cache misses (where the server reports cached
   prompt tokens) or first turns much slower to a first token than hits or
   later turns; and whether TTFT follows the whole prompt or only the part a
-  previous turn did not already send (a prefix cache reused the history).
+  previous turn did not already send (a prefix cache reused the history);
+- **a slow or failing replica** (or endpoint): one of a deployment's members
+  much slower to a first token, or failing far more often, than all the
+  others, read from the per-replica (per-endpoint) histograms the client
+  keeps when the server names its replica or the run has several endpoints.
 
 The share of a miss: the requests over the SLO's threshold, each one's excess
 over the fastest requests (TTFT, TPOT or E2E minus that metric's 5th
@@ -46,6 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from slogate.analysis.findings import Finding
+from slogate.analysis.recorder import Bucket
 from slogate.analysis.timelines import UNKNOWN, Timelines
 
 # Fits and claims need this many requests.
@@ -85,6 +90,13 @@ MIN_TTFT_GROWTH = 1.5
 MAX_THROUGHPUT_GROWTH = 1.2
 # Cache effects: hits (or later turns) at least this much faster than misses
 # (or first turns).
+# one replica (or endpoint) apart from the rest: its median TTFT this many
+# times the slowest other's, and at least MIN_SLOW_MS more; or its error rate
+# at least MIN_FAILING and this many times the highest other's
+SLOW_MEMBER = 2.0
+MIN_SLOW_MS = 20.0
+FAILING_MEMBER = 5.0
+MIN_FAILING = 0.05
 CACHE_SPEEDUP = 2.0
 LOW_PERCENTILE = 5.0
 
@@ -743,3 +755,68 @@ def timeline_findings(
             saturation(r, scenario, failed),
         ]
     return [f for f in findings if f is not None and max(f.share.values(), default=0) >= MIN_SHARE]
+
+
+def member_findings(scenario: str, kind: str, rows: Mapping[str, Bucket]) -> list[Finding]:
+    """A replica (``kind``: or endpoint) that stands apart from the others of
+    the deployment: slow to a first token, or failing; none with fewer than
+    two members of ``MIN_REQUESTS`` requests each."""
+    members = {n: b for n, b in rows.items() if b.counters.total >= MIN_REQUESTS}
+    if len(members) < 2:
+        return []
+    total = sum(b.counters.total for b in rows.values())
+    found = [slow_member(scenario, kind, members, total), failing_member(scenario, kind, members)]
+    return [f for f in found if f is not None]
+
+
+def slow_member(
+    scenario: str, kind: str, members: Mapping[str, Bucket], total: int
+) -> Finding | None:
+    p50 = {
+        name: b.histograms.histogram("ttft").get_value_at_percentile(50.0) / 1000.0
+        for name, b in members.items()
+        if b.counters.ok >= MIN_REQUESTS
+    }
+    if len(p50) < 2:
+        return None
+    slowest = max(p50, key=p50.__getitem__)
+    others = [v for name, v in p50.items() if name != slowest]
+    if p50[slowest] < SLOW_MEMBER * max(others) or p50[slowest] - max(others) < MIN_SLOW_MS:
+        return None
+    share = members[slowest].counters.total / total
+    evidence = {
+        kind: slowest,
+        "ttft_p50_ms": round(p50[slowest], 1),
+        "others_ttft_p50_ms": {n: round(v, 1) for n, v in p50.items() if n != slowest},
+        "request_share": round(share, 4),
+    }
+    text = (
+        f"One {kind} is slow: {slowest} took {p50[slowest]:.0f} ms to a first token (median), "
+        f"the other {kind}s {min(others):.0f} to {max(others):.0f} ms; it served "
+        f"{share:.0%} of the requests. Look at that {kind} alone (its GPU, its load, its "
+        "configuration), not at the deployment."
+    )
+    return Finding(
+        f"slow_{kind}", text, evidence, ("ttft_ms", "e2e_ms", "goodput"), scenario=scenario
+    )
+
+
+def failing_member(scenario: str, kind: str, members: Mapping[str, Bucket]) -> Finding | None:
+    rate = {name: b.counters.failed / b.counters.total for name, b in members.items()}
+    worst = max(rate, key=rate.__getitem__)
+    others = max(v for name, v in rate.items() if name != worst)
+    if rate[worst] < MIN_FAILING or rate[worst] < FAILING_MEMBER * others:
+        return None
+    errors = members[worst].counters.errors
+    evidence = {
+        kind: worst,
+        "error_rate": round(rate[worst], 4),
+        "others_error_rate": round(others, 4),
+        "errors": dict(errors),
+    }
+    kinds = ", ".join(f"{k} {v}" for k, v in errors.most_common(3))
+    text = (
+        f"One {kind} is failing: {worst} failed {rate[worst]:.1%} of its requests ({kinds}), "
+        f"the others at most {others:.1%}."
+    )
+    return Finding(f"failing_{kind}", text, evidence, ("error_rate", "goodput"), scenario=scenario)

@@ -232,6 +232,19 @@ class SliceSummary(StageSummary):
     slo: list[SloEntry]
 
 
+class ApartSummary(Contract):
+    """One endpoint's (or replica's) share of a scenario: its rows add up to
+    the scenario's exactly, and it has its own verdict on the scenario's SLOs."""
+
+    verdict: VerdictName
+    requests: Requests
+    tokens: Tokens
+    metrics: dict[str, Distribution]
+    throughput: Throughput
+    prefix_cache: PrefixCache | None = None
+    slo: list[SloEntry]
+
+
 class ScenarioSummary(Contract):
     verdict: VerdictName
     requests: Requests
@@ -247,6 +260,8 @@ class ScenarioSummary(Contract):
     prefix_cache: PrefixCache | None = None
     stages: dict[str, StageSummary] = Field(default_factory=dict)
     slices: list[SliceSummary] = Field(default_factory=list)
+    endpoints: dict[str, ApartSummary] = Field(default_factory=dict)
+    replicas: dict[str, ApartSummary] = Field(default_factory=dict)
     source: str | None = None
     api: str | None = None
     load: dict[str, Any] = Field(default_factory=dict)

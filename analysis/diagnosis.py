@@ -39,7 +39,7 @@ from dataclasses import replace
 from typing import Any
 
 from slogate.analysis.bands import TPOT_BY_CONTEXT, TTFT_BY_INPUT, band_label
-from slogate.analysis.causes import LATENCY_SLOS, MIN_SHARE, timeline_findings
+from slogate.analysis.causes import LATENCY_SLOS, MIN_SHARE, member_findings, timeline_findings
 from slogate.analysis.confirmation import (
     DISAGREE,
     KV_NEAR_FULL,
@@ -522,6 +522,8 @@ def diagnose(run: RunData, verdict: RunVerdict | None = None) -> list[Finding]:
         if scenario not in timelines.scenarios:
             findings += prefill_findings(scenario, bucket)
         findings += decode_findings(scenario, bucket)
+        findings += member_findings(scenario, "replica", run.replicas(scenario))
+        findings += member_findings(scenario, "endpoint", run.endpoints(scenario))
     findings = with_kv_share(findings + timeline_findings(timelines, failed_limits(verdict)))
     failed = failed_slos(verdict)
     engine = engine_family(run.meta, run.server_metrics)

@@ -35,6 +35,8 @@ def request_line(
         "scenario": record.scenario,
         "conversation": record.conversation,
         "turn": record.turn,
+        "endpoint": record.endpoint,
+        "served_by": record.served_by,
         "stage": stage,
         "warmup": warmup,
         "start_s": round(end_wall_s - (record.end_ns - record.start_ns) / 1e9, 6),

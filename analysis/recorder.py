@@ -349,12 +349,29 @@ def record_into(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: 
             hist.record_us(name, tokens)
 
 
+ENDPOINT = "endpoint:"
+REPLICA = "replica:"
+
+
+def apart(record: RequestRecord) -> list[str]:
+    """The spans that keep a measured request apart by where it went: the
+    endpoint the client sent it to and the replica that served it, when
+    known. Each request is in one of each, so the rows add up to the run's."""
+    spans = []
+    if record.endpoint is not None:
+        spans.append(ENDPOINT + record.endpoint)
+    if record.served_by is not None:
+        spans.append(REPLICA + record.served_by)
+    return spans
+
+
 class Recorder:
     """Buckets by scenario: the measured run (``all``), each stage, each time
     window, and the probes sent beside the load (``probe``).
 
     Requests that end during warm-up go to the stage buckets only, so verdicts
-    (computed on ``all``) exclude them. Time windows are keyed by the index of
+    (computed on ``all``) exclude them. A measured request also goes to its
+    endpoint's and its replica's bucket (:func:`apart`). Time windows are keyed by the index of
     the ``window_s``-long slice of wall time since ``origin_s`` in which the
     request ended; wall time because workers in other processes share it.
     """
@@ -389,7 +406,10 @@ class Recorder:
         m = request_metrics(record)
         limits = self.goodput.get(record.scenario)
         good = record.ok and (limits is None or limits.met_by(m))
-        for bucket in self._targets(record.scenario, stage, warmup):
+        targets = self._targets(record.scenario, stage, warmup)
+        if not warmup:
+            targets += [self.bucket(record.scenario, span) for span in apart(record)]
+        for bucket in targets:
             record_into(bucket, record, m, good)
             bucket.counters.note_end(wall_s)
         if self.origin_s is not None:

@@ -7,8 +7,9 @@ histograms. Layout under ``results/<run-id>/data/``:
 - ``run.json``: metadata (run id, times, host, engine, model, tool version,
   completeness, load profile, generator health), the scenarios as run, the
   time-series rows and the scraped server metrics;
-- ``buckets.json``: per scenario and span (``all``, ``stage:<name>``) the
-  encoded histograms and counters;
+- ``buckets.json``: per scenario and span (``all``, ``stage:<name>``,
+  ``slice:<i>``, ``endpoint:<name>``, ``replica:<name>``) the encoded
+  histograms and counters;
 - ``timelines.json``: each request's timeline in a few numbers
   (``slogate.analysis.timelines``), for the diagnosis; absent in folders of
   older versions and of killed runs;
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from slogate.analysis.journal import JOURNAL_FILE, replay
-from slogate.analysis.recorder import OVERALL, Bucket
+from slogate.analysis.recorder import ENDPOINT, OVERALL, REPLICA, Bucket
 from slogate.analysis.timelines import Timelines
 from slogate.analysis.versions import RUNDATA_SCHEMA
 
@@ -54,7 +55,18 @@ class RunData:
         return self.buckets.get((scenario, OVERALL)) or Bucket()
 
     def stages(self, scenario: str) -> dict[str, Bucket]:
-        prefix = "stage:"
+        return self.spans(scenario, "stage:")
+
+    def endpoints(self, scenario: str) -> dict[str, Bucket]:
+        """The measured requests by the endpoint the client sent them to."""
+        return self.spans(scenario, ENDPOINT)
+
+    def replicas(self, scenario: str) -> dict[str, Bucket]:
+        """The measured requests by the replica the server's header named."""
+        return self.spans(scenario, REPLICA)
+
+    def spans(self, scenario: str, prefix: str) -> dict[str, Bucket]:
+        """The scenario's buckets whose span starts with ``prefix``, by the rest of it."""
         return {
             span[len(prefix) :]: b
             for (s, span), b in self.buckets.items()
@@ -63,12 +75,7 @@ class RunData:
 
     def slices(self, scenario: str) -> dict[int, Bucket]:
         """``--slice``: the scenario's buckets by slice index (0 from the run's start)."""
-        prefix = "slice:"
-        return {
-            int(span[len(prefix) :]): b
-            for (s, span), b in self.buckets.items()
-            if s == scenario and span.startswith(prefix)
-        }
+        return {int(index): b for index, b in self.spans(scenario, "slice:").items()}
 
     def save(self, out_dir: str | os.PathLike[str]) -> Path:
         data_dir = Path(out_dir) / DATA_DIR

@@ -21,7 +21,7 @@ from slogate.analysis.costs import Pricing, throughput_cost
 from slogate.analysis.diagnosis import diagnose, findings_to_dicts, rate_rps
 from slogate.analysis.energy import energy_block
 from slogate.analysis.engine_view import engine_latency, engine_metrics
-from slogate.analysis.generator import generator_block, merged, processes
+from slogate.analysis.generator import ProcessHealth, generator_block, merged, processes
 from slogate.analysis.judge import Judgement, judge
 from slogate.analysis.lag_causes import cause_p99_ms
 from slogate.analysis.percentiles import STANDARD_PERCENTILES, estimate, summarize
@@ -434,6 +434,33 @@ def slices_block(run: RunData, name: str, declared: Mapping[str, Any]) -> list[d
     return blocks
 
 
+def apart_blocks(
+    buckets: Mapping[str, Bucket],
+    name: str,
+    declared: Mapping[str, Any],
+    seconds: float | None,
+    health: ProcessHealth | None,
+) -> dict[str, dict[str, Any]]:
+    """One row per endpoint (or replica): every metric, the throughput, the
+    prefix cache and its own verdict on the scenario's SLOs. The rows' counts
+    and histograms add up to the scenario's exactly (each measured request is
+    in one row)."""
+    rows = {}
+    for key, bucket in sorted(buckets.items()):
+        results, verdict = judge_scenario(name, declared, bucket, seconds, health)
+        c = bucket.counters
+        rows[key] = {
+            "verdict": verdict.value,
+            "requests": {k: v for k, v in requests_block(c).items() if k != "error_samples"},
+            "tokens": tokens_block(bucket),
+            "metrics": metrics_block(bucket, DETAILED),
+            "throughput": throughput_block(c, seconds),
+            "prefix_cache": prefix_cache_block(bucket),
+            "slo": [slo_entry(r) for r in results],
+        }
+    return rows
+
+
 def slo_entry(result: SloResult) -> dict[str, Any]:
     t = result.threshold
     return {
@@ -462,6 +489,7 @@ def scenario_block(run: RunData, name: str, verdict: RunVerdict) -> dict[str, An
     load = declared.get("load") or {}
     weight = declared.get("weight")
     throughput = throughput_block(c, seconds, scheduled_rate(load.get("rate"), weight))
+    health = merged(processes(run.meta))
     return {
         "verdict": verdict.scenarios[name].value,
         "requests": requests_block(c),
@@ -482,6 +510,8 @@ def scenario_block(run: RunData, name: str, verdict: RunVerdict) -> dict[str, An
             for stage, b in sorted(run.stages(name).items())
         },
         "slices": slices_block(run, name, declared),
+        "endpoints": apart_blocks(run.endpoints(name), name, declared, seconds, health),
+        "replicas": apart_blocks(run.replicas(name), name, declared, seconds, health),
         "source": declared.get("source"),
         "api": declared.get("api"),
         "load": redact(load),

@@ -21,6 +21,7 @@ usage, a tokenizer file the scenario names counts the generated text.
 from __future__ import annotations
 
 import os
+import re
 import ssl as ssl_module
 import time
 from collections.abc import Callable
@@ -67,6 +68,8 @@ PROTOCOLS: dict[str, Protocol] = {
 WHOLE_BODY_LIMIT = 256 * 1024 * 1024  # a non-streamed reply (a batch of embeddings)
 NEVER_NS = 1 << 62  # no planned cancellation
 NEVER_TOKENS = 1 << 62
+MAX_NAME_CHARS = 200  # a replica's name as a router reported it
+HEADER_VALUE = re.compile(r"[\x21-\x7e]{1,4096}")  # a token safe to send back in a header
 
 
 class CutOff(gevent.GreenletExit):
@@ -191,6 +194,7 @@ class StreamClient:
     connection pool: more concurrent ``send`` calls than that wait for a
     connection, and that wait is no part of any latency. ``kernel_timestamps``
     False times events when the read returns instead (for comparison).
+    ``endpoint``: the name of this server among a run's several, on every record.
     """
 
     def __init__(
@@ -202,8 +206,10 @@ class StreamClient:
         timeouts: Timeouts,
         concurrency: int,
         kernel_timestamps: bool = True,
+        endpoint: str | None = None,
     ) -> None:
         parts = parse_base_url(base_url)
+        self.endpoint = endpoint
         if api not in PROTOCOLS:
             raise ValueError(f"api {api!r}: expected one of {sorted(PROTOCOLS)}")
         if concurrency < 1:
@@ -251,11 +257,19 @@ class StreamClient:
             return None
         return ThinkTags(tags[0], tags[1], starts_inside=self.options.think_starts_inside)
 
-    def prepare(self, turn: PlannedTurn, messages: list[dict] | None = None) -> PreparedRequest:
+    def prepare(
+        self, turn: PlannedTurn, messages: list[dict] | None = None, session: str | None = None
+    ) -> PreparedRequest:
         """The whole HTTP request for ``turn``, encoded: open loop builds it ahead
-        of the request's instant (:mod:`slogate.locustfiles.lookahead`)."""
+        of the request's instant (:mod:`slogate.locustfiles.lookahead`).
+        ``session``: the router's session token from the conversation's last
+        reply, sent back in the scenario's ``session_header``."""
         payload = orjson.dumps(self.body(turn, messages))
-        request = self._head + b"Content-Length: %d\r\n\r\n" % len(payload) + payload
+        head = self._head
+        header = self.options.session_header
+        if session is not None and header is not None:
+            head += f"{header}: {session}\r\n".encode("latin-1")
+        request = head + b"Content-Length: %d\r\n\r\n" % len(payload) + payload
         return PreparedRequest(turn, request)
 
     def send(
@@ -288,6 +302,7 @@ class StreamClient:
             turn=turn.turn,
             intended_input_tokens=turn.intended_input_tokens,
             intended_output_tokens=turn.intended_output_tokens,
+            endpoint=self.endpoint,
         )
         stream = StreamInterpreter(record, self.protocol.parse or parse_chunk, self._think_tags())
         pool = self.pool
@@ -426,6 +441,7 @@ class _Exchange:
             response = self.response
             while not response.headers_done:
                 self._read(first_deadline)
+            self._note_router(response.headers)
             status = response.get_code()
             if status != 200:
                 raise self._http_error(status)
@@ -454,6 +470,17 @@ class _Exchange:
             if self.response.headers_done:
                 raise _Failure(ErrorKind.TRUNCATED, f"connection broke mid-stream: {exc}") from exc
             raise _Failure(ErrorKind.CONNECT, f"connection failed: {exc}") from exc
+
+    def _note_router(self, headers: dict[str, str]) -> None:
+        """Behind a router: the replica that served the request and the
+        session token to send back, from the headers the scenario names."""
+        options = self.client.options
+        if options.served_by_header is not None:
+            served_by = headers.get(options.served_by_header)
+            self.record.served_by = None if served_by is None else served_by[:MAX_NAME_CHARS]
+        if options.session_header is not None:
+            token = headers.get(options.session_header)
+            self.record.session = token if token and HEADER_VALUE.fullmatch(token) else None
 
     def _read(self, deadline: int) -> None:
         """Feed what has arrived (waiting until ``deadline``) to the HTTP parser;

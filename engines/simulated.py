@@ -16,12 +16,30 @@ import os
 import sys
 import urllib.request
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
 from slogate.engines.child import Child, ChildStartError, start_child
 from slogate.simengine.profiles import DEFAULT_PROFILE
 from slogate.simengine.server import READY_PREFIX
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Replicas behind a router (``slogate engine --replicas``): how many, the
+    router's policy, and each named replica's faults."""
+
+    replicas: int
+    router: str = "round-robin"
+    replica_faults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def arguments(self) -> list[str]:
+        args = ["--replicas", str(self.replicas), "--router", self.router]
+        for name, faults in self.replica_faults.items():
+            for key, value in faults.items():
+                args += ["--replica-fault", f"{name}:{key}={value}"]
+        return args
 
 
 class EngineStartError(RuntimeError):
@@ -62,6 +80,11 @@ class EngineProcess:
     def stats(self, reset: bool = False) -> dict[str, Any]:
         return self.admin("GET", "/admin/stats" + ("?reset=1" if reset else ""))
 
+    def replicas(self) -> dict[str, str]:
+        """A deployment's replicas (``--replicas``): each one's name and URL."""
+        listing = self.admin("GET", "/admin/replicas")
+        return {r["name"]: r["url"] for r in listing["replicas"]}
+
     def stderr_text(self) -> str:
         return self.child.log_text()
 
@@ -87,6 +110,7 @@ def engine_command(
     host: str = "127.0.0.1",
     port: int = 0,
     faults: Mapping[str, Any] | None = None,
+    deployment: Deployment | None = None,
     **overrides: Any,
 ) -> list[str]:
     """The child's command line (settings passed as ``--set``/``--fault``)."""
@@ -96,6 +120,8 @@ def engine_command(
         command += ["--set", f"{key}={json.dumps(value)}"]
     for key, value in (faults or {}).items():
         command += ["--fault", f"{key}={value}"]
+    if deployment is not None:
+        command += deployment.arguments()
     return command
 
 
@@ -105,14 +131,18 @@ def start_engine(
     host: str = "127.0.0.1",
     port: int = 0,
     faults: Mapping[str, Any] | None = None,
+    deployment: Deployment | None = None,
     ready_timeout: float = 60.0,
     **overrides: Any,
 ) -> EngineProcess:
     """Start ``python -m slogate.simengine`` and wait for its ready line.
 
     ``overrides`` are :func:`slogate.simengine.config.build_config` settings (e.g.
-    ``speedup=4``, ``num_gpu_blocks=128``); ``faults`` are fault settings."""
-    command = engine_command(profile, host=host, port=port, faults=faults, **overrides)
+    ``speedup=4``, ``num_gpu_blocks=128``); ``faults`` are fault settings;
+    ``deployment``: replicas behind a router, whose URL is the engine's."""
+    command = engine_command(
+        profile, host=host, port=port, faults=faults, deployment=deployment, **overrides
+    )
     child = start_child(
         command,
         name="simulated engine",

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from slogate.analysis.saturation import MODES as SATURATION_MODES
+from slogate.client.endpoints import AFFINITIES, SPREADS, parse_endpoint
 from slogate.scenarios.limits import MAX_PROBE_RPS, MAX_PROCESSES, MAX_REPEATS
 from slogate.scenarios.units import parse_duration
 
@@ -114,10 +115,33 @@ def fit_mode(text: str) -> str:
     return text
 
 
+def _one_of(text: str, choices: tuple[str, ...]) -> str:
+    if text not in choices:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected one of {', '.join(choices)}")
+    return text
+
+
 def saturation_mode(text: str) -> str:
     """``off``, ``monitor`` or ``stop`` (``slogate.analysis.saturation``)."""
-    if text not in SATURATION_MODES:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected one of {', '.join(SATURATION_MODES)}")
+    return _one_of(text, SATURATION_MODES)
+
+
+def spread(text: str) -> str:
+    """How requests spread over several endpoints (``slogate.client.endpoints``)."""
+    return _one_of(text, SPREADS)
+
+
+def affinity(text: str) -> str:
+    """``conversation`` (a conversation stays on its endpoint) or ``request``."""
+    return _one_of(text, AFFINITIES)
+
+
+def endpoint(text: str) -> str:
+    """``[NAME=]URL``: one of several endpoints, checked here and kept as given."""
+    try:
+        parse_endpoint(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
     return text
 
 

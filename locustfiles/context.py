@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from slogate.analysis.export import request_line
 from slogate.analysis.recorder import GoodputLimits, Recorder
 from slogate.analysis.records import RequestRecord, SessionRecord
+from slogate.client.endpoints import Endpoint, Spread, WeightedRoundRobin
 from slogate.client.engine_info import remote_token_counter
 from slogate.client.streaming import StreamClient
 from slogate.locustfiles.loopwatch import LoopWatch
@@ -40,23 +41,6 @@ def goodput_limits(scenarios: list[Scenario]) -> dict[str, GoodputLimits]:
     return limits
 
 
-class WeightedRoundRobin:
-    """Picks indexes in exact weight proportions (smooth weighted round robin),
-    so N users split across a mix as declared rather than by chance."""
-
-    def __init__(self, weights: list[float]) -> None:
-        self.weights = weights
-        self.total = sum(weights)
-        self.current = [0.0] * len(weights)
-
-    def next(self) -> int:
-        for i, w in enumerate(self.weights):
-            self.current[i] += w
-        best = max(range(len(self.weights)), key=self.current.__getitem__)
-        self.current[best] -= self.total
-        return best
-
-
 @dataclass
 class LoadContext:
     scenarios: list[Scenario]
@@ -77,7 +61,14 @@ class LoadContext:
     watch: LoopWatch = field(init=False)
     request_log: RequestLog | None = None
     fit: ContextFit | None = None
-    _clients: dict[str, StreamClient] = field(default_factory=dict)
+    # several endpoints (docs/load.md, "Several endpoints"): none means the host alone
+    endpoints: list[Endpoint] = field(default_factory=list)
+    spread: str = "round-robin"
+    affinity: str = "conversation"
+    endpoint_in_flight: list[int] = field(init=False)
+    _spread: Spread = field(init=False)
+    _clients: dict[tuple[str, int], StreamClient] = field(default_factory=dict)
+    _endpoint_of: dict[StreamClient, int] = field(default_factory=dict)
     _token_counters: dict[str | None, Callable[[str], int] | None] = field(default_factory=dict)
     _user_numbers: itertools.count = field(default_factory=itertools.count)
     _picker: WeightedRoundRobin = field(init=False)
@@ -89,6 +80,8 @@ class LoadContext:
         if self.origin_s is not None:
             self.start_clock(self.origin_s)
         self._picker = WeightedRoundRobin([s.weight for s in self.scenarios])
+        self.endpoint_in_flight = [0] * max(len(self.endpoints), 1)
+        self._spread = Spread(self.endpoints or [Endpoint("", self.host)], self.spread)
         self.watch = LoopWatch(busy=self.streaming)
 
     def streaming(self) -> bool:
@@ -158,19 +151,40 @@ class LoadContext:
             self._token_counters[api_key_env] = remote_token_counter(self.host, api_key_env)
         return self._token_counters[api_key_env]
 
-    def client(self, scenario: Scenario, concurrency: int) -> StreamClient:
-        found = self._clients.get(scenario.name)
+    def pick_endpoint(self) -> int:
+        """The endpoint the next conversation (or request) goes to; 0 with one."""
+        if len(self.endpoints) < 2:
+            return 0
+        return self._spread.pick(self.endpoint_in_flight)
+
+    def turn_endpoint(self, sticky: int) -> int:
+        """A conversation's next request: its own endpoint, unless the run's
+        affinity is per request."""
+        return sticky if self.affinity == "conversation" else self.pick_endpoint()
+
+    def client(self, scenario: Scenario, concurrency: int, endpoint: int = 0) -> StreamClient:
+        """The scenario's client of one endpoint (by index), made on first use."""
+        found = self._clients.get((scenario.name, endpoint))
         if found is None:
             model = self.model if scenario.model == "auto" else scenario.model
-            found = self._clients[scenario.name] = StreamClient(
-                self.host,
+            named = self.endpoints[endpoint] if self.endpoints else None
+            found = self._clients[(scenario.name, endpoint)] = StreamClient(
+                named.url if named else self.host,
                 api=scenario.api,
                 model=model,
                 options=scenario.request,
                 timeouts=scenario.timeouts,
                 concurrency=concurrency,
+                endpoint=named.name if named else None,
             )
+            self._endpoint_of[found] = endpoint
         return found
+
+    def sending(self, client: StreamClient, delta: int) -> None:
+        """A request of ``client`` starts (+1) or ends (-1): the process's and
+        its endpoint's requests in flight."""
+        self.in_flight += delta
+        self.endpoint_in_flight[self._endpoint_of.get(client, 0)] += delta
 
     def watch_loop(self) -> None:
         """Start measuring this process's loop delays and collector pauses from

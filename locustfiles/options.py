@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from slogate.locustfiles.argtypes import (
+    affinity,
     duration,
+    endpoint,
     fit_mode,
     integer,
     non_negative_int,
@@ -28,6 +30,7 @@ from slogate.locustfiles.argtypes import (
     probe_rate,
     processes,
     saturation_mode,
+    spread,
     web_login,
 )
 from slogate.locustfiles.request_log import REQUESTS_FILE
@@ -47,7 +50,8 @@ class Option:
     resolves and passes itself). ``locust_own``: a flag of Locust's own parser,
     which slogate does not add; ``dest`` is Locust's name for its value.
     ``scenario_key`` is the scenario's load setting the value replaces.
-    ``example`` is a valid value, which the tests give both parsers."""
+    ``example`` is a valid value, which the tests give both parsers.
+    ``repeat``: the flag may be given several times, its values a list."""
 
     flag: str
     help: str
@@ -55,6 +59,7 @@ class Option:
     default: Any = None
     example: str = ""
     switch: bool = False
+    repeat: bool = False
     metavar: str | None = None
     env_var: str | None = None
     web_ui: bool = True
@@ -75,6 +80,13 @@ class Option:
     def _kwargs(self) -> dict[str, Any]:
         if self.switch:
             return {"action": "store_true", "default": False, "help": self.help}
+        if self.repeat:
+            return {
+                "action": "append",
+                "type": self.type,
+                "metavar": self.metavar,
+                "help": self.help,
+            }
         return {
             "type": self.type,
             "default": self.default,
@@ -97,6 +109,8 @@ class Option:
         value = getattr(args, self.cli_dest)
         if self.switch:
             return [self.flag] if value else []
+        if self.repeat:
+            return [arg for item in value or () for arg in (self.flag, str(item))]
         return [] if value == self.default else [self.flag, str(value)]
 
 
@@ -290,6 +304,35 @@ OPTIONS = (
         positive_float,
         example="20",
         cli=("--max-lag-ms",),
+    ),
+    Option(
+        "--endpoint",
+        "one of several endpoints of the deployment, [NAME=]URL (repeat it; "
+        "`slogate run` takes --host repeated): every metric is broken down by endpoint",
+        endpoint,
+        example="a=http://127.0.0.1:8000",
+        metavar="[NAME=]URL",
+        repeat=True,
+        web_ui=False,
+    ),
+    Option(
+        "--spread",
+        "with several endpoints: round-robin (default), weighted or least-in-flight",
+        spread,
+        default="round-robin",
+        example="least-in-flight",
+        metavar="POLICY",
+        cli=("--spread",),
+    ),
+    Option(
+        "--affinity",
+        "with several endpoints: 'conversation' (default) keeps a conversation's turns "
+        "and an agent's steps on one endpoint, 'request' spreads every request",
+        affinity,
+        default="conversation",
+        example="request",
+        metavar="MODE",
+        cli=("--affinity",),
     ),
     Option(
         "--metrics-url",

@@ -46,6 +46,7 @@ from slogate.analysis.costs import Pricing
 from slogate.analysis.history import auto_baseline, results_folder, unwritable
 from slogate.analysis.rundata import RunData
 from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
+from slogate.client.endpoints import check_endpoints, parse_endpoint
 from slogate.client.engine_info import EngineError, discover
 from slogate.locustfiles import state
 from slogate.locustfiles.context import LoadContext
@@ -109,6 +110,9 @@ def build_context(
     return LoadContext(
         scenarios=loaded,
         host=host,
+        endpoints=[parse_endpoint(text) for text in options.endpoint or ()],
+        spread=options.spread,
+        affinity=options.affinity,
         model=model,
         seed=loaded[0].seed,
         shards=shards,
@@ -177,6 +181,13 @@ def start_session(options: Any, runner: Any) -> RunSession:
     if options.run_time:
         options.slogate_duration = float(options.run_time)
         options.run_time = None  # the shape ends the run; Locust's own timer would cut warm-up
+    endpoints = [parse_endpoint(text) for text in options.endpoint or ()]
+    try:
+        check_endpoints(endpoints)
+    except ValueError as error:
+        fail(EXIT_CONFIG, f"--endpoint: {error}")
+    if not options.host and endpoints:
+        options.host = endpoints[0].url
     if not options.host:
         fail(EXIT_CONFIG, "no host: pass --host URL")
     check_slice(options.slice, options.window)

@@ -81,14 +81,14 @@ class _ScenarioUser(User):
         open loop, its instant and the dispatcher's wait for it; ``writing``: as
         :meth:`StreamClient.send_prepared` takes it."""
         ctx = self.ctx
-        ctx.in_flight += 1
+        ctx.sending(client, 1)
         try:
             result = client.send_prepared(prepared, due and due.due_ns, writing)
         except CutOff as cut:
             ctx.cancelled += cut.sent
             raise
         finally:
-            ctx.in_flight -= 1
+            ctx.sending(client, -1)
         record = result.record
         if due is not None:
             record.prepare_wait_ns = due.waited_ns
@@ -111,21 +111,29 @@ class SlogateUser(_ScenarioUser):
 
     @task
     def converse(self) -> None:
-        client = self.ctx.client(self.scenario, concurrency=self.ctx.timeline.max_users())
+        """One conversation, on one endpoint (unless the run's affinity is per
+        request), sending back the router's session token when the scenario
+        names its header."""
+        ctx = self.ctx
+        users = ctx.timeline.max_users()
+        sticky = ctx.pick_endpoint()
         conversation = self.planner.conversation()
         chat = PROTOCOLS[self.scenario.api].conversational
         history: list[dict] = []
         cache = _ConversationCache()
+        session: str | None = None
         try:
             for turn in conversation.turns:
                 if turn.think_time_s > 0:
                     gevent.sleep(turn.think_time_s)
+                client = ctx.client(self.scenario, users, ctx.turn_endpoint(sticky))
                 if self.scenario.agent is not None:
-                    result = self.agent_turn(client, turn, history, cache)
+                    result = self.agent_turn(client, turn, history, cache, session)
                 else:
                     messages = chat_messages(turn, history) if chat else None
-                    result = self.send(client, client.prepare(turn, messages))
+                    result = self.send(client, client.prepare(turn, messages, session))
                     cache.add(result)
+                session = result.record.session or session
                 if not result.record.ok:
                     return
                 if chat:
@@ -141,6 +149,7 @@ class SlogateUser(_ScenarioUser):
         turn: PlannedTurn,
         history: list[dict],
         cache: _ConversationCache,
+        session: str | None,
     ) -> StreamResult:
         """One user message played as an agent: every reply that calls tools is
         answered after the step's tool latency (the calls of one reply run in
@@ -151,7 +160,7 @@ class SlogateUser(_ScenarioUser):
         agent = self.scenario.agent
         assert agent is not None
         messages = chat_messages(turn, history)
-        result = self.send(client, client.prepare(turn, messages))
+        result = self.send(client, client.prepare(turn, messages, session))
         cache.add(result)
         start_ns = result.record.start_ns
         steps = 1
@@ -172,7 +181,8 @@ class SlogateUser(_ScenarioUser):
                     for call in result.tool_calls
                 ),
             ]
-            result = self.send(client, client.prepare(turn, messages))
+            session = result.record.session or session
+            result = self.send(client, client.prepare(turn, messages, session))
             cache.add(result)
             steps += 1
         if record.error is not None:
@@ -209,7 +219,17 @@ class OpenLoopUser(_ScenarioUser):
     def dispatch(self) -> None:
         ctx = self.ctx
         limit = max(1, self.scenario.load.max_in_flight // ctx.shards)
-        client = ctx.client(self.scenario, concurrency=limit)
+        clients = [ctx.client(self.scenario, limit, i) for i in range(max(len(ctx.endpoints), 1))]
+
+        def prepare(turn: PlannedTurn) -> tuple[StreamClient, PreparedRequest]:
+            """An arrival's endpoint is chosen as it is built, ahead of its instant."""
+            client = clients[ctx.pick_endpoint()]
+            return client, client.prepare(turn)
+
+        def ready(wanted: int) -> None:
+            for client in clients:
+                client.pool.open_ahead(wanted)
+
         pool = Pool(limit)
         # The schedule starts when the look-ahead has built its first requests,
         # not at the run's origin: a dispatcher spawned a few hundred
@@ -220,14 +240,15 @@ class OpenLoopUser(_ScenarioUser):
         ahead = LookAhead(
             self.planner.arrivals(rate_scale=self.scenario.weight / ctx.shards),
             offset_ns=lambda turn: int(turn.arrival_s * 1e9),
-            prepare=client.prepare,
+            prepare=prepare,
             until_ns=time.perf_counter_ns() + int((ctx.timeline.total_s - ctx.elapsed_s()) * 1e9),
-            ready=client.pool.open_ahead,
+            ready=ready,
         )
         try:
             for due in ahead:
                 pool.wait_available()
-                pool.spawn(self.send, client, due.item, due, ahead.written)
+                client, prepared = due.item
+                pool.spawn(self.send, client, prepared, due, ahead.written)
             pool.join()
         finally:
             ahead.close()

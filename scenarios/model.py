@@ -115,6 +115,11 @@ class RequestOptions:
     think_starts_inside: bool = False
     # tool definitions sent with every request: {"name", "description", "parameters"}
     tools: tuple[dict[str, Any], ...] = ()
+    # behind a router: the response header naming the replica that served a
+    # request, and the router's session header, sent back on a conversation's
+    # later turns so they stay on its replica (docs/load.md, "Behind a router")
+    served_by_header: str | None = None
+    session_header: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,6 +94,16 @@ def _env_name(value: Any) -> str:
 
 
 ENV_NAME = Check("an environment variable name", _env_name)
+_HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")  # an HTTP token (RFC 9110)
+
+
+def _header_name(value: Any) -> str:
+    if not isinstance(value, str) or not _HEADER_NAME.fullmatch(value):
+        raise ValueError
+    return value.lower()
+
+
+HEADER_NAME = Check("an HTTP header name (letters, digits, '-')", _header_name)
 
 
 def _think_tags(value: Any) -> tuple[str, str] | None:
@@ -272,6 +282,8 @@ REQUEST_FIELDS = {
     "think_tags": optional(THINK_TAGS, ("<think>", "</think>")),
     "think_starts_inside": optional(BOOLEAN, False),
     "tools": optional(integer(ge=0, le=128), 0),
+    "served_by_header": optional(HEADER_NAME),
+    "session_header": optional(HEADER_NAME),
 }
 
 

@@ -12,6 +12,9 @@ import yaml
 from slogate.simengine.config import build_config, parse_assignments
 from slogate.simengine.faults import FaultError
 from slogate.simengine.profiles import DEFAULT_PROFILE, WEIGHT_BYTES, ProfileError, gpus, models
+from slogate.simengine.router import POLICIES
+
+MAX_REPLICAS = 64
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,6 +59,24 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="fault injection setting (repeatable), e.g. --fault http_429_rate=0.05",
     )
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="serve N replicas behind a router on --port, each on a port of its own",
+    )
+    parser.add_argument(
+        "--router",
+        choices=POLICIES,
+        default="round-robin",
+        help="with --replicas: how the router picks a replica (default round-robin)",
+    )
+    parser.add_argument(
+        "--replica-fault",
+        action="append",
+        metavar="REPLICA:KEY=VALUE",
+        help="fault injection on one replica (repeatable), e.g. replica-1:header_delay_s=0.5",
+    )
     parser.add_argument("--list-profiles", action="store_true", help="list models and GPUs, exit")
     parser.add_argument("--exit-with-stdin", action="store_true", help=argparse.SUPPRESS)
     return parser
@@ -87,6 +108,19 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return overrides
 
 
+def replica_faults(items: list[str] | None) -> dict[str, dict[str, str]]:
+    """``["replica-1:KEY=VALUE", ...]`` into each replica's fault settings."""
+    faults: dict[str, dict[str, str]] = {}
+    for item in items or []:
+        name, sep, assignment = item.partition(":")
+        if not sep or not name.strip():
+            raise ValueError(f"--replica-fault {item!r}: expected REPLICA:KEY=VALUE")
+        faults.setdefault(name.strip(), {}).update(
+            parse_assignments([assignment], f"--replica-fault {name.strip()}:")
+        )
+    return dict(faults)
+
+
 def _list_profiles() -> str:
     lines = ["models:"]
     lines += [f"  {key:16} {m.hf_id}" for key, m in models().items()]
@@ -101,20 +135,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.list_profiles:
         print(_list_profiles())
         return 0
+    from slogate.simengine.deployment import replica_configs, serve_deployment
     from slogate.simengine.server import serve
 
     try:
         if not 0 <= args.port <= 65535:
             raise ValueError(f"--port {args.port}: expected 0 to 65535")
+        if not 1 <= args.replicas <= MAX_REPLICAS:
+            raise ValueError(f"--replicas {args.replicas}: expected 1 to {MAX_REPLICAS}")
         overrides = overrides_from_args(args)
         config = build_config(args.profile, **overrides)
+        faults = replica_faults(args.replica_fault)
+        if faults and args.replicas == 1:
+            raise ValueError("--replica-fault needs --replicas 2 or more")
+        configs = replica_configs(config, args.replicas, faults)
     except (ProfileError, FaultError, ValueError) as exc:
         print(f"simengine: {exc}", file=sys.stderr)
         return 2
     import asyncio
 
+    if args.replicas > 1:
+        serving = serve_deployment(
+            configs, args.router, args.host, args.port, exit_with_stdin=args.exit_with_stdin
+        )
+    else:
+        serving = serve(config, args.host, args.port, exit_with_stdin=args.exit_with_stdin)
     try:
-        asyncio.run(serve(config, args.host, args.port, exit_with_stdin=args.exit_with_stdin))
+        asyncio.run(serving)
     except OSError as exc:
         print(f"simengine: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 3

@@ -95,6 +95,7 @@ class State:
     rng: random.Random
     pool: ThreadPoolExecutor
     created: int
+    name: str | None = None  # the replica's name in a deployment (simengine/deployment.py)
     loaded_adapters: dict[str, asyncio.Future[None]] = field(default_factory=dict)
 
     @property
@@ -122,6 +123,25 @@ class State:
 
 
 STATE = web.AppKey("simengine_state", State)
+# A deployment's router serves a request with one replica's state: it puts the
+# replica's State on the request under this key (simengine/deployment.py).
+ROUTED = "slogate_routed_state"
+SERVED_BY = "x-served-by"  # the response header naming the replica that served a request
+
+
+def app_state(request: web.Request) -> State:
+    """The engine that serves ``request``: the replica the router chose, else the app's own."""
+    routed = request.get(ROUTED)
+    return routed if isinstance(routed, State) else request.app[STATE]
+
+
+async def mark_served_by(request: web.Request, response: web.StreamResponse) -> None:
+    """Name the serving replica in the response's headers, as routers in front
+    of replicas do, so a client can tell the replicas apart."""
+    routed = request.get(ROUTED)
+    state = routed if isinstance(routed, State) else request.app.get(STATE)
+    if state is not None and state.name is not None:
+        response.headers[SERVED_BY] = state.name
 
 
 # -- request parsing ------------------------------------------------------------------
@@ -183,6 +203,24 @@ def _conversation(body: Mapping[str, Any], api: str) -> list[dict[str, Any]] | N
     return None
 
 
+def prompt_text(body: Mapping[str, Any], api: str) -> str:
+    """The prompt's text as the model reads it, roles included: what a
+    prefix-aware router hashes. Empty for a body the engine will refuse."""
+    try:
+        conversation = _conversation(body, api)
+    except ApiError:
+        return ""
+    if conversation is None:
+        prompt = body.get("prompt")
+        return prompt if isinstance(prompt, str) else ""
+    try:
+        return "".join(
+            f"{m.get('role')}\n{text.message_text(m.get('content'))}\n" for m in conversation
+        )
+    except ValueError:
+        return ""
+
+
 def reasoning_length(state: State, body: Mapping[str, Any], api: str, output_tokens: int) -> int:
     """How many of the output's first tokens are reasoning: the model's
     distribution, leaving at least one answer token (the reasoning model's
@@ -207,7 +245,7 @@ def _check_model(state: State, body: Mapping[str, Any], embedding: bool) -> None
 
 
 async def embeddings(request: web.Request) -> web.Response:
-    state = request.app[STATE]
+    state = app_state(request)
     try:
         body = await _json_body(request)
         _check_model(state, body, embedding=True)
@@ -242,7 +280,7 @@ async def embeddings(request: web.Request) -> web.Response:
 
 
 async def _generate(request: web.Request, api: str) -> web.StreamResponse:
-    state = request.app[STATE]
+    state = app_state(request)
     received = state.engine.model_time(receipt(request))  # TTFT runs from here, as the client's
     try:
         body = await _json_body(request)
@@ -436,7 +474,7 @@ async def _whole(
 
 # -- other routes -----------------------------------------------------------------------
 async def models(request: web.Request) -> web.Response:
-    state = request.app[STATE]
+    state = app_state(request)
     name = state.config.model_name
     card = {
         "id": name,
@@ -456,7 +494,7 @@ async def models(request: web.Request) -> web.Response:
 
 
 async def tokenize(request: web.Request) -> web.Response:
-    state = request.app[STATE]
+    state = app_state(request)
     try:
         body = await _json_body(request)
         if "messages" not in body and "prompt" not in body:
@@ -478,13 +516,13 @@ async def health(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    body = request.app[STATE].engine.metrics.render()
+    body = app_state(request).engine.metrics.render()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 async def dcgm_metrics(request: web.Request) -> web.Response:
     """What dcgm-exporter would show for the simulated GPUs (simengine/power.py)."""
-    engine = request.app[STATE].engine
+    engine = app_state(request).engine
     profile = engine.config.profile
     model = PowerModel(profile.gpu.idle_w, profile.gpu.tdp_w, profile.tp)
     text = model.dcgm_text(
@@ -494,12 +532,12 @@ async def dcgm_metrics(request: web.Request) -> web.Response:
 
 
 async def get_faults(request: web.Request) -> web.Response:
-    return web.json_response(request.app[STATE].faults.faults.as_dict(), dumps=_dumps)
+    return web.json_response(app_state(request).faults.faults.as_dict(), dumps=_dumps)
 
 
 async def post_faults(request: web.Request) -> web.Response:
     """Merge the posted settings into the current ones (``stall_count`` restarts)."""
-    state = request.app[STATE]
+    state = app_state(request)
     try:
         changes = await _json_body(request)
         state.faults.set(state.faults.faults.updated(changes))
@@ -511,14 +549,14 @@ async def post_faults(request: web.Request) -> web.Response:
 
 
 async def delete_faults(request: web.Request) -> web.Response:
-    state = request.app[STATE]
+    state = app_state(request)
     state.faults.set(type(state.faults.faults)())
     return web.json_response(state.faults.faults.as_dict(), dumps=_dumps)
 
 
 async def stats(request: web.Request) -> web.Response:
     reset = request.query.get("reset", "0") not in ("0", "", "false")
-    return web.json_response(request.app[STATE].engine.stats(reset=reset), dumps=_dumps)
+    return web.json_response(app_state(request).engine.stats(reset=reset), dumps=_dumps)
 
 
 def _dumps(obj: Any) -> str:
@@ -526,11 +564,14 @@ def _dumps(obj: Any) -> str:
 
 
 # -- application ------------------------------------------------------------------------
-def create_app(config: EngineConfig | None = None, *, manage_gc: bool = False) -> web.Application:
+def create_app(
+    config: EngineConfig | None = None, *, manage_gc: bool = False, name: str | None = None
+) -> web.Application:
     """The aiohttp application of one simulated engine (default profile if None).
     The engine loop starts and stops with the application. ``manage_gc`` hands
     the process's full garbage collections to the engine loop (``engine.py``):
-    for a process that serves only this engine."""
+    for a process that serves only this engine. ``name``: a deployment's
+    replica, named in every response's ``x-served-by`` header."""
     config = config or build_config(DEFAULT_PROFILE)
     app = web.Application(client_max_size=64 * 1024**2)
     app[STATE] = State(
@@ -541,7 +582,9 @@ def create_app(config: EngineConfig | None = None, *, manage_gc: bool = False) -
         rng=random.Random(config.seed),
         pool=ThreadPoolExecutor(max_workers=2, thread_name_prefix="simengine-tokenize"),
         created=int(time.time()),
+        name=name,
     )
+    app.on_response_prepare.append(mark_served_by)
 
     async def start(app: web.Application) -> None:
         app[STATE].engine.start()
@@ -578,9 +621,34 @@ async def serve(
 ) -> None:
     """Serve until SIGINT/SIGTERM (or stdin closing, when asked); print the
     ``SIMENGINE_READY <url>`` line once the socket is bound."""
-    _raise_open_files_limit()
+    raise_open_files_limit()
+    runner, server, url = await start_app(create_app(config, manage_gc=True), host, port)
+    print(f"simengine: {describe(config)}", file=sys.stderr, flush=True)
+    print(f"{READY_PREFIX}{url}", flush=True)
+    try:
+        await stop_requested(exit_with_stdin)
+    finally:
+        server.close()
+        await runner.cleanup()
+
+
+def describe(config: EngineConfig) -> str:
+    """One line of what the engine simulates, for its log."""
+    summary = config.profile.describe()
+    return (
+        f"{summary['profile']} ({summary['gpu']}), KV cache "
+        f"{summary['kv_capacity_tokens']} tokens, max_model_len {summary['max_model_len']}, "
+        f"speedup {config.speedup:g}"
+    )
+
+
+async def start_app(
+    app: web.Application, host: str, port: int
+) -> tuple[web.AppRunner, asyncio.Server, str]:
+    """Serve ``app`` on ``host:port`` (0: a free port); its runner, its server
+    (close it before the runner's cleanup) and its URL."""
     runner = web.AppRunner(
-        create_app(config, manage_gc=True),
+        app,
         access_log=None,
         handle_signals=False,
         shutdown_timeout=1.0,  # streams in flight are cut on shutdown, not awaited
@@ -589,6 +657,12 @@ async def serve(
     server = await listen(runner, host, port)
     bound_host, bound_port = server.sockets[0].getsockname()[:2]
     url_host = f"[{bound_host}]" if ":" in bound_host else bound_host
+    return runner, server, f"http://{url_host}:{bound_port}"
+
+
+async def stop_requested(exit_with_stdin: bool) -> None:
+    """Return on SIGINT or SIGTERM, or (``exit_with_stdin``) when stdin closes:
+    a child whose parent died takes no more requests."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -602,23 +676,10 @@ async def serve(
                 stop.set()
 
         loop.add_reader(fd, on_stdin)
-    summary = config.profile.describe()
-    print(
-        f"simengine: {summary['profile']} ({summary['gpu']}), KV cache "
-        f"{summary['kv_capacity_tokens']} tokens, max_model_len {summary['max_model_len']}, "
-        f"speedup {config.speedup:g}",
-        file=sys.stderr,
-        flush=True,
-    )
-    print(f"{READY_PREFIX}http://{url_host}:{bound_port}", flush=True)
-    try:
-        await stop.wait()
-    finally:
-        server.close()
-        await runner.cleanup()
+    await stop.wait()
 
 
-def _raise_open_files_limit() -> None:
+def raise_open_files_limit() -> None:
     """One socket per stream: a thousand streams need more than the usual 1024
     descriptors (vLLM raises the limit the same way)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -18,6 +18,7 @@ from typing import Any
 
 from slogate.locustfiles.argtypes import (
     duration,
+    endpoint,
     non_negative_float,
     non_negative_int,
     positive_duration,
@@ -31,7 +32,14 @@ from slogate.locustfiles.options import add_cli_options
 def add_run_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run a scenario's load and gate on its SLOs")
     p.add_argument("scenario", help="scenario or mix YAML file, or a built-in name (chat, rag...)")
-    p.add_argument("--host", help="engine base URL; without it the simulated engine is started")
+    p.add_argument(
+        "--host",
+        action="append",
+        type=endpoint,
+        metavar="[NAME=]URL",
+        help="engine base URL; without it the simulated engine is started. Repeat it for "
+        "several endpoints of one deployment (every metric broken down by endpoint)",
+    )
     p.add_argument("--profile", default=None, help="simulated engine profile (without --host)")
     p.add_argument(
         "--web-ui",

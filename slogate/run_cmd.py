@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from slogate import locustfiles, scenarios, waiter
 from slogate.analysis.exitcodes import EXIT_CONFIG
 from slogate.analysis.history import results_folder, unwritable
+from slogate.client.endpoints import check_endpoints, parse_endpoint
 from slogate.locustfiles.options import forwarded, scenario_overrides
 from slogate.locustfiles.processes import plan_processes
 from slogate.locustfiles.web_access import AUTH_ENV, exposure_problem
@@ -56,6 +57,8 @@ def locust_command(
         cmd += ["--web-host", args.web_host] + ["--web-login"] * bool(args.web_auth)
     else:
         cmd += ["--headless", "--only-summary"]
+    for endpoint in getattr(args, "endpoints", ()):
+        cmd += ["--endpoint", endpoint]
     cmd += [*forwarded(args), "--slogate-processes-reason", processes[1]]
     if not args.master and processes[0] > 1:
         cmd += ["--processes", str(processes[0]), *worker_link()]
@@ -72,8 +75,24 @@ def worker_link() -> list[str]:
     return ["--master-bind-host", "127.0.0.1", "--master-bind-port", port, "--master-port", port]
 
 
+def take_endpoints(args: argparse.Namespace) -> None:
+    """``--host`` given several times names several endpoints (each passed on
+    as ``--endpoint``; the first is Locust's host); once, it is the host.
+    ValueError for two endpoints of one name."""
+    hosts = args.host or []
+    endpoints = [parse_endpoint(text) for text in hosts]
+    check_endpoints(endpoints)
+    args.endpoints = hosts if len(hosts) > 1 else []
+    args.host = endpoints[0].url if endpoints else None
+
+
 def run(args: argparse.Namespace) -> int:
     scenario = resolve(args.scenario)
+    try:
+        take_endpoints(args)
+    except ValueError as error:
+        print(f"slogate: --host: {error}", file=sys.stderr)
+        return EXIT_CONFIG
     try:
         loaded = scenarios.load(scenario, scenario_overrides(args, cli=True))
         baseline = repeat_baseline(args)

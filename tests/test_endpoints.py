@@ -1,0 +1,157 @@
+"""Several endpoints: naming and spreading them (client/endpoints.py), each
+request kept in its endpoint's and replica's rows (analysis/recorder.py), the
+rows in summary.json adding up to the scenario, and the command lines that
+name them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from reportdata import run_of
+
+from slogate.analysis.contracts import Summary, parse
+from slogate.analysis.recorder import Bucket, Recorder
+from slogate.analysis.records import ErrorKind, RequestRecord
+from slogate.analysis.rundata import RunData
+from slogate.analysis.summary import build_summary
+from slogate.cli import build_parser
+from slogate.client.endpoints import (
+    Endpoint,
+    Spread,
+    check_endpoints,
+    parse_endpoint,
+)
+from slogate.run_cmd import locust_command, take_endpoints
+
+MS = 1_000_000
+
+
+def test_an_endpoint_is_named_or_takes_its_host_and_port_as_name() -> None:
+    assert parse_endpoint("a=http://10.0.0.1:8000") == Endpoint("a", "http://10.0.0.1:8000")
+    assert parse_endpoint("http://10.0.0.2:8000/v1") == Endpoint(
+        "10.0.0.2:8000", "http://10.0.0.2:8000/v1"
+    )
+    for bad in ("a=ftp://x", "a=", "not a url", "my replica=http://h:1"):
+        with pytest.raises(ValueError, match=r"NAME|no spaces"):
+            parse_endpoint(bad)
+
+
+def test_endpoints_need_unique_names_and_positive_weights() -> None:
+    check_endpoints([Endpoint("a", "http://h:1"), Endpoint("b", "http://h:2", 2.0)])
+    with pytest.raises(ValueError, match="'a' is named twice"):
+        check_endpoints([Endpoint("a", "http://h:1"), Endpoint("a", "http://h:2")])
+    with pytest.raises(ValueError, match=r"weight 0\.0 must be > 0"):
+        check_endpoints([Endpoint("a", "http://h:1", 0.0)])
+
+
+def test_round_robin_and_weighted_spread_in_exact_proportions() -> None:
+    endpoints = [Endpoint("a", "u", 3.0), Endpoint("b", "u", 1.0)]
+    idle = [0, 0]
+    assert [Spread(endpoints, "round-robin").pick(idle) for _ in range(1)] == [0]
+    turns = Spread(endpoints, "round-robin")
+    assert [turns.pick(idle) for _ in range(4)] == [0, 1, 0, 1]
+    weighted = Spread(endpoints, "weighted")
+    picks = [weighted.pick(idle) for _ in range(8)]
+    assert picks.count(0) == 6 and picks.count(1) == 2
+
+
+def test_least_in_flight_picks_the_idlest_and_takes_ties_in_turn() -> None:
+    spread = Spread([Endpoint(n, "u") for n in "abc"], "least-in-flight")
+    assert spread.pick([2, 0, 1]) == 1
+    assert spread.pick([1, 1, 0]) == 2
+    assert [spread.pick([0, 0, 0]) for _ in range(3)] == [0, 1, 2]
+    with pytest.raises(ValueError, match="round-robin, weighted, least-in-flight"):
+        Spread([Endpoint("a", "u")], "random")
+
+
+def request(endpoint: str | None, served_by: str | None, ttft_ms: int, ok: bool = True):
+    record = RequestRecord("rag", start_ns=0, endpoint=endpoint, served_by=served_by)
+    record.chunk_ns = [ttft_ms * MS, (ttft_ms + 20) * MS]
+    record.chunk_chars = [4, 4]
+    record.end_ns = (ttft_ms + 20) * MS
+    record.output_tokens = 2
+    record.input_tokens = 100
+    record.cached_tokens = 50
+    if not ok:
+        record.fail(ErrorKind.HTTP_5XX, "HTTP 500", (ttft_ms + 20) * MS)
+    return record
+
+
+def recorded(each: int = 10) -> Recorder:
+    """Two endpoints, a fast one and one behind a router that names two
+    replicas, the second slow and failing once; ``each`` requests per replica."""
+    recorder = Recorder()
+    rows = [("a", None, 40)] * each + [("b", "r1", 60)] * each + [("b", "r2", 900)] * each
+    for endpoint, replica, ttft in rows:
+        recorder.record(request(endpoint, replica, ttft), wall_s=1.0)
+    recorder.record(request("b", "r2", 900, ok=False), wall_s=1.0)
+    recorder.record(request("a", None, 10), wall_s=1.0, warmup=True)  # in no row
+    return recorder
+
+
+def test_each_measured_request_is_in_its_endpoints_and_its_replicas_row() -> None:
+    buckets = recorded().buckets
+    assert buckets[("rag", "endpoint:a")].counters.ok == 10
+    assert buckets[("rag", "endpoint:b")].counters.total == 21
+    assert buckets[("rag", "replica:r1")].counters.ok == 10
+    assert buckets[("rag", "replica:r2")].counters.failed == 1
+    assert ("rag", "replica:None") not in buckets
+
+
+def run_data(recorder: Recorder | None = None) -> RunData:
+    """A complete run whose one scenario, rag, has a TTFT p50 SLO of 500 ms."""
+    slo = {"rag": [{"metric": "ttft_ms", "stat": "p50", "limit": 500.0}]}
+    run = run_of({"rag": Bucket()}, slo)
+    run.buckets = (recorder or recorded()).buckets
+    return run
+
+
+def test_the_summary_rows_add_up_to_the_scenario_and_are_judged_alone() -> None:
+    summary = build_summary(run_data())
+    parse(Summary, summary, "summary.json")  # the contract takes the rows
+    block = summary["scenarios"]["rag"]
+    endpoints = block["endpoints"]
+    assert sorted(endpoints) == ["a", "b"]
+    for key in ("ok", "failed", "total"):
+        assert sum(r["requests"][key] for r in endpoints.values()) == block["requests"][key]
+    count = sum(r["metrics"]["ttft_ms"]["count"] for r in endpoints.values())
+    assert count == block["metrics"]["ttft_ms"]["count"] == 30
+    replicas = block["replicas"]
+    assert sorted(replicas) == ["r1", "r2"]
+    assert replicas["r1"]["verdict"] == "pass" and replicas["r2"]["verdict"] == "fail"
+    assert replicas["r2"]["slo"][0]["value"] == pytest.approx(900, rel=0.01)
+    assert endpoints["a"]["prefix_cache"]["hit_rate"] == pytest.approx(0.5)
+
+
+def test_the_diagnosis_names_the_slow_replica_and_not_the_others() -> None:
+    findings = build_summary(run_data())["diagnosis"]
+    slow = [f for f in findings if f["cause"] == "slow_replica"]
+    assert [f["evidence"]["replica"] for f in slow] == ["r2"]
+    assert slow[0]["evidence"]["ttft_p50_ms"] == pytest.approx(900, rel=0.01)
+    assert "r2 took 900 ms" in slow[0]["text"]
+    # endpoint b holds the fast r1 too: its median is not apart from a's
+    assert not [f for f in findings if f["cause"] == "slow_endpoint"]
+    few = build_summary(run_data(recorded(each=5)))["diagnosis"]
+    assert not [f for f in few if f["cause"] == "slow_replica"]  # under 8 requests each
+
+
+def test_slogate_run_passes_several_hosts_on_as_endpoints() -> None:
+    args = build_parser().parse_args(
+        ["run", "chat", "--host", "a=http://h:1", "--host", "http://h:2", "--spread", "weighted"]
+    )
+    take_endpoints(args)
+    assert args.host == "http://h:1"
+    command = locust_command(args, Path("s.yaml"), args.host, Path("out"), (1, "one"))
+    assert command[command.index("--host") + 1] == "http://h:1"
+    given = [command[i + 1] for i, arg in enumerate(command) if arg == "--endpoint"]
+    assert given == ["a=http://h:1", "http://h:2"]
+    assert command[command.index("--spread") + 1] == "weighted"
+    one = build_parser().parse_args(["run", "chat", "--host", "http://h:1"])
+    take_endpoints(one)
+    assert "--endpoint" not in locust_command(one, Path("s"), one.host, Path("o"), (1, "one"))
+    twice = build_parser().parse_args(
+        ["run", "chat", "--host", "a=http://h:1", "--host", "a=http://h:2"]
+    )
+    with pytest.raises(ValueError, match="named twice"):
+        take_endpoints(twice)
