@@ -86,7 +86,7 @@ def percentile_charts(
             line_chart(
                 series,
                 title=f"{title} (ms) by percentile",
-                x=Axis(label="percentile", ticks=nines_ticks(top)),
+                x=Axis(label="percentile (%)", ticks=nines_ticks(top)),
                 y=Axis(label="ms", log=True),
                 rules=threshold_rules(slos, metric, top),
             )
@@ -105,8 +105,31 @@ def column(rows: Sequence[Mapping[str, Any]], key: str, per_window: bool = False
     return points
 
 
+def limit_rules(slos: Iterable[SloEntry], metric: str, scale: float, unit: str) -> list[Rule]:
+    """Lines for the SLOs of a rate or a fraction; ``scale`` puts the limit in
+    the chart's unit (100 for a percentage)."""
+    return [
+        Rule(
+            slo.threshold * scale,
+            f"{'≥' if slo.kind == 'min' else '≤'} {slo.threshold * scale:g}{unit}",
+        )
+        for slo in slos
+        if slo.metric == metric
+    ]
+
+
+def error_share(rows: Sequence[Mapping[str, Any]]) -> list[tuple[float, float | None]]:
+    """Failed requests per window, in percent of the requests that ended in it."""
+    points: list[tuple[float, float | None]] = []
+    for row in rows:
+        failed = row.get("requests_failed", 0)
+        ended = row.get("requests_ok", 0) + failed
+        points.append((row["t_s"], 100.0 * failed / ended if ended else None))
+    return points
+
+
 def timeseries_charts(rows: Sequence[Mapping[str, Any]], slos: Sequence[SloEntry]) -> list[Markup]:
-    """Throughput, TTFT and ITL per window against their SLOs, load, errors."""
+    """Throughput, TTFT, ITL and the error rate per window against their SLOs, load, errors."""
     if not rows:
         return []
     time = Axis(label="time since start", time=True)
@@ -124,11 +147,15 @@ def timeseries_charts(rows: Sequence[Mapping[str, Any]], slos: Sequence[SloEntry
             ],
             title="Requests per second",
             x=time,
+            y=Axis(label="req/s"),
+            rules=limit_rules(slos, "requests_per_s", 1.0, "/s"),
         ),
         line_chart(
             [Series("output tokens/s", column(rows, "output_tokens_per_s"))],
             title="Output tokens per second",
             x=time,
+            y=Axis(label="tok/s"),
+            rules=limit_rules(slos, "output_tokens_per_s", 1.0, "/s"),
         ),
     ]
     for metric, title in (("ttft", "TTFT per window (ms)"), ("itl", "ITL per window (ms)")):
@@ -137,9 +164,22 @@ def timeseries_charts(rows: Sequence[Mapping[str, Any]], slos: Sequence[SloEntry
             Series(f"p99 {metric}", column(rows, f"{metric}_p99_ms")),
         ]
         rules = [Rule(r.y, r.label) for r in threshold_rules(slos, metric, 0.0)]
-        charts.append(line_chart(series, title=title, x=time, rules=rules))
-    charts.append(line_chart(gauges, title="Users and requests in flight", x=time))
-    charts.append(line_chart(error_series, title="Errors per window, by kind", x=time))
+        charts.append(line_chart(series, title=title, x=time, y=Axis(label="ms"), rules=rules))
+    charts.append(
+        line_chart(
+            [Series("failed", error_share(rows))],
+            title="Error rate per window (%)",
+            x=time,
+            y=Axis(label="%"),
+            rules=limit_rules(slos, "error_rate", 100.0, "%"),
+        )
+    )
+    charts.append(
+        line_chart(gauges, title="Users and requests in flight", x=time, y=Axis(label="count"))
+    )
+    charts.append(
+        line_chart(error_series, title="Errors per window, by kind", x=time, y=Axis(label="count"))
+    )
     return charts
 
 
@@ -165,8 +205,10 @@ def server_charts(samples: Sequence[Mapping[str, Any]]) -> list[Markup]:
     time = Axis(label="time since start", time=True)
     for (source, name), points in sorted(by_series.items()):
         if name.endswith("_total"):
-            series = Series(f"{name} per second", counter_rate(points))
+            series, unit = Series(f"{name} per second", counter_rate(points)), "/s"
         else:
-            series = Series(name, points)
-        charts.append(line_chart([series], title=f"{series.name} ({source})", x=time))
+            series, unit = Series(name, points), "value"
+        charts.append(
+            line_chart([series], title=f"{series.name} ({source})", x=time, y=Axis(label=unit))
+        )
     return charts

@@ -23,6 +23,7 @@ from slogate.reports.html import render
 from slogate.reports.junit import junit_xml
 from slogate.reports.markdown import summary_markdown
 from slogate.reports.openmetrics import openmetrics_text
+from slogate.reports.request_timeline import timeline_html
 from slogate.reports.tables import percentiles_csv, timeseries_csv
 
 if TYPE_CHECKING:  # pydantic: not in load processes
@@ -35,6 +36,7 @@ PERCENTILES_FILE = "percentiles.csv"
 TIMESERIES_FILE = "timeseries.csv"
 MARKDOWN_FILE = "summary.md"
 METRICS_FILE = "metrics.prom"
+TIMELINE_FILE = "timeline.html"
 METRIC_LABELS = {f"{name}_ms": label for name, label in LABELS.items()} | {
     "max_stall_ms": "max stall per request",
     "lag_ms": "generator lag",
@@ -77,9 +79,13 @@ def write_atomic(path: Path, content: str | bytes) -> Path:
     return path
 
 
+def has_timeline(run: RunData) -> bool:
+    return run.timelines is not None and len(run.timelines) > 0
+
+
 def report_html(summary: Summary, run: RunData, baseline: RunData | None) -> str:
     """The self-contained HTML page: the summary, read through its contract,
-    plus charts drawn from the run."""
+    plus charts drawn from the run, linking the request timeline beside it."""
     scenarios = []
     for name, block in summary.scenarios.items():
         rows = [r for r in run.timeseries if r.get("scenario") == name]
@@ -102,6 +108,7 @@ def report_html(summary: Summary, run: RunData, baseline: RunData | None) -> str
         total_requests=total,
         labels=METRIC_LABELS,
         server_charts=server_charts(run.server_metrics),
+        timeline=TIMELINE_FILE if has_timeline(run) else None,
     )
 
 
@@ -153,6 +160,10 @@ def write_files(
         "markdown": write_atomic(out / MARKDOWN_FILE, summary_markdown(contract, REPORT_FILE)),
         "metrics": write_atomic(out / METRICS_FILE, openmetrics_text(contract)),
     }
+    if has_timeline(run):
+        slos = {name: block.slo for name, block in contract.scenarios.items()}
+        page = timeline_html(run.timelines, run.meta, slos, contract.verdict)
+        files["timeline"] = write_atomic(out / TIMELINE_FILE, page)
     return Outcome(contract.verdict, contract.exit_code, out, files, summary, comparison)
 
 

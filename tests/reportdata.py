@@ -111,10 +111,16 @@ def lognormal_ms(median: float, sigma: float, n: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).lognormal(np.log(median), sigma, n)
 
 
-def realistic_run(n: int = 4000, seed: int = 1, scale: float = 1.0) -> RunData:
+def realistic_run(
+    n: int = 4000,
+    seed: int = 1,
+    scale: float = 1.0,
+    scenario: str = "chat",
+    slos: list[dict[str, Any]] | None = None,
+) -> RunData:
     """A one-scenario chat run with every histogram, two stages, a time series,
     server metrics and a few errors (one message hostile); ``scale`` multiplies
-    every latency, to plant a regression."""
+    every latency, to plant a regression; ``slos`` replace its three."""
     ttft = lognormal_ms(300, 0.5, n, seed) * scale
     itl = lognormal_ms(25, 0.3, n * 20, seed + 1) * scale
     tpot = lognormal_ms(26, 0.2, n, seed + 2) * scale
@@ -152,23 +158,19 @@ def realistic_run(n: int = 4000, seed: int = 1, scale: float = 1.0) -> RunData:
     c.intended_output_tokens = n * 128
     c.count_methods.update(usage=n)
     c.chunk_token_methods.update(proportional=n)
-    run = run_of(
-        {"chat": chat},
-        slo={
-            "chat": [
-                {"metric": "ttft_ms", "stat": "p99", "limit": 2000.0, "kind": "max"},
-                {"metric": "itl_ms", "stat": "p95", "limit": 60.0, "kind": "max"},
-                {"metric": "error_rate", "stat": "max", "limit": 0.01, "kind": "max"},
-            ]
-        },
-    )
+    default_slos = [
+        {"metric": "ttft_ms", "stat": "p99", "limit": 2000.0, "kind": "max"},
+        {"metric": "itl_ms", "stat": "p95", "limit": 60.0, "kind": "max"},
+        {"metric": "error_rate", "stat": "max", "limit": 0.01, "kind": "max"},
+    ]
+    run = run_of({scenario: chat}, slo={scenario: default_slos if slos is None else slos})
     for stage, part in (("warm", slice(0, n // 2)), ("hot", slice(n // 2, n))):
-        run.buckets[("chat", f"stage:{stage}")] = bucket(
+        run.buckets[(scenario, f"stage:{stage}")] = bucket(
             {k: v[part] for k, v in samples.items() if k in ("ttft", "itl", "tpot", "e2e")}
         )
     run.timeseries = [
         {
-            "scenario": "chat",
+            "scenario": scenario,
             "t_s": 5.0 * i,
             "window_s": 5.0,
             "requests_ok": 60 + i % 7,

@@ -1,0 +1,296 @@
+"""The request timeline: every request a bar from its send to its last token,
+in lanes, over the run, as vLLM's ``--plot-timeline`` draws a benchmark.
+
+Percentiles say how slow the tail was; this page shows when and beside what:
+a stream whose bar darkens (a stall) while another request's first token
+lands is prefill interference, a run of long grey heads is a queue, lanes that
+all wait at once are head-of-line blocking. It is drawn from
+``data/timelines.json``: the bar's grey head is the wait for the first token
+(marked with a tick), its body is coloured by the request's mean ITL (TPOT)
+against the scenario's ITL or TPOT limit, and its longest gaps between chunks
+are drawn dark on it. The SVG is written here; a few lines of script show a
+hovered bar's numbers (as text, never markup).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from markupsafe import Markup
+
+from slogate.analysis.timelines import UNKNOWN, Timelines
+from slogate.reports.html import num, render
+from slogate.reports.svg import clock, esc, time_ticks
+
+MAX_BARS = 2000
+SLOWEST_KEPT = 50
+WIDTH, LEFT, RIGHT, TOP, BOTTOM = 1160, 44, 12, 8, 30
+# the body's colour: mean ITL under half the limit, under it, at or over it; unknown
+ITL_CLASSES = ("fast", "near", "over")
+# a request's mean ITL limit when its scenario declares none: this many times the run's median
+UNDECLARED_LIMIT_X_MEDIAN = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """The rows drawn, in send order, and what the page says about the choice."""
+
+    rows: list[int]
+    total: int
+    every: int  # 1: every request is drawn
+    slowest: int  # rows kept besides every ``every``-th: the longest E2E
+
+
+def sample(
+    starts: Sequence[float],
+    e2e_ms: Sequence[float],
+    limit: int = MAX_BARS,
+    slowest: int = SLOWEST_KEPT,
+) -> Sample:
+    """Every request when they fit; else every k-th by send time and the
+    ``slowest`` by E2E besides, so the tail is never sampled away."""
+    order = sorted(range(len(starts)), key=starts.__getitem__)
+    if len(order) <= limit:
+        return Sample(order, len(order), 1, 0)
+    every = math.ceil(len(order) / (limit - slowest))
+    kept = set(order[::every])
+    tail = heapq.nlargest(slowest, range(len(e2e_ms)), key=e2e_ms.__getitem__)
+    extra = [row for row in tail if row not in kept]
+    kept.update(extra)
+    return Sample(sorted(kept, key=starts.__getitem__), len(order), every, len(extra))
+
+
+def lanes(spans: Iterable[tuple[float, float]]) -> list[int]:
+    """Each span (start, end), in start order, in the lowest lane free at its
+    start: a lane is a stream of requests that never overlapped, as a
+    closed-loop user's are, and the lanes are as many as were ever in flight."""
+    busy: list[tuple[float, int]] = []
+    free: list[int] = []
+    out: list[int] = []
+    count = 0
+    for start, end in spans:
+        while busy and busy[0][0] <= start:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        if free:
+            lane = heapq.heappop(free)
+        else:
+            lane, count = count, count + 1
+        heapq.heappush(busy, (end, lane))
+        out.append(lane)
+    return out
+
+
+def itl_class(tpot_ms: float, limit_ms: float | None) -> str:
+    if tpot_ms == UNKNOWN or limit_ms is None:
+        return "unknown"
+    return ITL_CLASSES[(tpot_ms >= limit_ms / 2) + (tpot_ms >= limit_ms)]
+
+
+def itl_limits(t: Timelines, slos: dict[str, Sequence[Any]]) -> dict[str, tuple[float, str]]:
+    """Per scenario the mean-ITL limit its bars are coloured against and where
+    it came from: the lowest ITL or TPOT limit it declares, else twice the
+    run's median TPOT."""
+    tpots = sorted(v for v in t.columns["tpot_ms"] if v != UNKNOWN)
+    median = tpots[len(tpots) // 2] if tpots else None
+    limits = {}
+    for name in t.scenarios:
+        declared = [s.threshold for s in slos.get(name, ()) if s.metric in ("itl_ms", "tpot_ms")]
+        if declared:
+            limits[name] = (min(declared), "its ITL/TPOT SLO")
+        elif median is not None:
+            limits[name] = (UNDECLARED_LIMIT_X_MEDIAN * median, "twice the run's median TPOT")
+    return limits
+
+
+def origin(started_at: str | None, starts: Sequence[float]) -> float:
+    """The run's start on the wall clock, so the page's seconds are the
+    report's; the first send when the metadata has none."""
+    if started_at:
+        try:
+            return datetime.fromisoformat(started_at).timestamp()
+        except ValueError:
+            pass
+    return min(starts, default=0.0)
+
+
+def gaps_by_row(t: Timelines) -> dict[int, list[tuple[float, float]]]:
+    """Each request's kept gaps: (end, length) in ms after its send."""
+    found: dict[int, list[tuple[float, float]]] = {}
+    for row, end_ms, gap_ms in zip(t.gap_row, t.gap_end_ms, t.gap_ms, strict=True):
+        found.setdefault(row, []).append((end_ms, gap_ms))
+    return found
+
+
+def request_numbers(
+    t: Timelines, row: int, t0: float, gaps: list[tuple[float, float]]
+) -> list[Any]:
+    """What hovering a bar shows, in the order the page's script reads it."""
+    c = t.columns
+
+    def value(name: str, digits: int = 1) -> float | None:
+        v = c[name][row]
+        return None if v == UNKNOWN else round(v, digits)
+
+    return [
+        t.scenarios[t.scenario[row]], round(c["start_s"][row] - t0, 3), value("ttft_ms"),
+        value("e2e_ms"), value("tpot_ms", 2), value("input_tokens", 0), value("cached_tokens", 0),
+        value("output_tokens", 0), int(c["conversation"][row]), int(c["turn"][row]),
+        bool(t.flags["ok"][row]), bool(t.flags["warmup"][row]), len(gaps),
+        round(max(g for _, g in gaps), 1) if gaps else None,
+    ]  # fmt: skip
+
+
+def rect(x: float, y: float, width: float, height: float, kind: str) -> str:
+    return (
+        f'<rect x="{x:.2f}" y="{y:.2f}" width="{width:.2f}" height="{height:.2f}" class="{kind}"/>'
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """Where the bars go: seconds to x, a lane to y."""
+
+    lo: float
+    scale: float
+    lane_h: float
+
+    def x(self, seconds: float) -> float:
+        return LEFT + (seconds - self.lo) * self.scale
+
+    def y(self, lane: int) -> float:
+        return TOP + lane * self.lane_h
+
+
+def bar_svg(
+    t: Timelines,
+    row: int,
+    index: int,
+    span: tuple[float, float],
+    y: float,
+    frame: Frame,
+    kind: str,
+    gaps: Sequence[tuple[float, float]],
+) -> str:
+    """One request: the wait for its first token, the tick, its coloured body,
+    its long gaps; ``data-i`` indexes its numbers for the hover."""
+    c = t.columns
+    start, end = span
+    x, h = frame.x, max(frame.lane_h - 1.5, 2.5)
+    first = c["ttft_ms"][row]
+    body_from = end if first == UNKNOWN else start + first / 1000.0
+    flags = ("" if t.flags["ok"][row] else " failed") + (
+        " warmup" if t.flags["warmup"][row] else ""
+    )
+    parts = [
+        f'<g class="req{flags}" data-i="{index}">',
+        rect(x(start), y, max(x(end) - x(start), 1.0), h, "wait"),
+    ]
+    if body_from < end:
+        parts.append(rect(x(body_from), y, max(x(end) - x(body_from), 0.5), h, f"itl {kind}"))
+    if first != UNKNOWN:
+        parts.append(rect(x(body_from) - 0.6, y - 1, 1.2, h + 2, "ft"))
+    for gap_end, gap in gaps:
+        left, right = x(start + (gap_end - gap) / 1000.0), x(start + gap_end / 1000.0)
+        parts.append(rect(left, y + h / 4, max(right - left, 0.8), h / 2, "stall"))
+    parts.append("</g>")
+    return "".join(parts)
+
+
+def axis_svg(frame: Frame, ticks: Sequence[float], height: float) -> str:
+    """Gridlines and labels of the time axis, in seconds since the run's start."""
+    base = height - BOTTOM
+    parts = [
+        f'<line x1="{x:.2f}" x2="{x:.2f}" y1="{TOP}" y2="{base + 4:.1f}" class="g"/>'
+        f'<text x="{x:.2f}" y="{base + 16:.1f}" class="xl">{esc(clock(t))}</text>'
+        for t in ticks
+        for x in (frame.x(t),)
+    ]
+    parts.append(
+        f'<text x="{WIDTH - RIGHT}" y="{height - 2:.1f}" class="al">time since the run started'
+        f'</text><text x="4" y="{TOP + 10}" class="al0">lane</text>'
+    )
+    return "".join(parts)
+
+
+def bars_svg(
+    t: Timelines,
+    drawn: Sample,
+    t0: float,
+    limits: dict[str, tuple[float, str]],
+    gaps_of: dict[int, list[tuple[float, float]]],
+) -> Markup:
+    """The lanes and their bars over a time axis."""
+    c = t.columns
+    spans = []
+    for row in drawn.rows:
+        start = c["start_s"][row] - t0
+        spans.append((start, start + c["e2e_ms"][row] / 1000.0))
+    lane_of = lanes(spans)
+    count = max(lane_of, default=-1) + 1
+    lane_h = min(16.0, max(4.0, 640.0 / max(count, 1)))
+    height = TOP + count * lane_h + BOTTOM
+    lo, hi, ticks = time_ticks(
+        min((s for s, _ in spans), default=0.0), max((e for _, e in spans), default=1.0)
+    )
+    frame = Frame(lo, (WIDTH - LEFT - RIGHT) / ((hi - lo) or 1.0), lane_h)
+    parts = [
+        f'<svg class="timeline" viewBox="0 0 {WIDTH} {height:.0f}" width="{WIDTH}" '
+        f'height="{height:.0f}" role="img" aria-label="request timeline">',
+        axis_svg(frame, ticks, height),
+    ]
+    for index, (row, span, lane) in enumerate(zip(drawn.rows, spans, lane_of, strict=True)):
+        limit = limits.get(t.scenarios[t.scenario[row]])
+        kind = itl_class(c["tpot_ms"][row], limit[0] if limit else None)
+        gaps = gaps_of.get(row, ())
+        parts.append(bar_svg(t, row, index, span, frame.y(lane), frame, kind, gaps))
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def script_json(value: Any) -> Markup:
+    """JSON safe inside a ``<script>`` element: no ``<``, ``>`` or ``&`` that
+    could end it or open a comment, whatever a scenario's name holds."""
+    text = json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+    for char, escape in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
+        text = text.replace(char, escape)
+    return Markup(text)
+
+
+def sample_text(drawn: Sample) -> str:
+    if drawn.every == 1:
+        return f"all {num(drawn.total)} requests"
+    ordinal = {2: "2nd", 3: "3rd"}.get(drawn.every, f"{drawn.every}th")
+    return (
+        f"{num(len(drawn.rows))} of {num(drawn.total)} requests: every {ordinal} by send time, "
+        f"and the {num(drawn.slowest)} slowest (E2E) besides, so the tail is always drawn"
+    )
+
+
+def timeline_html(
+    t: Timelines, meta: dict[str, Any], slos: dict[str, Sequence[Any]], verdict: str
+) -> str:
+    """The page: the lanes, the legend, what was sampled, and each drawn
+    request's numbers for the hover."""
+    c = t.columns
+    drawn = sample(c["start_s"], c["e2e_ms"])
+    t0 = origin(meta.get("started_at"), c["start_s"])
+    limits = itl_limits(t, slos)
+    gaps_of = gaps_by_row(t)
+    return render(
+        "timeline.html.j2",
+        run_id=meta.get("run_id") or "",
+        verdict=verdict,
+        svg=bars_svg(t, drawn, t0, limits, gaps_of),
+        sampled=sample_text(drawn),
+        limits={name: (num(limit), why) for name, (limit, why) in limits.items()},
+        dropped=t.dropped,
+        numbers=script_json(
+            [request_numbers(t, row, t0, gaps_of.get(row, [])) for row in drawn.rows]
+        ),
+    )
