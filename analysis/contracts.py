@@ -187,7 +187,11 @@ class Cost(Contract):
 
 
 class Sessions(Contract):
-    """Agent sessions: how they ended and the steps they took."""
+    """Agent sessions: how they ended and the steps they took; a replayed
+    agent tree (``kind: agent-trace``) adds the answered sessions' wall time,
+    their requests' time added up (``engine_ms``), their replayed tool and
+    think waits (``tool_ms``), their prompt and output tokens, and the TTFT of
+    their requests by context band (``0_8k``, ``8_32k``, ``32_128k``, ``128k_up``)."""
 
     count: int
     answered: int
@@ -195,6 +199,11 @@ class Sessions(Contract):
     failed: int
     tool_calls: int
     steps: Distribution | None = None
+    wall_ms: Distribution | None = None
+    engine_ms: Distribution | None = None
+    tool_ms: Distribution | None = None
+    tokens: Distribution | None = None
+    ttft_by_context_ms: dict[str, Distribution] | None = None
 
 
 class PrefixCache(Contract):
@@ -631,8 +640,32 @@ class MaxSearch(Contract):
     trials: list[SearchTrial]
 
 
+class TierSlo(Contract):
+    metric: str
+    stat: str
+    threshold: float
+    kind: str
+
+
+class TierPoint(Contract):
+    x: float
+    passed: bool
+
+
+class SloTier(Contract):
+    """One SLO tier of a sweep: its thresholds, its verdict at each load tried
+    and the most load under it."""
+
+    name: str
+    slo: list[TierSlo]
+    points: list[TierPoint]
+    max: Number = None
+    unit: str
+
+
 class Sweep(Contract):
-    """sweep.json: each load level's trials, the maximum under SLO and the knee."""
+    """sweep.json: each load level's trials, the maximum under SLO and the knee;
+    with ``slo_tiers`` in the scenario, the maximum under each tier."""
 
     schema_: Literal[SWEEP_SCHEMA] = Field(alias="schema")
     mode: str
@@ -650,6 +683,7 @@ class Sweep(Contract):
     headline: str
     findings: list[str]
     skipped_levels: list[float] = Field(default_factory=list)
+    tiers: list[SloTier] = Field(default_factory=list)
 
 
 class ExperimentTrend(Contract):

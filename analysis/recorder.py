@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from slogate.analysis.bands import tpot_band, ttft_band
+from slogate.analysis.bands import context_band, tpot_band, ttft_band
 from slogate.analysis.histograms import HistogramSet
 from slogate.analysis.records import RequestRecord, SessionRecord
 from slogate.analysis.request_metrics import AnswerMetrics, RequestMetrics, request_metrics
@@ -321,6 +321,7 @@ def record_into(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: 
     if record.input_tokens:
         if m.ttft_ns is not None:
             hist.record_ns(ttft_band(record.input_tokens), m.ttft_ns)
+            hist.record_ns(context_band(record.input_tokens), m.ttft_ns)
         if m.tpot_ns is not None:
             hist.record_ns(tpot_band(record.input_tokens + m.output_tokens), m.tpot_ns)
     if m.max_stall_ns is not None:
@@ -442,6 +443,12 @@ class Recorder:
             bucket.histograms.record_us("session_steps", session.steps)
             if session.outcome == "answered":
                 bucket.histograms.record_ns("session", session.end_ns - session.start_ns)
+                if session.engine_ns is not None:
+                    bucket.histograms.record_ns("session_engine", session.engine_ns)
+                if session.tool_ns is not None:
+                    bucket.histograms.record_ns("session_tool", session.tool_ns)
+                if session.tokens:
+                    bucket.histograms.record_us("session_tokens", session.tokens)
 
     def record_conversation_cache(
         self,

@@ -31,13 +31,20 @@ class ErrorKind(str, Enum):
 @dataclass(frozen=True, slots=True)
 class SessionRecord:
     """One agent session: its requests (steps) from the first one's start to
-    the last one's end. ``outcome``: ``answered`` (a reply without tool calls),
-    ``unfinished`` (the step limit came first) or ``failed`` (a request failed)."""
+    the last one's end. ``outcome``: ``answered`` (a reply without tool calls,
+    or every call of a replayed tree), ``unfinished`` (the step limit came
+    first) or ``failed`` (a request failed). A replayed tree also says how
+    long its requests took in all (``engine_ns``: its agents' requests added
+    up, so parallel subagents count each), how long it waited on tools and
+    thinking (``tool_ns``) and its prompt and output tokens (``tokens``)."""
 
     steps: int
     start_ns: int
     end_ns: int
     outcome: str
+    engine_ns: int | None = None
+    tool_ns: int | None = None
+    tokens: int | None = None
 
 
 class CountMethod(str, Enum):

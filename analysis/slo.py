@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
+from slogate.analysis.bands import CONTEXT_BANDS, TTFT_BY_CONTEXT
 from slogate.analysis.exitcodes import (  # the contract, re-exported where commands read it
     EXIT_CONFIG as EXIT_CONFIG,
 )
@@ -73,6 +74,12 @@ GAP_METRICS = ("itl", "chunk_gap", "max_stall")
 # Chunks read together over this share of the gaps blur ITL's p99 (diagnosis).
 SAME_READ_SHARE = 0.01
 ANSWER_METRICS = ("ttfa", "reasoning", "answer_itl", "answer_tpot", "ttftc", "session")
+# agent sessions: their engine and tool time, and TTFT in the fixed context bands
+SESSION_METRICS = (
+    "session_engine",
+    "session_tool",
+    *(f"{TTFT_BY_CONTEXT}{label}" for _, label in CONTEXT_BANDS),
+)
 RATE_METRICS = ("error_rate", "goodput")
 THROUGHPUT_METRICS = ("requests_per_s", "output_tokens_per_s", "input_tokens_per_s")
 
@@ -267,6 +274,7 @@ def evaluate(
     if metric.endswith("_ms") and metric.removesuffix("_ms") in (
         *LATENCY_METRICS,
         *ANSWER_METRICS,
+        *SESSION_METRICS,
     ):
         return evaluate_latency(scenario, threshold, bucket)
     if metric in COUNT_METRICS:

@@ -17,6 +17,7 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
+from slogate.analysis.bands import CONTEXT_BANDS, TTFT_BY_CONTEXT
 from slogate.analysis.costs import Pricing, throughput_cost
 from slogate.analysis.diagnosis import diagnose, findings_to_dicts, rate_rps
 from slogate.analysis.energy import energy_block
@@ -296,20 +297,35 @@ def goodput_block(c: Counters, spec: Mapping[str, Any] | None, seconds: float | 
 
 
 def sessions_block(bucket: Bucket) -> dict[str, Any] | None:
-    """Agent sessions: how they ended and the steps they took (None: no agent)."""
+    """Agent sessions: how they ended and the steps they took (None: no agent);
+    for replayed trees also their wall time, time on the engine and on tools,
+    tokens, and TTFT by context band (docs/reports.md, "Agent sessions")."""
     c = bucket.counters
     if not c.sessions:
         return None
     answered = c.sessions - c.sessions_unfinished - c.sessions_failed
     histograms = bucket.histograms
-    steps = histograms.histogram("session_steps") if "session_steps" in histograms else None
+
+    def found(name: str, unit_us: bool = True) -> dict[str, Any] | None:
+        return distribution(histograms.histogram(name), unit_us) if name in histograms else None
+
+    bands = {
+        label: found(f"{TTFT_BY_CONTEXT}{label}")
+        for _, label in CONTEXT_BANDS
+        if f"{TTFT_BY_CONTEXT}{label}" in histograms
+    }
     return {
         "count": c.sessions,
         "answered": answered,
         "unfinished": c.sessions_unfinished,
         "failed": c.sessions_failed,
         "tool_calls": c.tool_calls,
-        "steps": distribution(steps, unit_us=False) if steps is not None else None,
+        "steps": found("session_steps", unit_us=False),
+        "wall_ms": found("session"),
+        "engine_ms": found("session_engine"),
+        "tool_ms": found("session_tool"),
+        "tokens": found("session_tokens", unit_us=False),
+        "ttft_by_context_ms": bands if "session_engine" in histograms else None,
     }
 
 

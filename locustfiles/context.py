@@ -226,7 +226,9 @@ class LoadContext:
         if not self.timeline.in_warmup(elapsed):
             self.recorder.record_probe(record, wall_s=self.origin_s + elapsed)
 
-    def record(self, record: RequestRecord) -> None:
+    def record(self, record: RequestRecord, warm: bool = False) -> None:
+        """One finished request; ``warm`` ones (sent to warm the engine's cache)
+        go where the warm-up's requests go, out of the measurements."""
         chunks = record.chunk_ns
         together = [chunks[i] for i in range(1, len(chunks)) if chunks[i] == chunks[i - 1]]
         if together:
@@ -235,7 +237,7 @@ class LoadContext:
         elapsed = self.elapsed_s()
         wall = self.origin_s + elapsed
         stage = self.timeline.stage_name(elapsed)
-        warmup = self.timeline.in_warmup(elapsed)
+        warmup = warm or self.timeline.in_warmup(elapsed)
         metrics = self.recorder.record(record, wall_s=wall, stage=stage, warmup=warmup)
         if self.request_log is not None:
             self.request_log.write(request_line(record, metrics, wall, stage, warmup))

@@ -30,6 +30,7 @@ from slogate.client.streaming import (
     StreamResult,
     chat_messages,
 )
+from slogate.locustfiles.agent_sessions import TreePlay
 from slogate.locustfiles.lookahead import Due, LookAhead
 from slogate.locustfiles.state import current_context
 from slogate.scenarios.model import PlannedTurn
@@ -71,6 +72,7 @@ class _ScenarioUser(User):
         prepared: PreparedRequest,
         due: Due | None = None,
         writing: Callable[[], None] | None = None,
+        warm: bool = False,
     ) -> StreamResult:
         """Send one request and record it, in slogate's histograms and in Locust's
         own statistics. A request the end of the run cuts off after it was
@@ -79,7 +81,8 @@ class _ScenarioUser(User):
         never reached the server: it is not counted); one the scenario
         cancels is recorded as such (Locust's statistics leave it out). ``due``:
         open loop, its instant and the dispatcher's wait for it; ``writing``: as
-        :meth:`StreamClient.send_prepared` takes it."""
+        :meth:`StreamClient.send_prepared` takes it; ``warm``: sent to warm the
+        engine's cache, recorded with the warm-up's requests."""
         ctx = self.ctx
         ctx.sending(client, 1)
         try:
@@ -92,7 +95,7 @@ class _ScenarioUser(User):
         record = result.record
         if due is not None:
             record.prepare_wait_ns = due.waited_ns
-        ctx.record(record)
+        ctx.record(record, warm)
         if record.cancelled:  # neither a success nor a failure for Locust's statistics
             return result
         self.environment.events.request.fire(
@@ -113,12 +116,15 @@ class SlogateUser(_ScenarioUser):
     def converse(self) -> None:
         """One conversation, on one endpoint (unless the run's affinity is per
         request), sending back the router's session token when the scenario
-        names its header."""
+        names its header; a replayed agent tree as a whole, on one endpoint."""
         ctx = self.ctx
         users = ctx.timeline.max_users()
         sticky = ctx.pick_endpoint()
-        conversation = self.planner.conversation()
         chat = PROTOCOLS[self.scenario.api].conversational
+        if self.scenario.workload.kind == "agent-trace":
+            self.play_tree(ctx.client(self.scenario, users, sticky), chat)
+            return
+        conversation = self.planner.conversation()
         history: list[dict] = []
         cache = _ConversationCache()
         session: str | None = None
@@ -139,6 +145,23 @@ class SlogateUser(_ScenarioUser):
                 if chat:
                     history.append(user_message(turn))
                     history.append({"role": "assistant", "content": result.text})
+        finally:
+            if cache.reported:
+                self.ctx.record_conversation_cache(self.scenario.name, cache.cached, cache.prompt)
+
+    def play_tree(self, client: StreamClient, chat: bool) -> None:
+        """One replayed agent session, its subagents included
+        (:mod:`slogate.locustfiles.agent_sessions`)."""
+        cache = _ConversationCache()
+
+        def send(client: StreamClient, prepared: PreparedRequest, warm: bool) -> StreamResult:
+            return self.send(client, prepared, warm=warm)
+
+        play = TreePlay(send, client, self.planner.session(), chat, cache)
+        try:
+            record = play.play()
+            if record is not None:
+                self.ctx.record_session(self.scenario.name, record)
         finally:
             if cache.reported:
                 self.ctx.record_conversation_cache(self.scenario.name, cache.cached, cache.prompt)

@@ -173,6 +173,43 @@ def prefix_cache_lines(summary: Summary) -> list[str]:
     return ["", *lines] if lines else []
 
 
+def session_lines(summary: Summary) -> list[str]:
+    """Each replayed agent tree scenario's session table: wall time, engine
+    and tool time, requests and tokens per complete session, TTFT by context."""
+    lines = []
+    for name, scenario in summary.scenarios.items():
+        s = scenario.sessions
+        if s is None or s.wall_ms is None:
+            continue
+        lines += [
+            "",
+            f"Agent sessions of {md(name)}: {num(s.count)} ({num(s.answered)} complete, "
+            f"{num(s.failed)} failed, {num(s.unfinished)} unfinished)",
+            "",
+            "| per session | n | p50 | p90 | p99 | max |",
+            "|---|---|---|---|---|---|",
+        ]
+        rows = (
+            ("wall time, ms", s.wall_ms),
+            ("waiting on the engine, ms", s.engine_ms),
+            ("waiting on tools, ms", s.tool_ms),
+            ("requests", s.steps),
+            ("tokens", s.tokens),
+        )
+        for label, d in rows:
+            if d is not None:
+                lines.append(
+                    f"| {label} | {num(d.count)} | {num(d.p50)} | {num(d.p90)} | {num(d.p99)} "
+                    f"| {num(d.max)} |"
+                )
+        for band, d in (s.ttft_by_context_ms or {}).items():
+            lines.append(
+                f"| TTFT, {band.replace('_', '-').replace('-up', '+')} tokens, ms | {num(d.count)} "
+                f"| {num(d.p50)} | {num(d.p90)} | {num(d.p99)} | {num(d.max)} |"
+            )
+    return lines
+
+
 def release_lines(summary: Summary) -> list[str]:
     """Whether the engine let go of the requests the client closed, when checked."""
     release = summary.server_release
@@ -257,6 +294,7 @@ def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> 
     lines += [f"- {md(reason)}" for reason in summary.invalid_reasons]
     lines += ["", *slo_rows(summary)]
     lines += prefix_cache_lines(summary)
+    lines += session_lines(summary)
     lines += why_lines(summary)
     lines += engine_latency_lines(summary)
     lines += slice_lines(summary)

@@ -43,10 +43,16 @@ from slogate.scenarios.sections import (
     read_load,
     read_request,
     read_slo,
+    read_slo_tiers,
     read_timeouts,
 )
 from slogate.scenarios.units import parse_duration
-from slogate.scenarios.workloads import ConversationsWorkload, TraceWorkload, read_workload
+from slogate.scenarios.workloads import (
+    AgentTraceWorkload,
+    ConversationsWorkload,
+    TraceWorkload,
+    read_workload,
+)
 from slogate.scenarios.workloads.chat import ChatWorkload
 from slogate.scenarios.workloads.embed import EmbedWorkload
 
@@ -57,6 +63,7 @@ BUILTINS = (
     "code",
     "reasoning",
     "agent",
+    "coding-agent",
     "embeddings",
     "vision",
     "mixed",
@@ -79,6 +86,7 @@ SCENARIO_FIELDS = {
     "request": nested(read_request, {}),
     "timeouts": nested(read_timeouts, {}),
     "slo": nested(read_slo, {}),
+    "slo_tiers": nested(read_slo_tiers, {}),
     "agent": nested(read_agent),
     "images": nested(read_images),
     "cancel": nested(read_cancel),
@@ -288,6 +296,7 @@ def _scenario(
     if load is not None:
         _check_conversations(reader, f["api"], workload, load)
     _check_agent(reader, f["api"], f["agent"], f["request"], load)
+    _check_agent_trace(reader, f["api"], workload, f["agent"], load)
     if f["images"] is not None and f["api"] not in CHAT_APIS:
         wanted = ", ".join(sorted(CHAT_APIS))
         reader.problem("images", f"images are sent with api: one of {wanted}, got api: {f['api']}")
@@ -310,6 +319,7 @@ def _scenario(
         agent=f["agent"],
         images=f["images"],
         cancel=f["cancel"],
+        slo_tiers=f["slo_tiers"],
         source=str(file),
         raw={**raw, "load": load_raw},
     )
@@ -328,6 +338,24 @@ def _check_agent(reader: Reader, api: str, agent: Any, request: Any, load: LoadS
         reader.problem("request.tools", "an agent loop needs tools: set request.tools >= 1")
     if load is not None and load.open_loop:
         reader.problem("agent", "an agent loop runs in closed loop: use load.users, not rate")
+
+
+def _check_agent_trace(
+    reader: Reader, api: str, workload: Any, agent: Any, load: LoadSpec | None
+) -> None:
+    """A replayed agent tree is played by a closed-loop user, one session per
+    user; its calls are recorded, so an ``agent:`` loop has nothing to add."""
+    if not isinstance(workload, AgentTraceWorkload):
+        return
+    if api == "embeddings":
+        reader.problem("api", "workload kind agent-trace sends prompts; set api: chat")
+    if agent is not None:
+        reader.problem("agent", "a replayed agent tree has its own calls: remove agent:")
+    if load is not None and has_arrivals(load):
+        reader.problem(
+            "load.rate",
+            "agent-trace sessions hold one concurrency slot each: use load.users (sessions)",
+        )
 
 
 def _check_turns(reader: Reader, api: str, workload: Any) -> None:

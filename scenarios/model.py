@@ -211,5 +211,7 @@ class Scenario:
     agent: AgentSpec | None = None
     images: ImageSpec | None = None
     cancel: CancelSpec | None = None
+    # named sets of SLOs beside the gating ``slo``: a sweep reports the most load under each
+    slo_tiers: tuple[tuple[str, SloSpec], ...] = ()
     source: str = ""
     raw: dict[str, Any] = field(default_factory=dict)

@@ -22,6 +22,7 @@ from slogate.scenarios.images import image_pool
 from slogate.scenarios.model import Conversation, PlannedTurn, Scenario
 from slogate.scenarios.prompt_text import TokenCounter, make_writer
 from slogate.scenarios.workloads import Context, TraceWorkload
+from slogate.scenarios.workloads.agent_trace import TreeSession
 
 STREAM_TAG = 0
 ARRIVALS_TAG = 2  # Context.shared_rng uses 1
@@ -87,6 +88,11 @@ class Planner:
         if self.scenario.cancel is not None:
             turns = tuple(self._with_cancel(turn) for turn in turns)
         return Conversation(self.scenario.name, index, turns)
+
+    def session(self) -> TreeSession:
+        """The next agent session of a closed-loop user (``kind: agent-trace``):
+        the tree to play and the prompts of its calls."""
+        return self._kind.session(self._take_index())
 
     def arrivals(self, rate_scale: float = 1.0) -> Iterator[PlannedTurn]:
         """This stream's open-loop requests, ``arrival_s`` increasing from the run's

@@ -75,6 +75,12 @@ LATENCY_METRICS = (
     "answer_tpot_ms",
     "ttftc_ms",
     "session_ms",
+    "session_engine_ms",
+    "session_tool_ms",
+    "ttft_ctx_0_8k_ms",
+    "ttft_ctx_8_32k_ms",
+    "ttft_ctx_32_128k_ms",
+    "ttft_ctx_128k_up_ms",
 )
 COUNT_METRICS = (
     "reasoning_tokens",
@@ -82,9 +88,11 @@ COUNT_METRICS = (
     "output_tokens",
     "tool_arg_bytes",
     "session_steps",
+    "session_tokens",
 )
 STATS = ("p50", "p90", "p95", "p99", "p999", "max", "mean")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TIER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
 
 def _env_name(value: Any) -> str:
@@ -485,3 +493,22 @@ def read_slo(reader: Reader, value: Any, path: str) -> SloSpec | None:
     if goodput is not None and goodput.min_fraction is not None:
         thresholds.append(Threshold("goodput", "fraction", goodput.min_fraction, "min"))
     return SloSpec(thresholds=tuple(thresholds), goodput=goodput)
+
+
+def read_slo_tiers(reader: Reader, value: Any, path: str) -> tuple[tuple[str, SloSpec], ...] | None:
+    """Named sets of SLOs (``interactive: {...}``, ``batch: {...}``), each an
+    ``slo`` section: a sweep reports the most load under each."""
+    if not isinstance(value, dict):
+        reader.problem(path, f"expected a mapping of tier names to SLOs, got {value!r}")
+        return None
+    tiers = []
+    for name, slo in value.items():
+        if not isinstance(name, str) or _TIER_NAME.fullmatch(name) is None:
+            reader.problem(
+                path, f"expected tier names of letters, digits, '_' or '-', got {name!r}"
+            )
+            continue
+        spec = read_slo(reader, slo, join(path, name))
+        if spec is not None:
+            tiers.append((name, spec))
+    return tuple(tiers)

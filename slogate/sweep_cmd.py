@@ -47,7 +47,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     load = p.add_mutually_exclusive_group(required=True)
     load.add_argument("--rates", help="open-loop rates to run, e.g. 1,2,4,8 (requests/s)")
     load.add_argument("--users", help="closed-loop user counts to run, e.g. 1,4,16,64")
-    load.add_argument("--find-max", choices=tuple(UNITS), help="search for the max rate or users")
+    load.add_argument(
+        "--find-max",
+        nargs="?",
+        const="auto",
+        choices=(*UNITS, "sessions", "auto"),
+        help="search for the max rate, users or (agent trees) concurrent sessions; alone, "
+        "what the scenario's load is: rate in open loop, else users (sessions)",
+    )
     p.add_argument("--start", type=positive_float, help="--find-max: first load tried (default 1)")
     p.add_argument(
         "--max", dest="max_load", type=positive_float, help="--find-max: never offer more"
@@ -81,9 +88,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_trial_options(p)
 
 
-def sweep_settings(args: argparse.Namespace) -> SweepSettings:
-    """The flags as the study's typed settings; bad load levels raise ValueError."""
-    mode = args.find_max or ("rate" if args.rates else "users")
+def sweep_settings(args: argparse.Namespace, declared: list[scenarios.Scenario]) -> SweepSettings:
+    """The flags as the study's typed settings; bad load levels raise ValueError.
+    ``--find-max`` alone searches the scenario's own kind of load."""
+    first = declared[0]
+    find = {"auto": "rate" if first.load.open_loop else "users", "sessions": "users"}.get(
+        args.find_max, args.find_max
+    )
+    mode = find or ("rate" if args.rates else "users")
     levels = () if args.find_max else tuple(load_levels(args.rates or args.users, mode == "users"))
     return SweepSettings(
         scenario=args.scenario,
@@ -100,6 +112,8 @@ def sweep_settings(args: argparse.Namespace) -> SweepSettings:
         seed=args.seed,
         keep_climbing=args.keep_climbing,
         command=shlex.join(["slogate", *sys.argv[1:]]),
+        sessions=first.workload.kind == "agent-trace",
+        tiers=tuple((name, spec.thresholds) for s in declared for name, spec in s.slo_tiers),
     )
 
 
@@ -125,10 +139,10 @@ def trial_runner(scenario: Path, host: str, out: Path, unit: str) -> TrialRunner
 def sweep_command(args: argparse.Namespace) -> int:
     try:
         pricing = trial_pricing(args.gpu_price_per_hour, args.gpus, args.host, args.profile)
-        settings = sweep_settings(args)
-        search = settings.search()
         scenario = resolve(args.scenario)
         declared = scenarios.load(scenario)
+        settings = sweep_settings(args, declared)
+        search = settings.search()
         if settings.find_max:
             require_slo(scenario, declared)
     except (ValueError, scenarios.ScenarioError) as error:

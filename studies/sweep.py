@@ -25,10 +25,12 @@ from slogate.analysis.versions import SWEEP_SCHEMA
 from slogate.scenarios import Scenario
 from slogate.studies.max_load import MaxSearch, knee_index, limiting_slo
 from slogate.studies.points import lookup
+from slogate.studies.tiers import Tier, tiers_block
 from slogate.studies.trials import TrialResult, point_of
 
 Mode = Literal["rate", "users"]
 UNITS: dict[Mode, str] = {"rate": "requests/s", "users": "users"}
+SESSIONS = "concurrent sessions"  # the users of a replayed agent tree scenario
 DEFAULT_KNEE = {"metric": "ttft_ms", "stat": "p99"}
 KNEE_STATS = ("p50", "p90", "p95", "p99", "p999")
 EXTEND_MARGIN = 1.25
@@ -56,10 +58,12 @@ class SweepSettings:
     seed: int | None = None
     command: str = ""
     keep_climbing: bool = False
+    sessions: bool = False  # closed-loop users are agent sessions
+    tiers: tuple[Tier, ...] = ()
 
     @property
     def unit(self) -> str:
-        return UNITS[self.mode]
+        return SESSIONS if self.sessions and self.mode == "users" else UNITS[self.mode]
 
     @property
     def longest_trial(self) -> float:
@@ -350,6 +354,12 @@ def build_document(run: SweepRun, out: Path, pricing: Pricing | None) -> dict[st
     limiting = None if limiter is None else limiting_slo(slo_list(limiter[1]))
     knee = knee_of(points, **knee_metric(slos, limiting))
     headline, lines = findings_text(unit, best, limiter, knee)
+    tiers = tiers_block(settings.tiers, trials.judged, unit)
+    lines += [
+        f"tier {t['name']}: "
+        + (f"at most {t['max']:g} {unit}" if t["max"] is not None else "no load tried met it")
+        for t in tiers
+    ]
     if run.skipped:
         lines.append(
             f"not run: {', '.join(f'{v:g}' for v in run.skipped)} {unit}, above a level that "
@@ -376,6 +386,7 @@ def build_document(run: SweepRun, out: Path, pricing: Pricing | None) -> dict[st
         "headline": headline,
         "findings": lines,
         "skipped_levels": list(run.skipped),
+        "tiers": tiers,
     }
     parse(Sweep, doc, str(out / "sweep.json"))  # the writer holds to its own contract
     return doc

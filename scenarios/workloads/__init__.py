@@ -11,7 +11,8 @@ from typing import Any
 
 from slogate.scenarios.datasets import DatasetReport
 from slogate.scenarios.schema import Reader, join
-from slogate.scenarios.workloads import chat, code, conversations, embed, rag, trace
+from slogate.scenarios.workloads import agent_trace, chat, code, conversations, embed, rag, trace
+from slogate.scenarios.workloads.agent_trace import AgentTraceWorkload
 from slogate.scenarios.workloads.chat import ChatWorkload
 from slogate.scenarios.workloads.code import CodeWorkload
 from slogate.scenarios.workloads.common import Context, SystemPrompt
@@ -27,6 +28,7 @@ KINDS = {
     "trace": trace,
     "conversations": conversations,
     "embed": embed,
+    "agent-trace": agent_trace,
 }
 
 Workload = (
@@ -36,10 +38,12 @@ Workload = (
     | TraceWorkload
     | ConversationsWorkload
     | EmbedWorkload
+    | AgentTraceWorkload
 )
 
 __all__ = [
     "KINDS",
+    "AgentTraceWorkload",
     "ChatWorkload",
     "CodeWorkload",
     "Context",
@@ -69,6 +73,6 @@ def read_workload(reader: Reader, value: Any, path: str) -> Workload | None:
 
 def dataset_report(workload: Workload) -> DatasetReport | None:
     """What the workload's data file gave (trace and conversation kinds), else ``None``."""
-    if isinstance(workload, (TraceWorkload, ConversationsWorkload)):
+    if isinstance(workload, (TraceWorkload, ConversationsWorkload, AgentTraceWorkload)):
         return workload.report
     return None

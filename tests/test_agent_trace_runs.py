@@ -1,0 +1,62 @@
+"""`slogate run` replaying agent trees: what reaches the engine (recorded
+counts, byte-shared prefixes, the parent's reply in the child's prompt) and
+what the simulated engine's prefix cache makes of it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from loadruns import slogate, summary
+from test_agent_traces import OTEL, WEKA, common_tokens, count
+from test_conversation_history_runs import REPLY, recording_engine
+
+from slogate import scenarios
+from slogate.scenarios.datasets.agent_trees import implied_hit_rate
+
+pytestmark = pytest.mark.slow
+
+
+def scenario_file(tmp_path: Path, trace: Path, users: int, duration: str) -> Path:
+    path = tmp_path / "agents.yaml"
+    workload = {"kind": "agent-trace", "file": str(trace), "wait_cap_s": 0.05}
+    load = {"users": users, "duration": duration}
+    path.write_text(json.dumps({"name": "agents", "workload": workload, "load": load}))
+    return path
+
+
+@pytest.mark.parametrize("trace", [WEKA, OTEL], ids=["weka", "otel"])
+def test_the_engine_receives_each_call_as_recorded(tmp_path, trace):
+    file = scenario_file(tmp_path, trace, users=1, duration="4s")
+    (tree,) = scenarios.load(file)[0].workload.data.trees
+    recorded = [c.input_tokens for c in tree.root.calls()]
+    with recording_engine() as (server, bodies):
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        done = slogate(
+            "run", str(file), "--host", url, "--metrics-url", "off", "--out", str(tmp_path / "out")
+        )
+    assert done.returncode in (0, 4), done.stderr[-3000:]
+    prompts = [body["messages"][-1]["content"] for body in bodies]
+    sessions = [prompts[i : i + 5] for i in range(0, len(prompts) - 4, 5)]
+    assert len(sessions) >= 3, len(prompts)
+    for root1, root2, sub1, sub2, root3 in sessions:
+        assert [count(p) for p in (root1, root2, sub1, sub2, root3)] == recorded
+        assert common_tokens(root1, root2) >= 10 * 64  # each extension resends the context's bytes
+        assert common_tokens(root2, root3) >= 13 * 64
+        assert common_tokens(sub1, sub2) >= 6 * 64
+        assert REPLY in sub1 and REPLY not in root1  # the child got its parent's reply
+    assert common_tokens(sessions[0][0], sessions[1][0]) < 16  # replays do not share
+    s = summary(tmp_path / "out")["scenarios"]["agents"]
+    assert s["sessions"]["failed"] == 0 and s["sessions"]["count"] >= 3
+
+
+def test_the_engine_cache_hits_as_the_block_structure_implies(tmp_path):
+    file = scenario_file(tmp_path, WEKA, users=2, duration="15s")
+    trees = scenarios.load(file)[0].workload.data.trees
+    done = slogate("run", str(file), "--out", str(tmp_path / "out"))
+    assert done.returncode in (0, 4), done.stderr[-3000:]
+    s = summary(tmp_path / "out")["scenarios"]["agents"]
+    measured = s["prefix_cache"]["hit_rate"]
+    assert s["sessions"]["count"] >= 6
+    assert measured == pytest.approx(implied_hit_rate(trees), abs=0.05)
