@@ -129,7 +129,10 @@ def planned_turns(scenario: Scenario) -> Iterator[PlannedTurn]:
     # command line's option types (FIT_MODES) must not import
     from slogate.scenarios.arrivals import has_arrivals
     from slogate.scenarios.planner import Planner
+    from slogate.scenarios.workloads import AgentTraceWorkload
 
+    if isinstance(scenario.workload, AgentTraceWorkload):  # lengths alone: no prompt to build
+        return itertools.cycle(scenario.workload.lengths(scenario.name))
     planner = Planner(scenario, scenario.seed)
     if has_arrivals(scenario.load):
         return planner.arrivals()

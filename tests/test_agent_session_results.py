@@ -104,8 +104,11 @@ def test_tiers_are_read_beside_the_gating_slo(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def made():
-    return scenarios.load("coding-agent")[0].workload.data.trees
+def made(tmp_path_factory):
+    """Sessions made with generate:'s defaults, the published figures."""
+    path = tmp_path_factory.mktemp("made") / "made.yaml"
+    path.write_text(json.dumps({"workload": {"kind": "agent-trace", "generate": {}}}))
+    return scenarios.load(path)[0].workload.data.trees
 
 
 def test_generated_sessions_follow_the_cited_statistics(made):

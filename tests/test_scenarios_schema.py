@@ -54,7 +54,9 @@ def test_every_builtin_loads():
         assert loaded and abs(sum(s.weight for s in loaded) - 1.0) < 1e-9
         for s in loaded:
             gated = "e2e_ms" if s.api == "embeddings" else "ttft_ms"  # nothing streamed
-            assert any(t.metric == gated and t.stat == "p99" for t in s.slo.thresholds)
+            # agent sessions send about 100 requests in the 2-minute demo: a p99 needs 368
+            stat = "p90" if s.workload.kind == "agent-trace" else "p99"
+            assert any(t.metric == gated and t.stat == stat for t in s.slo.thresholds)
 
 
 def test_durations_with_units(tmp_path):

@@ -122,6 +122,23 @@ class AgentTraceWorkload:
         calls = [c for t in self.data.trees for c in t.root.calls()]
         return Fixed(value=sum(min(c.wait_s, self.wait_cap_s) for c in calls) / len(calls))
 
+    def lengths(self, scenario: str) -> list[PlannedTurn]:
+        """Every call of every session as a request without text: its input
+        length and max_tokens, for the check against the engine's context."""
+        return [
+            PlannedTurn(scenario, k, j, "", out, call.input_tokens, out)
+            for k, tree in enumerate(self.data.trees)
+            for j, call in enumerate(tree.root.calls())
+            for out in (self.output_of(call),)
+        ]
+
+    def output_of(self, call: AgentCall) -> int:
+        """The call's max_tokens: its recorded output, capped, at least 1."""
+        out = call.output_tokens
+        if self.max_output_tokens is not None:
+            out = min(out, self.max_output_tokens)
+        return max(out, 1)
+
     def planner(self, ctx: Context) -> AgentTracePlanner:
         return AgentTracePlanner(ctx, self)
 
@@ -241,16 +258,14 @@ class TreeSession:
             head = _cut(writer, task.strip() + "\n", call.input_tokens - used - 1) if task else ""
             known = used + writer.count(head)
             text, used = writer.fill(rng, call.input_tokens, text + head, "", known)
-        output = call.output_tokens
-        if self.spec.max_output_tokens is not None:
-            output = min(output, self.spec.max_output_tokens)
+        output = self.spec.output_of(call)
         return self.ctx.turn(
             self.index,
             step,
             user_text=text,
-            max_tokens=max(output, 1),
+            max_tokens=output,
             intended_input_tokens=used,
-            intended_output_tokens=max(output, 1),
+            intended_output_tokens=output,
         )
 
     def wait_s(self, call: AgentCall) -> float:
