@@ -21,6 +21,10 @@ starts when its API server has parsed the request and stops when its output
 processor has the token, so the HTTP parse, the tokenizer's queue and the
 response write lie outside it.
 
+Each run drains (``--drain``): the requests in flight at its end finish, so
+the engine's histograms and the client hold the same requests (cut off, the
+engine would count first tokens the client never completed).
+
 Take it on a quiet machine: a process preempted between the engine's clock and
 its write, or between the kernel's stamp and the client's read, moves the
 difference by what the machine's other work took.
@@ -54,6 +58,8 @@ VLLM_WORKLOAD = {
     "think_time_s": 0,
 }
 VLLM_USERS = 4
+# the requests in flight at the end finish: the engine timed no request the client did not
+DRAIN = "120s"
 DEFAULT_APIS = ["chat", "responses", "messages"]
 
 
@@ -72,7 +78,7 @@ def one(api: str, duration: str, folder: Path, host: str | None = None) -> dict:
     scenario.write_text(yaml.safe_dump(scenario_data(api, host is not None)))
     out = folder / f"{api}-{len(list(folder.iterdir()))}"
     command = [sys.executable, "-m", "slogate.cli", "run", str(scenario), "--duration", duration,
-               "--warmup", "0s", "--out", str(out)]  # fmt: skip
+               "--warmup", "0s", "--drain", DRAIN, "--out", str(out)]  # fmt: skip
     if host is not None:
         command += ["--host", host]
     before = os.getloadavg()[0]

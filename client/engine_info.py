@@ -1,11 +1,16 @@
-"""What engine is behind a URL: its models, and its tokenizer endpoint if it has one.
+"""What engine is behind a URL: its models, its context, the routes it serves,
+and its tokenizer endpoint if it has one.
 
 Asked once before any load is sent, with plain blocking HTTP (cooperative under
 gevent when Locust has patched the process). ``GET /v1/models`` answers the
 model name a scenario's ``model: auto`` stands for, and ``owned_by`` usually
-names the engine (vllm, sglang, llamacpp, ...). ``/tokenize`` lets the load side
-count tokens exactly with the engine's own tokenizer: vLLM takes ``{prompt}``
-and answers ``{count}``, llama.cpp takes ``{content}`` and answers ``{tokens}``.
+names the engine (vllm, sglang, llamacpp, ...). The context length is where
+each engine announces it: ``max_model_len`` in the model list (vLLM, SGLang),
+``n_ctx`` of llama.cpp's ``/props`` (one slot's share: a request longer than
+its slot is refused), ``max_total_tokens`` of TGI's ``/info``. ``/tokenize``
+lets the load side count tokens exactly with the engine's own tokenizer: vLLM
+takes ``{prompt}`` and answers ``{count}``, llama.cpp takes ``{content}`` and
+answers ``{tokens}``.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import ssl
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -26,12 +32,23 @@ __all__ = [
     "EngineError",
     "EngineInfo",
     "EngineUnreachable",
+    "RouteNotServed",
     "discover",
     "parse_base_url",
+    "probe_route",
     "remote_token_counter",
 ]
 
 PROBE_TEXT = "hello world"
+# pre-flight asks of an engine: an answer longer, or a side question slower, is none
+BODY_LIMIT = 4 * 1024 * 1024
+READ_CHUNK = 64 * 1024
+SIDE_TIMEOUT_S = 2.0
+# where an engine that leaves it out of its model list announces its context
+SIDE_CONTEXTS = (
+    ("/props", ("default_generation_settings", "n_ctx")),  # llama.cpp: one slot's
+    ("/info", ("max_total_tokens",)),  # TGI
+)
 
 
 class EngineError(RuntimeError):
@@ -40,6 +57,11 @@ class EngineError(RuntimeError):
 
 class EngineUnreachable(EngineError):
     """Nothing answered at the URL: refused, timed out, or the name did not resolve."""
+
+
+class RouteNotServed(EngineError):
+    """The engine answers, but not on the scenario's API route: a configuration
+    error (the wrong ``api:`` for this engine, or a base URL with a wrong path)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,10 +105,10 @@ def _shown(payload: Any, api_key_env: str | None) -> str:
     return neutral_text(_masked(str(payload), _key(api_key_env))[:300])
 
 
-def _call(
-    url: str, timeout: float, api_key_env: str | None, body: dict[str, Any] | None = None
-) -> tuple[int, Any]:
-    """(status, parsed JSON or None) of a GET (``body`` None) or a JSON POST."""
+def _request(
+    url: str, api_key_env: str | None, body: dict[str, Any] | None
+) -> urllib.request.Request:
+    """A GET (``body`` None) or a JSON POST, with the scenario's key if any."""
     headers = {"Accept": "application/json"}
     key = _key(api_key_env)
     if key:
@@ -95,20 +117,50 @@ def _call(
     if body is not None:
         data = json.dumps(body).encode()
         headers["Content-Type"] = "application/json"
-    request = urllib.request.Request(url, data=data, headers=headers)
+    return urllib.request.Request(url, data=data, headers=headers)
+
+
+def _open(request: urllib.request.Request, timeout: float, api_key_env: str | None) -> Any:
+    """The answer, whatever its status (an HTTPError is one too); EngineUnreachable
+    when none came."""
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            status, raw = response.status, response.read()
+        return urllib.request.urlopen(request, timeout=timeout)
     except urllib.error.HTTPError as exc:
-        status, raw = exc.code, exc.read()
+        return exc
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        message = f"cannot reach {url}: {reason}"
+        message = f"cannot reach {request.full_url}: {reason}"
         if isinstance(reason, ssl.SSLCertVerificationError):
             message += " (an engine behind a private CA: point SSL_CERT_FILE at its certificate)"
-        raise EngineUnreachable(_masked(message, key)) from exc
+        raise EngineUnreachable(_masked(message, _key(api_key_env))) from exc
+
+
+def _read(answer: Any, deadline: float) -> bytes | None:
+    """The answer's body, or None when it is longer than BODY_LIMIT or still
+    coming at ``deadline``: a server that streams forever stalls no pre-flight."""
+    parts: list[bytes] = []
+    size = 0
     try:
-        return status, json.loads(raw)
+        while chunk := answer.read1(READ_CHUNK):  # what has come, not a whole chunk
+            parts.append(chunk)
+            size += len(chunk)
+            if size > BODY_LIMIT or time.monotonic() > deadline:
+                return None
+    except OSError:
+        return None
+    return b"".join(parts)
+
+
+def _call(
+    url: str, timeout: float, api_key_env: str | None, body: dict[str, Any] | None = None
+) -> tuple[int, Any]:
+    """(status, parsed JSON or None) of a GET (``body`` None) or a JSON POST,
+    all of it within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    with _open(_request(url, api_key_env, body), timeout, api_key_env) as answer:
+        status, raw = answer.status, _read(answer, deadline)
+    try:
+        return status, None if raw is None else json.loads(raw)
     except ValueError:
         return status, None
 
@@ -133,12 +185,62 @@ def discover(base_url: str, api_key_env: str | None, timeout: float = 10.0) -> E
     )
     if not entries:
         raise EngineError(f"GET {url} listed no models: {_shown(payload, api_key_env)}")
-    context = entries[0].get("max_model_len")
+    context = _positive(entries[0].get("max_model_len"))
     return EngineInfo(
         model=str(entries[0]["id"]),
         owned_by=str(entries[0].get("owned_by", "")),
         models=tuple(str(m["id"]) for m in entries),
-        context=context if isinstance(context, int) and context > 0 else None,
+        context=context or _side_context(_root(base_url), api_key_env),
+    )
+
+
+def _positive(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _side_context(root: str, api_key_env: str | None) -> int | None:
+    """The context an engine that leaves it out of its model list announces
+    elsewhere: llama.cpp's ``/props`` (``default_generation_settings.n_ctx``,
+    one slot's), TGI's ``/info`` (``max_total_tokens``); None when neither says
+    so within SIDE_TIMEOUT_S (an engine without them answers 404 at once)."""
+    for path, keys in SIDE_CONTEXTS:
+        try:
+            status, payload = _call(root + path, SIDE_TIMEOUT_S, api_key_env)
+        except EngineUnreachable:
+            return None
+        for key in keys:
+            payload = payload.get(key) if isinstance(payload, dict) else None
+        if status == 200 and _positive(payload):
+            return _positive(payload)
+    return None
+
+
+def probe_route(base_url: str, path: str, model: str, api_key_env: str | None) -> None:
+    """Raise RouteNotServed when ``POST path`` answers 404 or 405. The probe
+    names the engine's own model and nothing else, so a server that serves the
+    route refuses it as incomplete (400 or 422) without generating, and a 404
+    cannot be a model the engine does not know. Any other answer, or none
+    within SIDE_TIMEOUT_S, is the load's to measure: the body is not read."""
+    url = _root(base_url) + path
+    deadline = time.monotonic() + SIDE_TIMEOUT_S
+    try:
+        answer = _open(_request(url, api_key_env, {"model": model}), SIDE_TIMEOUT_S, api_key_env)
+    except EngineUnreachable:
+        return
+    with answer:
+        if answer.status not in (404, 405):
+            return
+        raw = _read(answer, deadline)
+    payload = None
+    if raw is not None:
+        try:
+            payload = json.loads(raw)
+        except ValueError:
+            payload = raw.decode(errors="replace")
+    detail = "" if payload is None else f": {_shown(payload, api_key_env)}"
+    raise RouteNotServed(
+        f"POST {url} answered HTTP {answer.status}{detail}: this engine does not serve "
+        "the scenario's api there (check the scenario's api: and the host's path)"
     )
 
 

@@ -26,6 +26,14 @@ def duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(error)) from error
 
 
+def whole_seconds(text: str) -> int:
+    """A duration of whole seconds (``30s``, ``2m``): what Locust's timers take."""
+    seconds = duration(text)
+    if seconds < 0 or not float(seconds).is_integer():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected whole seconds, e.g. 30s or 2m")
+    return int(seconds)
+
+
 def age(text: str) -> timedelta:
     """``30d``, ``12h``, ``90m``: how old a run may be."""
     if text.endswith("d"):

@@ -32,6 +32,7 @@ from slogate.locustfiles.argtypes import (
     saturation_mode,
     spread,
     web_login,
+    whole_seconds,
 )
 from slogate.locustfiles.request_log import REQUESTS_FILE
 from slogate.locustfiles.web_access import AUTH_ENV, LOOPBACK
@@ -274,6 +275,18 @@ OPTIONS = (
         example="30s",
         metavar="DURATION",
         cli=("--abort-min-window",),
+    ),
+    Option(
+        "--stop-timeout",
+        "at the end, let the requests in flight finish (waiting up to DURATION) "
+        "instead of cutting them off; none starts after the end",
+        whole_seconds,
+        default=0,
+        example="30s",
+        metavar="DURATION",
+        cli=("--drain",),
+        locust_own=True,
+        dest="stop_timeout",
     ),
     Option(
         "--allow-uncertain",

@@ -47,7 +47,8 @@ from slogate.analysis.history import auto_baseline, results_folder, unwritable
 from slogate.analysis.rundata import RunData
 from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
 from slogate.client.endpoints import check_endpoints, parse_endpoint
-from slogate.client.engine_info import EngineError, discover
+from slogate.client.engine_info import EngineError, RouteNotServed, discover, probe_route
+from slogate.client.streaming import PROTOCOLS
 from slogate.locustfiles import state
 from slogate.locustfiles.context import LoadContext
 from slogate.locustfiles.distributed import Coordinator, WorkerSide, lost_reason
@@ -67,7 +68,7 @@ from slogate.locustfiles.webview import install_web_view
 from slogate.locustfiles.worker_clocks import wall
 from slogate.reports.crashlog import crash_line, write_crash_log
 from slogate.reports.progress import LiveView
-from slogate.scenarios.context_fit import ContextFit, Overflow, overflow, planned_turns
+from slogate.scenarios.context_fit import ContextFit, Overflow, sampled_overflow
 from slogate.scenarios.loader import resolve
 from slogate.scenarios.model import Scenario
 
@@ -195,7 +196,8 @@ def start_session(options: Any, runner: Any) -> RunSession:
         loaded = scenarios.load(scenario_path(options), scenario_overrides(options))
         pricing = Pricing.from_options(options.gpu_price_per_hour, options.gpus)
         engine = discover(options.host, loaded[0].request.api_key_env, timeout=10.0)
-    except (scenarios.ScenarioError, ValueError, OSError) as error:
+        probe_routes(options.host, loaded, engine.model)
+    except (scenarios.ScenarioError, ValueError, OSError, RouteNotServed) as error:
         fail(EXIT_CONFIG, error)
     except EngineError as error:
         fail(EXIT_INVALID, error)
@@ -244,6 +246,17 @@ def start_session(options: Any, runner: Any) -> RunSession:
     return session
 
 
+def probe_routes(host: str, loaded: list[Scenario], model: str) -> None:
+    """Pre-flight: each scenario's API route is served (RouteNotServed if not),
+    asked once per route with that scenario's key."""
+    asked = set()
+    for scenario in loaded:
+        path = PROTOCOLS[scenario.api].path
+        if path not in asked:
+            asked.add(path)
+            probe_route(host, path, model, scenario.request.api_key_env)
+
+
 def context_check(
     loaded: list[Scenario], context: int | None, mode: str
 ) -> tuple[int, list[Overflow]]:
@@ -254,7 +267,7 @@ def context_check(
     if not context:
         return 0, []
     fit = ContextFit(context, mode)
-    found = [overflow(s.name, planned_turns(s), fit) for s in loaded]
+    found = [sampled_overflow(s, fit) for s in loaded]
     refused = [o.refusal(context) for o in found if o.over and (not mode or o.dropped == o.sampled)]
     if refused:
         fail(EXIT_CONFIG, "; ".join(refused))
@@ -525,16 +538,17 @@ def on_test_stop(environment: Any, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
         send_final(environment)
     elif isinstance(runner, MasterRunner) and _session is not None:
-        wait_for_finals(_session, _coordinator)
+        wait_for_finals(_session, _coordinator, environment.stop_timeout or 0)
     web_ui_run = environment.web_ui is not None and _session is not None
     if web_ui_run and _session.finished_code is None and _session.ctx.timeline_done:
         finish_run(environment, _session)
 
 
-def wait_for_finals(session: RunSession, coordinator: Coordinator | None) -> None:
-    """Every worker's final data, from those still alive: one Locust's
+def wait_for_finals(session: RunSession, coordinator: Coordinator | None, drain_s: float) -> None:
+    """Every worker's final data, from those still alive (a worker's comes once
+    its requests in flight have finished, up to ``drain_s``): one Locust's
     heartbeat has marked missing sends nothing more, so it is not waited for."""
-    deadline = time.monotonic() + FINALS_TIMEOUT_S
+    deadline = time.monotonic() + FINALS_TIMEOUT_S + drain_s
     while time.monotonic() < deadline:
         expected = session.workers_seen | set(coordinator.accepted if coordinator else ())
         waiting = expected - session.finals

@@ -19,6 +19,7 @@ import gevent
 from gevent.pool import Pool
 from locust import User, task
 from locust.exception import StopUser
+from locust.user.task import LOCUST_STATE_STOPPING
 
 from slogate.analysis.records import SessionRecord
 from slogate.client.protocol import user_message
@@ -59,6 +60,12 @@ class _ConversationCache:
 
 class _ScenarioUser(User):
     abstract = True
+
+    @property
+    def draining(self) -> bool:
+        """The run has ended and ``--drain`` lets the requests in flight finish:
+        Locust stops this user once its task returns, so none may start."""
+        return self._state == LOCUST_STATE_STOPPING
 
     def on_start(self) -> None:
         self.ctx = current_context()
@@ -132,6 +139,8 @@ class SlogateUser(_ScenarioUser):
             for turn in conversation.turns:
                 if turn.think_time_s > 0:
                     gevent.sleep(turn.think_time_s)
+                if self.draining:
+                    return
                 client = ctx.client(self.scenario, users, ctx.turn_endpoint(sticky))
                 if self.scenario.agent is not None:
                     result = self.agent_turn(client, turn, history, cache, session)
@@ -192,6 +201,8 @@ class SlogateUser(_ScenarioUser):
             if not record.ok or not result.tool_calls or steps >= agent.max_steps:
                 break
             gevent.sleep(turn.tool_latencies_s[steps - 1])
+            if self.draining:
+                break
             messages = [
                 *messages,
                 {
@@ -269,6 +280,8 @@ class OpenLoopUser(_ScenarioUser):
         )
         try:
             for due in ahead:
+                if self.draining:
+                    break
                 pool.wait_available()
                 client, prepared = due.item
                 pool.spawn(self.send, client, prepared, due, ahead.written)

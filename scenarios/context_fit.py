@@ -4,17 +4,22 @@ An engine refuses a request whose prompt and output tokens together exceed its
 context (vLLM's ``max_model_len``: HTTP 400). A run that plans such requests
 measures the engine's refusals, not its latency, so the run asks before any
 load (``slogate.client.engine_info``) and refuses to start, naming the counts,
-unless the user chose to ``clamp`` them (the output cut to what the context
-leaves; a prompt that alone fills the context leaves nothing to clamp and is
-dropped) or to ``drop`` them. A dropped turn of a conversation ends it: the
-turns after it carry its history.
+unless the user chose to ``clamp`` them or to ``drop`` them.
+
+Clamped, a request keeps as much of what was planned as the context holds: its
+output is cut to the room its prompt leaves; a prompt that alone fills the
+context loses the tail of its newest text instead (the start, and so any prefix
+it shares, stays byte-identical) until its planned output fits, the output
+kept whole up to half the context. A prompt whose history or system text alone
+is too long has nothing left to cut and is dropped. A dropped turn of a
+conversation ends it: the turns after it carry its history.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,15 +30,18 @@ __all__ = [
     "FIT_MODES",
     "ContextFit",
     "Overflow",
+    "Trim",
     "fitted",
     "fitted_conversation",
     "overflow",
-    "planned_turns",
+    "sampled_overflow",
 ]
 
 FIT_MODES = ("clamp", "drop")
 # Planned requests sampled before the load: enough to meet a tail of 1 in 1000.
 SAMPLED_REQUESTS = 2000
+# text without (at least) its last n tokens and the tokens it lost; None: nothing left
+Trim = Callable[[str, int], "tuple[str, int] | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,23 +57,47 @@ def _length(turn: PlannedTurn) -> int:
     return turn.intended_input_tokens + turn.max_tokens
 
 
-def fitted(turn: PlannedTurn, fit: ContextFit) -> PlannedTurn | None:
-    """``turn`` as sent under ``fit``: itself when it fits, its output cut to the
-    context's room when clamped, None when dropped."""
+def fitted(turn: PlannedTurn, fit: ContextFit, trim: Trim | None = None) -> PlannedTurn | None:
+    """``turn`` as sent under ``fit``: itself when it fits; clamped, its output
+    cut to the context's room, or its user text's tail cut by ``trim`` when the
+    prompt leaves no room (None: dropped instead); None when dropped."""
     if _length(turn) <= fit.context:
         return turn
+    if fit.mode != "clamp":
+        return None
     room = fit.context - turn.intended_input_tokens
-    if fit.mode == "clamp" and room >= 1:
+    if room >= 1:
         output = min(turn.intended_output_tokens, room)
         return dataclasses.replace(turn, max_tokens=room, intended_output_tokens=output)
-    return None
+    return _prompt_clamped(turn, fit.context, trim)
 
 
-def fitted_conversation(turns: Sequence[PlannedTurn], fit: ContextFit) -> tuple[PlannedTurn, ...]:
+def _prompt_clamped(turn: PlannedTurn, context: int, trim: Trim | None) -> PlannedTurn | None:
+    """The turn with its user text's tail cut so its planned output (up to half
+    the context) fits; None when the rest of the prompt alone is too long."""
+    if trim is None or turn.inputs:
+        return None
+    output = min(turn.max_tokens, context // 2)
+    cut = trim(turn.user_text, turn.intended_input_tokens + output - context)
+    if cut is None:
+        return None
+    text, lost = cut
+    return dataclasses.replace(
+        turn,
+        user_text=text,
+        intended_input_tokens=turn.intended_input_tokens - lost,
+        max_tokens=output,
+        intended_output_tokens=min(turn.intended_output_tokens, output),
+    )
+
+
+def fitted_conversation(
+    turns: Sequence[PlannedTurn], fit: ContextFit, trim: Trim | None = None
+) -> tuple[PlannedTurn, ...]:
     """The turns up to the first that is dropped (later turns carry its history)."""
     kept = []
     for turn in turns:
-        sent = fitted(turn, fit)
+        sent = fitted(turn, fit, trim)
         if sent is None:
             break
         kept.append(sent)
@@ -97,10 +129,13 @@ class Overflow:
         return dataclasses.asdict(self)
 
 
-def overflow(scenario: str, turns: Iterable[PlannedTurn], fit: ContextFit) -> Overflow:
+def overflow(
+    scenario: str, turns: Iterable[PlannedTurn], fit: ContextFit, trim: Trim | None = None
+) -> Overflow:
     """Counts over the first SAMPLED_REQUESTS of ``turns``."""
     sampled = over = clamped = dropped = 0
     longest: PlannedTurn | None = None
+    clamp = dataclasses.replace(fit, mode="clamp")
     for turn in itertools.islice(turns, SAMPLED_REQUESTS):
         sampled += 1
         if _length(turn) <= fit.context:
@@ -108,7 +143,7 @@ def overflow(scenario: str, turns: Iterable[PlannedTurn], fit: ContextFit) -> Ov
         over += 1
         if longest is None or _length(turn) > _length(longest):
             longest = turn
-        if fitted(turn, dataclasses.replace(fit, mode="clamp")) is None or fit.mode == "drop":
+        if fit.mode == "drop" or fitted(turn, clamp, trim) is None:
             dropped += 1
         else:
             clamped += 1
@@ -123,8 +158,9 @@ def overflow(scenario: str, turns: Iterable[PlannedTurn], fit: ContextFit) -> Ov
     )
 
 
-def planned_turns(scenario: Scenario) -> Iterator[PlannedTurn]:
-    """The requests stream 0 of ``scenario`` plans, as the run would (unfitted)."""
+def sampled_overflow(scenario: Scenario, fit: ContextFit) -> Overflow:
+    """What the requests stream 0 of ``scenario`` plans (unfitted, as the run
+    would) give against ``fit``."""
     # the planner plans with this module's fit; both need numpy, which the
     # command line's option types (FIT_MODES) must not import
     from slogate.scenarios.arrivals import has_arrivals
@@ -134,6 +170,9 @@ def planned_turns(scenario: Scenario) -> Iterator[PlannedTurn]:
     if isinstance(scenario.workload, AgentTraceWorkload):  # lengths alone: no prompt to build
         return itertools.cycle(scenario.workload.lengths(scenario.name))
     planner = Planner(scenario, scenario.seed)
+    turns: Iterable[PlannedTurn]
     if has_arrivals(scenario.load):
-        return planner.arrivals()
-    return (turn for _ in itertools.count() for turn in planner.conversation().turns)
+        turns = planner.arrivals()
+    else:
+        turns = (turn for _ in itertools.count() for turn in planner.conversation().turns)
+    return overflow(scenario.name, turns, fit, planner.trim)

@@ -59,6 +59,7 @@ class Planner:
         self.stream = stream
         self._entropy = (seed, zlib.crc32(scenario.name.encode()))
         writer = make_writer(scenario.workload.corpus, scenario.request.tokenizer, count_tokens)
+        self.trim = writer.trim  # what a clamped prompt is cut with (context_fit)
         rng = np.random.default_rng([*self._entropy, STREAM_TAG, stream])
         self._kind = scenario.workload.planner(Context(scenario, writer, rng, self._entropy))
         self._extras_rng = np.random.default_rng([*self._entropy, EXTRAS_TAG, stream])
@@ -70,7 +71,7 @@ class Planner:
         index = self._take_index()
         turns = self._kind.conversation(index)
         if self.fit is not None:
-            turns = fitted_conversation(turns, self.fit)
+            turns = fitted_conversation(turns, self.fit, self.trim)
         if self.scenario.images is not None and turns:
             turns = (self._with_images(turns[0]), *turns[1:])
         agent = self.scenario.agent
@@ -106,7 +107,7 @@ class Planner:
         for arrival_s, event in arrival_events(load, trace, rng, self.stream, rate_scale):
             turn = self._kind.request(self._take_index(), event)
             if self.fit is not None:
-                turn = fitted(turn, self.fit)
+                turn = fitted(turn, self.fit, self.trim)
                 if turn is None:
                     continue
             if self.scenario.images is not None:

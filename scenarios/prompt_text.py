@@ -35,9 +35,11 @@ CALIBRATION_CHARS = 50_000
 CALIBRATION_PASSAGES = 40
 JOIN = "\n"
 FIT_ROUNDS = 10
+TRIM_ROUNDS = 48  # twice the bisections 16M words need
 _WHITESPACE = np.array([c for c in range(0x3001) if chr(c).isspace()], dtype=np.uint32)
 _SPACE_RE = re.compile(r"\s")
 _LINE_START = re.compile(r"\n(?=\S)")
+_WORD_END = re.compile(r"(?<=\S)\s")
 
 TokenCounter = Callable[[str], int]
 
@@ -279,6 +281,35 @@ class Writer:
         if not self.measured:
             return prefix + self.corpus.passage(rng, size) + suffix, fixed + size
         return self._fit(int(rng.integers(0, 2**63)), total, size, prefix, suffix)
+
+    def trim(self, text: str, tokens: int) -> tuple[str, int] | None:
+        """``text`` without (at least) its last ``tokens`` tokens, cut at a
+        whitespace so the rest keeps whole words, and how many tokens it lost;
+        None when nothing of it would be left. Its start stays byte-identical, so
+        a trimmed prompt still shares its prefix with those it shared it with.
+        Word ends are searched by interpolation on their counts, bisecting every
+        other step so the bracket halves at worst."""
+        total = self.count(text)
+        want = total - tokens
+        if want < 1:
+            return None
+        ends = [m.start() for m in _WORD_END.finditer(text)]
+        low, low_count, high, high_count = -1, 0, len(ends), total  # ends[len] is the end
+        best: tuple[str, int] | None = None
+        for step in range(TRIM_ROUNDS):
+            if high - low <= 1:
+                break
+            if step % 2 == 0:
+                probe = low + round((high - low) * (want - low_count) / (high_count - low_count))
+            else:
+                probe = (low + high) // 2
+            probe = min(max(probe, low + 1), high - 1)
+            count = self.count(text[: ends[probe]])
+            if count <= want:
+                low, low_count, best = probe, count, (text[: ends[probe]], total - count)
+            else:
+                high, high_count = probe, count
+        return best
 
     def _fit(self, seed: int, total: int, size: int, prefix: str, suffix: str) -> tuple[str, int]:
         """Resize the passage until the whole text measures ``total``: first the

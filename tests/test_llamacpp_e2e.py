@@ -23,6 +23,7 @@ from enginewire import get_json
 from llamaservers import llama_server
 
 from slogate.analysis.server_metrics import snapshot
+from slogate.client.engine_info import RouteNotServed, discover, probe_route
 from slogate.engines.llamacpp import MODEL_ALIAS, LlamaServer
 from slogate.locustfiles.scraper import MetricsScraper, metrics_url_for
 
@@ -66,6 +67,17 @@ def test_models_endpoint_names_the_engine(llama: LlamaServer) -> None:
     (model,) = get_json(llama.url + "/v1/models")["data"]
     assert model["owned_by"] == "llamacpp"
     assert model["id"] == MODEL_ALIAS
+
+
+def test_preflight_reads_a_slots_context_and_probes_the_routes(llama: LlamaServer) -> None:
+    """llama.cpp announces no context in its model list; pre-flight reads one
+    slot's from /props (-c is split between the slots), and its probe of a
+    route llama-server serves passes while one it does not is refused."""
+    assert discover(llama.url, None).context == llama.config.ctx_per_slot
+    for path in ("/v1/chat/completions", "/v1/completions", "/v1/messages"):
+        probe_route(llama.url, path, MODEL_ALIAS, None)
+    with pytest.raises(RouteNotServed, match="answered HTTP 404"):
+        probe_route(llama.url, "/v1/not-a-route", MODEL_ALIAS, None)
 
 
 def test_stream_with_include_usage_counts_every_streamed_token(llama: LlamaServer) -> None:
@@ -184,3 +196,38 @@ def test_slogate_run_against_llama_server(
     assert "<svg" in server_section
     assert "running (engine)" in server_section
     assert "generation_tokens_total per second (engine)" in server_section
+
+
+@pytest.mark.slow
+def test_a_failing_chat_run_is_diagnosed_as_prefill(llama: LlamaServer, tmp_path: Path) -> None:
+    """The run a new user makes (`slogate run chat --users 4` against `slogate
+    engine --llama-cpp`; lengths clamped for a CPU shared with other tests, as
+    above): a slot's prompt is prefilled while the other slots' streams wait,
+    so TTFT and ITL fail; the diagnosis names prefill (interference, or TTFT
+    bound by the tokens to prefill) with its numbers, and llama.cpp's
+    settings to try."""
+    out = tmp_path / "chat"
+    slogate = Path(sys.executable).with_name("slogate")
+    done = subprocess.run(
+        [
+            str(slogate), "run", str(cpu_sized("chat", tmp_path)), "--host", llama.url,
+            "--users", str(RUN_USERS), "--duration", "50s", "--warmup", "0s", "--out", str(out),
+        ],
+        capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=REPO,
+    )  # fmt: skip
+    output = f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    summary = json.loads((out / "summary.json").read_text())
+    slo = summary["scenarios"]["chat"]["slo"]
+    assert any(x["value"] is not None and x["value"] > x["threshold"] for x in slo), output
+    explaining = [f for f in summary["diagnosis"] if f["explains"]]
+    prefill = [f for f in explaining if f["cause"] in ("prefill interference", "prefill-bound")]
+    assert prefill, summary["diagnosis"]
+    first = prefill[0]
+    slope = first["evidence"].get("stall_ms_per_1k_input_tokens") or first["evidence"].get(
+        "ms_per_1k_tokens"
+    )
+    assert slope and slope > 0, first["evidence"]
+    assert "ms per 1k" in first["text"]
+    assert first["engine_metrics"] in ("agree", "disagree", "absent")
+    assert "on llama.cpp" in first["action"]
+    assert "Why" in (out / "summary.md").read_text()

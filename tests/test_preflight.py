@@ -1,28 +1,37 @@
 """Pre-flight: before any load the run asks the engine its context length
-(``max_model_len`` in ``/v1/models``) and refuses planned requests longer than
-it, naming the counts, unless ``--fit-context`` clamps or drops them
-(docs/load.md, "Pre-flight")."""
+(``max_model_len`` in ``/v1/models``, llama.cpp's ``/props``, TGI's ``/info``)
+and refuses planned requests longer than it, naming the counts, unless
+``--fit-context`` clamps or drops them; and it refuses a scenario whose API
+route the engine does not serve (docs/load.md, "Pre-flight")."""
 
 from __future__ import annotations
 
+import json
 import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
+import numpy as np
 import pytest
-from loadruns import slogate, summary
+from loadruns import ModelsHandler, slogate, summary
 
+from slogate.client.engine_info import RouteNotServed, discover, probe_route
 from slogate.engines.simulated import start_engine
 from slogate.scenarios.context_fit import ContextFit, fitted, fitted_conversation, overflow
 from slogate.scenarios.model import PlannedTurn
+from slogate.scenarios.prompt_text import make_writer
 from slogate.simengine.profiles import DEFAULT_PROFILE
 
 
-def turn(turn_index: int, prompt: int, output: int) -> PlannedTurn:
+def turn(turn_index: int, prompt: int, output: int, text: str = "x") -> PlannedTurn:
     return PlannedTurn(
         scenario="chat",
         conversation=0,
         turn=turn_index,
-        user_text="x",
+        user_text=text,
         max_tokens=output,
         intended_input_tokens=prompt,
         intended_output_tokens=output,
@@ -37,7 +46,7 @@ def test_a_request_past_the_context_is_clamped_to_its_room_or_dropped() -> None:
     assert clamped is not None
     assert (clamped.max_tokens, clamped.intended_output_tokens) == (96, 96)
     assert fitted(long_output, drop) is None
-    assert fitted(long_prompt, clamp) is None  # the prompt alone is past the context
+    assert fitted(long_prompt, clamp) is None  # past the context, and nothing to cut it with
     # a dropped turn ends its conversation: the turns after it carry its history
     conversation = (fits, long_prompt, turn(3, 100, 10))
     assert fitted_conversation(conversation, clamp) == (fits,)
@@ -53,6 +62,97 @@ def test_the_overflow_counts_name_how_many_of_how_many_and_the_longest() -> None
         "4096 tokens (prompt + max output tokens; the longest 5000 + 1 = 5001)"
     )
     assert overflow("chat", iter(turns), ContextFit(4096, "drop")).dropped == 3
+
+
+def test_a_prompt_past_the_context_loses_its_tail_until_its_output_fits() -> None:
+    """Clamped, a prompt that alone fills the context keeps its start byte for
+    byte (a shared prefix stays shared) and loses just enough of its tail for
+    its planned output, up to half the context; counted with the tokenizer the
+    planner counted it with."""
+    writer = make_writer("prose", "local", None)
+    text, count = writer.fill(np.random.default_rng(7), 5000)
+    history = 300  # tokens of system text and earlier turns: not cut
+    long_prompt = turn(1, history + count, 64, text)
+    clamped = fitted(long_prompt, ContextFit(4096, "clamp"), writer.trim)
+    assert clamped is not None
+    assert text.startswith(clamped.user_text) and clamped.user_text[-1:].strip()
+    kept = writer.count(clamped.user_text)
+    assert clamped.intended_input_tokens == history + kept
+    assert (clamped.max_tokens, clamped.intended_output_tokens) == (64, 64)
+    # as much as fits, not less: one more word would not
+    assert 4096 - 64 - 8 <= clamped.intended_input_tokens <= 4096 - 64
+    next_word = re.compile(r"\S\s").search(text, len(clamped.user_text) + 1)
+    longer = text[: next_word.end() - 1] if next_word else text
+    assert history + writer.count(longer) > 4096 - 64
+    # a planned output longer than half the context keeps half of it
+    huge_output = fitted(
+        turn(1, history + count, 3000, text), ContextFit(4096, "clamp"), writer.trim
+    )
+    assert huge_output is not None and huge_output.max_tokens == 2048
+    assert huge_output.intended_input_tokens <= 2048
+    # the history alone past the context: nothing of this turn's text can help
+    assert fitted(turn(1, 4200 + count, 64, text), ContextFit(4096, "clamp"), writer.trim) is None
+    assert fitted(long_prompt, ContextFit(4096, "drop"), writer.trim) is None
+
+
+@contextmanager
+def engine_without(paths: set[str], props: dict | None = None) -> Iterator[str]:
+    """A fake engine on 127.0.0.1: its model list (no ``max_model_len``), a
+    llama.cpp-style ``/props`` when given, and 404 for a POST to ``paths``
+    (400 for any other POST: a served route refusing an incomplete body)."""
+    posts: list[tuple[str, dict]] = []
+
+    class Handler(ModelsHandler):
+        def do_GET(self) -> None:
+            if self.path == "/props" and props is not None:
+                self._answer(200, props)
+            else:
+                super().do_GET()
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            posts.append((self.path, body))
+            self._answer(404 if self.path in paths else 400, {"error": "no"})
+
+        def _answer(self, status: int, payload: dict) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert all(body == {"model": "m"} for _, body in posts), posts
+
+
+def test_a_route_the_engine_does_not_serve_is_refused_before_any_load(tmp_path: Path) -> None:
+    with engine_without({"/v1/responses"}) as url:
+        probe_route(url, "/v1/chat/completions", "m", None)  # 400: served
+        with pytest.raises(RouteNotServed, match=r"POST http://127.0.0.1:\d+/v1/responses "
+                           r"answered HTTP 404"):  # fmt: skip
+            probe_route(url, "/v1/responses", "m", None)
+        scenario = tmp_path / "responses.yaml"
+        chat = (Path(__file__).parent.parent / "scenarios" / "chat.yaml").read_text()
+        scenario.write_text(chat.replace("api: chat", "api: responses"))
+        refused = slogate("run", str(scenario), "--host", url, "--duration", "2s",
+                          "--out", str(tmp_path / "out"))  # fmt: skip
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert "/v1/responses answered HTTP 404" in refused.stderr
+    assert not (tmp_path / "out" / "summary.json").exists()
+
+
+def test_llama_cpp_announces_its_context_in_props() -> None:
+    with engine_without(set(), {"default_generation_settings": {"n_ctx": 2048}}) as url:
+        assert discover(url, None).context == 2048
+    with engine_without(set()) as url:
+        assert discover(url, None).context is None
 
 
 @pytest.mark.slow

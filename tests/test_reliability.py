@@ -4,11 +4,15 @@ ends on time, with the documented error kind and exit code (docs/reliability.md)
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -116,9 +120,9 @@ def test_an_endless_stream_runs_until_its_stall_or_the_run_ends() -> None:
     assert sender.dead
 
 
-def run_against(tmp_path: Path, kind: str, duration: str = "4s", **request: object):
-    """``slogate run`` of a small chat load against fault ``kind``: its process,
-    the seconds it took, and its results folder."""
+def run_against(tmp_path: Path, kind: str, duration: str = "4s", *options: str, **request: object):
+    """``slogate run`` of a small chat load against fault ``kind`` (with run
+    ``options``): its process, the seconds it took, and its results folder."""
     scenario = scenario_file(
         tmp_path,
         "exact-chat",
@@ -129,7 +133,9 @@ def run_against(tmp_path: Path, kind: str, duration: str = "4s", **request: obje
     out = tmp_path / "out"
     with MisbehavingServer(kind) as server:
         start = time.monotonic()
-        done = slogate("run", str(scenario), "--host", server.url, "--out", str(out), timeout=120)
+        done = slogate(
+            "run", str(scenario), "--host", server.url, "--out", str(out), *options, timeout=120
+        )
         took = time.monotonic() - start
     return done, took, out
 
@@ -353,3 +359,113 @@ def test_a_run_against_an_endless_stream_ends_on_time_and_counts_it_cancelled(
     doc = summary(out)
     assert doc["run"]["cancelled_at_stop"] == 2  # both users' requests, cut at the end
     assert doc["scenarios"]["exact-chat"]["requests"]["failed"] == 0
+
+
+@pytest.mark.slow
+def test_a_drain_ends_when_its_time_is_up_and_cuts_off_what_still_runs(tmp_path: Path) -> None:
+    """--drain waits for the requests in flight, but no longer than it says: a
+    stream that never ends is cut off when the drain runs out, and counted as
+    cancelled at the stop, as without a drain."""
+    done, took, out = run_against(tmp_path, "endless", "4s", "--drain", "6s")
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert 4 + 6 <= took < 4 + 6 + 2 + 10 + 15
+    doc = summary(out)
+    assert doc["run"]["cancelled_at_stop"] == 2
+    assert doc["scenarios"]["exact-chat"]["requests"]["failed"] == 0
+
+
+def _whole_request(conn: socket.socket) -> bytes:
+    """Head and body (by its Content-Length) of one request."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = re.search(rb"(?i)content-length:\s*(\d+)", head)
+    while length and len(body) < int(length.group(1)):
+        body += conn.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
+class _StopsAccepting:
+    """A listener that answers the run's pre-flight (its model list; 404 to
+    other GETs; 400 to a POST that does not stream, as a served route refuses
+    the probe), holds the first load request unanswered and then accepts no
+    more: later connections wait in its backlog of one (their requests
+    written to the kernel, never read) or, past it, in the handshake (nothing
+    written). ``received()`` accepts what the backlog held once the run is
+    over and returns every load request that reached the server."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(1)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.held: list[tuple[socket.socket, bytes]] = []
+        self.thread = threading.Thread(target=self._answer_preflight, daemon=True)
+        self.thread.start()
+
+    def _answer_preflight(self) -> None:
+        models = b'{"object": "list", "data": [{"id": "m", "owned_by": "backlog"}]}'
+        while True:
+            conn, _ = self.sock.accept()
+            request = _whole_request(conn)
+            if request.startswith(b"POST ") and re.search(rb'"stream"\s*:\s*true', request):
+                self.held.append((conn, request))
+                return
+            if request.startswith(b"GET /v1/models"):
+                status, body = b"200 OK", models
+            else:
+                status, body = (b"400 Bad Request", b"{}") if request.startswith(b"POST ") else (
+                    b"404 Not Found", b"{}")  # fmt: skip
+            with conn:
+                conn.sendall(
+                    b"HTTP/1.1 %s\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                    b"Content-Length: %d\r\n\r\n%s" % (status, len(body), body)
+                )
+
+    def received(self) -> list[bytes]:
+        self.thread.join(timeout=10)
+        requests = [request for conn, request in self.held]
+        for conn, _ in self.held:
+            conn.close()
+        self.sock.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                conn, _ = self.sock.accept()
+                with conn:
+                    conn.settimeout(1)
+                    with contextlib.suppress(OSError):
+                        requests.append(conn.recv(65536))
+        self.sock.close()
+        return [r for r in requests if r.startswith(b"POST ")]
+
+
+@pytest.mark.slow
+def test_cancelled_at_stop_counts_only_requests_that_were_sent(tmp_path: Path) -> None:
+    """Eight users, started a quarter second apart, against a server that
+    stops accepting after its first load request: that request and the two
+    its backlog then holds are written and cut off at the stop; the other
+    users' handshakes find the backlog full and never complete, so their
+    requests were never sent and are not counted (the code before counted
+    all 8). The users start apart so that each handshake meets the backlog as
+    the one before left it: started together, every handshake completes on
+    the client's side before the server has filled its backlog, and the
+    client rightly counts what it wrote."""
+    scenario = scenario_file(
+        tmp_path,
+        "exact-chat",
+        load={"users": 8, "spawn_rate": 4, "duration": "4s"},
+        timeouts={"connect": "60s", "first_token": "60s", "stall": "60s"},
+    )
+    server = _StopsAccepting()
+    out = tmp_path / "out"
+    done = slogate(
+        "run", str(scenario), "--host", server.url, "--out", str(out), "--metrics-url", "off"
+    )
+    posts = server.received()
+    assert done.returncode == 3, done.stderr[-2000:]  # nothing measured
+    assert len(posts) == 3, posts  # the one held, and the backlog's two
+    assert summary(out)["run"]["cancelled_at_stop"] == len(posts)

@@ -84,3 +84,24 @@ def test_cancelled_requests_are_apart_and_the_engine_lets_go(tmp_path):
     assert "closed requests" in (out / "summary.md").read_text()
     report = (out / "report.html").read_text()
     assert 'id="release"' in report and "Released:" in report
+
+
+def test_a_drained_run_measures_every_request_the_engine_timed(tmp_path):
+    """With --drain the requests in flight at the end finish and are measured
+    (none is cut off, none starts after the end), so the engine's own
+    histograms and counters over the run hold exactly the client's requests."""
+    out = tmp_path / "out"
+    done = slogate(
+        "run", "tests/data/chat-turns.yaml", "--users", "4", "--duration", "8s",
+        "--warmup", "0s", "--drain", "60s", "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    s = summary(out)
+    assert s["run"]["cancelled_at_stop"] == 0
+    requests = s["scenarios"]["chat-turns"]["requests"]
+    engine = s["engine_latency"]
+    assert engine["ttft_ms"]["count"] == engine["ttft_ms"]["client_count"] == requests["ok"]
+    assert engine["itl_ms"]["count"] == engine["itl_ms"]["client_count"] > 0
+    cache = engine["prefix_cache"]
+    assert cache["engine_hits"] == cache["client_cached_tokens"]
+    assert cache["engine_queries"] == cache["client_prompt_tokens"]

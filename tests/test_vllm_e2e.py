@@ -25,6 +25,7 @@ from test_prefix_cache import rag_turns
 from vllmservers import VLLM_MARKS, run_on_generator_cores, vllm_server
 
 from slogate.analysis.server_metrics import snapshot
+from slogate.client.engine_info import RouteNotServed, discover, probe_route
 from slogate.client.streaming import StreamClient
 from slogate.engines.vllm import MODEL_ALIAS, VllmServer
 from slogate.locustfiles.scraper import metrics_url_for
@@ -63,6 +64,16 @@ def test_models_endpoint_names_the_engine_and_its_context(vllm: VllmServer) -> N
     assert model["owned_by"] == "vllm"
     assert model["id"] == MODEL_ALIAS
     assert model["max_model_len"] == vllm.config.max_model_len
+    assert discover(vllm.url, None).context == vllm.config.max_model_len
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions", "/v1/responses"])
+def test_the_route_probe_finds_what_vllm_serves(vllm: VllmServer, path: str) -> None:
+    """Pre-flight's probe (a body naming only the model) is refused as
+    incomplete by every route vLLM serves, and 404 where it serves none."""
+    probe_route(vllm.url, path, MODEL_ALIAS, None)
+    with pytest.raises(RouteNotServed, match="answered HTTP 404"):
+        probe_route(vllm.url, path.replace("/v1/", "/v1/not-"), MODEL_ALIAS, None)
 
 
 def test_metrics_map_under_vllms_own_names(vllm: VllmServer) -> None:
