@@ -338,6 +338,21 @@ class SaturationCheck(Contract):
     stopped: bool = False
 
 
+class WarmupAuto(Contract):
+    """``--warmup auto``: the cut MSER found (``found_s``: the start of the first
+    window kept, the latest over each scenario's TTFT and ITL series), the cut
+    applied (``cut_s``, rounded up to the segments the recorder keeps; it is
+    ``run.warmup_s``), each series' own cut and whether all settled in the
+    first half of the run."""
+
+    method: str
+    found_s: float
+    cut_s: float
+    series: dict[str, Number] = Field(default_factory=dict)
+    settled: bool
+    note: str = ""
+
+
 class RunInfo(Contract):
     """Where and when the run was made (secrets already masked), its keys in
     the order summary.json writes them."""
@@ -347,6 +362,7 @@ class RunInfo(Contract):
     ended_at: str | None = None
     measured_s: Number = None
     warmup_s: Number = None
+    warmup_auto: WarmupAuto | None = None
     complete: bool | None = None
     incomplete_reason: str | None = None
     stopped_early: StoppedEarly | None = None

@@ -23,6 +23,7 @@ ERROR_SAMPLES_PER_KIND = 5
 ERROR_SAMPLE_CHARS = 500
 MAX_TURN_BUCKET = 20
 OVERALL = "all"
+HEAD = "head:"  # ``--warmup auto``: the first half of the run, by segment, until the cut
 PROBE = "probe"  # ``--probes``: requests sent beside the load, in no bucket of its own
 SESSION_CACHE_HIT = "session_cache_hit"  # per mille, one sample per conversation
 
@@ -402,12 +403,17 @@ class Recorder:
         return found
 
     def record(
-        self, record: RequestRecord, wall_s: float, stage: str | None = None, warmup: bool = False
+        self,
+        record: RequestRecord,
+        wall_s: float,
+        stage: str | None = None,
+        warmup: bool = False,
+        head: int | None = None,
     ) -> RequestMetrics:
         m = request_metrics(record)
         limits = self.goodput.get(record.scenario)
         good = record.ok and (limits is None or limits.met_by(m))
-        targets = self._targets(record.scenario, stage, warmup)
+        targets = self._targets(record.scenario, stage, warmup, head)
         if not warmup:
             targets += [self.bucket(record.scenario, span) for span in apart(record)]
         for bucket in targets:
@@ -432,10 +438,11 @@ class Recorder:
         session: SessionRecord,
         stage: str | None = None,
         warmup: bool = False,
+        head: int | None = None,
     ) -> None:
         """One agent session, into the buckets a request ending now would go to:
         the steps it took and, when it ended with an answer, the time to it."""
-        for bucket in self._targets(scenario, stage, warmup):
+        for bucket in self._targets(scenario, stage, warmup, head):
             c = bucket.counters
             c.sessions += 1
             c.sessions_failed += session.outcome == "failed"
@@ -457,6 +464,7 @@ class Recorder:
         prompt_tokens: int,
         stage: str | None = None,
         warmup: bool = False,
+        head: int | None = None,
     ) -> None:
         """One conversation's prefix-cache hit rate (its cached prompt tokens over
         its prompt tokens, in per mille), into the buckets a request ending now
@@ -464,16 +472,29 @@ class Recorder:
         if prompt_tokens <= 0:
             return
         permille = round(1000 * min(cached_tokens, prompt_tokens) / prompt_tokens)
-        for bucket in self._targets(scenario, stage, warmup):
+        for bucket in self._targets(scenario, stage, warmup, head):
             bucket.histograms.record_us(SESSION_CACHE_HIT, permille)
 
-    def _targets(self, scenario: str, stage: str | None, warmup: bool) -> list[Bucket]:
-        """The buckets something ending now goes to: the run's (after warm-up)
+    def _targets(
+        self, scenario: str, stage: str | None, warmup: bool, head: int | None = None
+    ) -> list[Bucket]:
+        """The buckets something ending now goes to: the run's (after warm-up;
+        with ``--warmup auto`` its ``head`` segment's until the cut is known)
         and its stage's."""
-        targets = [] if warmup else [self.bucket(scenario, OVERALL)]
+        run = OVERALL if head is None else f"{HEAD}{head}"
+        targets = [] if warmup else [self.bucket(scenario, run)]
         if stage is not None:
             targets.append(self.bucket(scenario, f"stage:{stage}"))
         return targets
+
+    def apply_cut(self, first_kept: int) -> None:
+        """``--warmup auto``: the head segments from ``first_kept`` on join the
+        measured run; the earlier ones, the warm-up, are dropped with the rest."""
+        for (scenario, span), bucket in list(self.buckets.items()):
+            if span.startswith(HEAD):
+                if int(span[len(HEAD) :]) >= first_kept:
+                    self.bucket(scenario, OVERALL).add(bucket)
+                del self.buckets[(scenario, span)]
 
     def pop_windows(self, before: int) -> dict[tuple[str, int], Bucket]:
         """Remove and return the windows whose index is below ``before``: closed ones."""

@@ -77,6 +77,7 @@ RUN_KEYS = (
     "ended_at",
     "measured_s",
     "warmup_s",
+    "warmup_auto",
     "complete",
     "incomplete_reason",
     "stopped_early",

@@ -34,6 +34,11 @@ def whole_seconds(text: str) -> int:
     return int(seconds)
 
 
+def warmup(text: str) -> float | str:
+    """``--warmup``: a duration, or ``auto`` (the cut found after the run by MSER)."""
+    return text if text == "auto" else duration(text)
+
+
 def age(text: str) -> timedelta:
     """``30d``, ``12h``, ``90m``: how old a run may be."""
     if text.endswith("d"):

@@ -207,6 +207,7 @@ class LoadContext:
             session,
             stage=self.timeline.stage_name(elapsed),
             warmup=self.timeline.in_warmup(elapsed),
+            head=self.timeline.head_segment(elapsed),
         )
 
     def record_conversation_cache(self, scenario: str, cached: int, prompt: int) -> None:
@@ -218,6 +219,7 @@ class LoadContext:
             prompt,
             stage=self.timeline.stage_name(elapsed),
             warmup=self.timeline.in_warmup(elapsed),
+            head=self.timeline.head_segment(elapsed),
         )
 
     def record_probe(self, record: RequestRecord) -> None:
@@ -238,6 +240,7 @@ class LoadContext:
         wall = self.origin_s + elapsed
         stage = self.timeline.stage_name(elapsed)
         warmup = warm or self.timeline.in_warmup(elapsed)
-        metrics = self.recorder.record(record, wall_s=wall, stage=stage, warmup=warmup)
+        head = self.timeline.head_segment(elapsed)
+        metrics = self.recorder.record(record, wall_s=wall, stage=stage, warmup=warmup, head=head)
         if self.request_log is not None:
             self.request_log.write(request_line(record, metrics, wall, stage, warmup))

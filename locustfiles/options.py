@@ -31,6 +31,7 @@ from slogate.locustfiles.argtypes import (
     processes,
     saturation_mode,
     spread,
+    warmup,
     web_login,
     whole_seconds,
 )
@@ -196,8 +197,9 @@ OPTIONS = (
     ),
     Option(
         "--warmup",
-        "warm-up left out of the measurement, e.g. 5s (replaces the scenario's)",
-        duration,
+        "warm-up left out of the measurement, e.g. 5s, or 'auto': cut where TTFT and ITL "
+        "settle, found after the run by MSER (replaces the scenario's)",
+        warmup,
         example="5s",
         cli=("--warmup",),
         scenario_key="warmup",

@@ -32,6 +32,7 @@ from slogate.analysis.saturation import detect as detect_saturation
 from slogate.analysis.slo import SloResult, Verdict
 from slogate.analysis.summary import redact
 from slogate.analysis.timeseries import window_row
+from slogate.analysis.warmup import METHOD, WarmupCut, find_cut
 from slogate.client.engine_info import EngineInfo
 from slogate.locustfiles.context import LoadContext
 from slogate.locustfiles.provenance import git_revision, tool_version
@@ -117,6 +118,7 @@ class RunSession:
         self.rows_checked = 0
         self.slice_s = slice_s
         self.probes_per_s = probes_per_s
+        self.auto_cut: WarmupCut | None = None  # --warmup auto, once the load ended
         self.collector: Recorder = ctx.recorder
         self.rows: list[dict[str, Any]] = []
         self.worker_gauges: dict[str, dict[str, float]] = {}
@@ -320,17 +322,32 @@ class RunSession:
             "stopped": self.saturated is not None and self.saturation_mode == "stop",
         }
 
+    def cut_warmup(self) -> None:
+        """``--warmup auto``: find where TTFT and ITL settled in the closed
+        windows (``slogate.analysis.warmup``) and let the run's measured
+        buckets start there."""
+        timeline = self.ctx.timeline
+        if not timeline.head_s:
+            return
+        names = [s.name for s in self.ctx.scenarios]
+        self.auto_cut = find_cut(self.rows, names, timeline.segment_s, timeline.total_s)
+        self.collector.apply_cut(round(self.auto_cut.cut_s / timeline.segment_s))
+        log.info("slogate: --warmup auto: %.1f s cut (%s)", self.auto_cut.cut_s, METHOD)
+
     def meta(self, complete: bool, reason: str | None) -> dict[str, Any]:
         ended = time.time()
-        measured = self.ctx.timeline.measured_s
+        timeline = self.ctx.timeline
+        warmup = self.auto_cut.cut_s if self.auto_cut else timeline.warmup_s
+        measured = max(timeline.total_s - warmup, 0.0)
         if self.start_wall is not None:
-            measured = min(measured, max(ended - self.start_wall - self.ctx.timeline.warmup_s, 0))
+            measured = min(measured, max(ended - self.start_wall - warmup, 0))
         return {
             "run_id": self.out_dir.name,
             "started_at": self.started_at,
             "ended_at": datetime.fromtimestamp(ended, timezone.utc).isoformat(),
             "measured_s": measured,
-            "warmup_s": self.ctx.timeline.warmup_s,
+            "warmup_s": warmup,
+            "warmup_auto": self.auto_cut.to_dict() if self.auto_cut else None,
             "complete": complete,
             "incomplete_reason": reason,
             "host": self.host,
@@ -434,6 +451,7 @@ class RunSession:
         from slogate.reports.terminal import verdict_table
 
         self.close_windows(everything=True)
+        self.cut_warmup()
         self.release = self.check_release()
         samples = self.scraper.stop() if self.scraper is not None else []
         meta = self.meta(complete, reason)

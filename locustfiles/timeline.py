@@ -14,6 +14,9 @@ from slogate.scenarios.model import LoadSpec, RateSpec, Stage
 
 # Dispatchers start at once: their schedule runs from the run's origin.
 DISPATCHER_SPAWN_RATE = 1000.0
+# ``--warmup auto``: the first half of the run is kept in this many segments, one
+# bucket each, so that the cut found after the run (between two) can be applied
+HEAD_SEGMENTS = 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,8 +33,13 @@ class Phase:
 
 @dataclass(frozen=True, slots=True)
 class Timeline:
+    """``head_s`` and ``segment_s``: with ``--warmup auto``, the first half of the
+    run, whose requests are kept by segment until the cut is known (0: none)."""
+
     phases: tuple[Phase, ...]
     warmup_s: float
+    head_s: float = 0.0
+    segment_s: float = 0.0
 
     @property
     def total_s(self) -> float:
@@ -50,6 +58,13 @@ class Timeline:
 
     def in_warmup(self, elapsed_s: float) -> bool:
         return elapsed_s < self.warmup_s
+
+    def head_segment(self, elapsed_s: float) -> int | None:
+        """``--warmup auto``: the segment of the run's first half a request ending
+        at ``elapsed_s`` is kept in until the cut is known; None after it."""
+        if not self.head_s or elapsed_s >= self.head_s:
+            return None
+        return max(int(elapsed_s // self.segment_s), 0)
 
     def stage_name(self, elapsed_s: float) -> str | None:
         """The stage a request ending at ``elapsed_s`` is counted in; the
@@ -91,4 +106,10 @@ def build_timeline(load: LoadSpec, shards: int = 1) -> Timeline:
         phases.append(Phase(stage.name, start, start + stage.duration_s, users, spawn_rate, rate))
         start += stage.duration_s
         previous_users = users
-    return Timeline(phases=tuple(phases), warmup_s=min(load.warmup_s, start))
+    head_s = start / 2 if load.warmup_auto else 0.0
+    return Timeline(
+        phases=tuple(phases),
+        warmup_s=min(load.warmup_s, start),
+        head_s=head_s,
+        segment_s=head_s / HEAD_SEGMENTS,
+    )

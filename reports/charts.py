@@ -17,7 +17,7 @@ from markupsafe import Markup
 from slogate.analysis.rundata import RunData
 from slogate.analysis.slo import percentile_of_stat
 from slogate.reports.curves import nines, nines_ticks, percentile_curve
-from slogate.reports.svg import Axis, Rule, Series, line_chart
+from slogate.reports.svg import Axis, Cut, Rule, Series, line_chart
 
 if TYPE_CHECKING:  # pydantic: not in load processes
     from slogate.analysis.contracts import SloEntry
@@ -128,11 +128,16 @@ def error_share(rows: Sequence[Mapping[str, Any]]) -> list[tuple[float, float | 
     return points
 
 
-def timeseries_charts(rows: Sequence[Mapping[str, Any]], slos: Sequence[SloEntry]) -> list[Markup]:
-    """Throughput, TTFT, ITL and the error rate per window against their SLOs, load, errors."""
+def timeseries_charts(
+    rows: Sequence[Mapping[str, Any]], slos: Sequence[SloEntry], cut: Cut | None = None
+) -> list[Markup]:
+    """Throughput, TTFT, ITL and the error rate per window against their SLOs,
+    load, errors; ``cut`` marks where the measured window starts (after warm-up)
+    on each."""
     if not rows:
         return []
     time = Axis(label="time since start", time=True)
+    cuts = () if cut is None else (cut,)
     error_kinds = sorted({kind for row in rows for kind in row.get("errors") or {}})
     error_series = [
         Series(kind, [(r["t_s"], (r.get("errors") or {}).get(kind, 0)) for r in rows])
@@ -149,6 +154,7 @@ def timeseries_charts(rows: Sequence[Mapping[str, Any]], slos: Sequence[SloEntry
             x=time,
             y=Axis(label="req/s"),
             rules=limit_rules(slos, "requests_per_s", 1.0, "/s"),
+            cuts=cuts,
         ),
         line_chart(
             [Series("output tokens/s", column(rows, "output_tokens_per_s"))],
@@ -156,6 +162,7 @@ def timeseries_charts(rows: Sequence[Mapping[str, Any]], slos: Sequence[SloEntry
             x=time,
             y=Axis(label="tok/s"),
             rules=limit_rules(slos, "output_tokens_per_s", 1.0, "/s"),
+            cuts=cuts,
         ),
     ]
     for metric, title in (("ttft", "TTFT per window (ms)"), ("itl", "ITL per window (ms)")):
@@ -164,7 +171,9 @@ def timeseries_charts(rows: Sequence[Mapping[str, Any]], slos: Sequence[SloEntry
             Series(f"p99 {metric}", column(rows, f"{metric}_p99_ms")),
         ]
         rules = [Rule(r.y, r.label) for r in threshold_rules(slos, metric, 0.0)]
-        charts.append(line_chart(series, title=title, x=time, y=Axis(label="ms"), rules=rules))
+        charts.append(
+            line_chart(series, title=title, x=time, y=Axis(label="ms"), rules=rules, cuts=cuts)
+        )
     charts.append(
         line_chart(
             [Series("failed", error_share(rows))],
@@ -172,13 +181,22 @@ def timeseries_charts(rows: Sequence[Mapping[str, Any]], slos: Sequence[SloEntry
             x=time,
             y=Axis(label="%"),
             rules=limit_rules(slos, "error_rate", 100.0, "%"),
+            cuts=cuts,
         )
     )
     charts.append(
-        line_chart(gauges, title="Users and requests in flight", x=time, y=Axis(label="count"))
+        line_chart(
+            gauges, title="Users and requests in flight", x=time, y=Axis(label="count"), cuts=cuts
+        )
     )
     charts.append(
-        line_chart(error_series, title="Errors per window, by kind", x=time, y=Axis(label="count"))
+        line_chart(
+            error_series,
+            title="Errors per window, by kind",
+            x=time,
+            y=Axis(label="count"),
+            cuts=cuts,
+        )
     )
     return charts
 

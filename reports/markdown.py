@@ -291,6 +291,12 @@ def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> 
     if run.stopped_early is not None:
         stop = run.stopped_early
         lines += ["", f"Stopped early (--abort-on-fail) at {stop.at_s:.0f} s: {md(stop.reason)}."]
+    if run.warmup_auto is not None:
+        cut = run.warmup_auto
+        lines += [
+            "",
+            f"Warm-up found (--warmup auto, MSER): {num(cut.cut_s)} s cut. {md(cut.note)}",
+        ]
     lines += [f"- {md(reason)}" for reason in summary.invalid_reasons]
     lines += ["", *slo_rows(summary)]
     lines += prefix_cache_lines(summary)

@@ -24,6 +24,7 @@ from slogate.reports.junit import junit_xml
 from slogate.reports.markdown import summary_markdown
 from slogate.reports.openmetrics import openmetrics_text
 from slogate.reports.request_timeline import timeline_html
+from slogate.reports.svg import Cut
 from slogate.reports.tables import percentiles_csv, timeseries_csv
 
 if TYPE_CHECKING:  # pydantic: not in load processes
@@ -83,10 +84,21 @@ def has_timeline(run: RunData) -> bool:
     return run.timelines is not None and len(run.timelines) > 0
 
 
+def warmup_cut(summary: Summary) -> Cut | None:
+    """Where the measured window starts on the time-series charts: the warm-up
+    given, or the cut ``--warmup auto`` found; None without warm-up."""
+    run = summary.run
+    if not run.warmup_s:
+        return None
+    how = "MSER" if run.warmup_auto else "given"
+    return Cut(run.warmup_s, f"warm-up cut {run.warmup_s:g} s ({how})")
+
+
 def report_html(summary: Summary, run: RunData, baseline: RunData | None) -> str:
     """The self-contained HTML page: the summary, read through its contract,
     plus charts drawn from the run, linking the request timeline beside it."""
     scenarios = []
+    cut = warmup_cut(summary)
     for name, block in summary.scenarios.items():
         rows = [r for r in run.timeseries if r.get("scenario") == name]
         rows.sort(key=lambda r: r["t_s"])
@@ -95,7 +107,7 @@ def report_html(summary: Summary, run: RunData, baseline: RunData | None) -> str
                 "name": name,
                 "block": block,
                 "percentile_charts": percentile_charts(run, name, block.slo, baseline),
-                "timeseries_charts": timeseries_charts(rows, block.slo),
+                "timeseries_charts": timeseries_charts(rows, block.slo, cut),
             }
         )
     slo_rows = [(name, slo) for name, block in summary.scenarios.items() for slo in block.slo]

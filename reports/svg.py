@@ -59,6 +59,14 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class Cut:
+    """A vertical line at ``x``: where something starts, such as the measured window."""
+
+    x: float
+    label: str
+
+
+@dataclass(frozen=True)
 class Band:
     """A shaded interval around a series, e.g. each point's confidence interval;
     ``points`` are (x, low, high), a missing bound breaks the band."""
@@ -178,6 +186,7 @@ def line_chart(
     rules: Sequence[Rule] = (),
     bands: Sequence[Band] = (),
     markers: Sequence[Marker] = (),
+    cuts: Sequence[Cut] = (),
     width: int = 520,
     height: int = 210,
 ) -> Markup:
@@ -257,6 +266,15 @@ def line_chart(
         if mark_x is not None and x_lo <= mark_x <= x_hi:
             parts.append(f'<circle cx="{px(mark_x)}" cy="{py(ry)}" r="3.5" fill="{RULE_COLOR}"/>')
         parts.append("</g>")
+    for c in cuts:
+        cx = tx(c.x)
+        if cx is not None and x_lo <= cx <= x_hi:
+            parts.append(
+                f'<g class="cut"><title>{esc(c.label)}</title>'
+                f'<line x1="{px(cx)}" x2="{px(cx)}" y1="{top}" y2="{top + plot_h}" '
+                f'stroke="{RULE_COLOR}" stroke-dasharray="2 3"/>'
+                f'<text x="{px(cx) + 3}" y="{top + 10}" class="rl">{esc(c.label)}</text></g>'
+            )
     parts.append("</svg>")
     return Markup("".join(parts))
 

@@ -83,6 +83,7 @@ class LoadSpec:
     rate: RateSpec | None = None  # open loop
     duration_s: float = 60.0
     warmup_s: float = 0.0
+    warmup_auto: bool = False  # ``warmup: auto``: the cut is found after the run
     stages: tuple[Stage, ...] = ()
     max_in_flight: int = 1024
     max_lag_ms: float = 50.0

@@ -28,6 +28,9 @@ class Invalid(Exception):
     """A value does not fit; the message says what was expected."""
 
 
+AUTO = "auto"  # a warm-up found after the run, not given
+
+
 @dataclass(frozen=True, slots=True)
 class Check:
     """Converts one value or raises ``Invalid`` saying what it ``expects``."""
@@ -104,6 +107,16 @@ def duration(*, positive: bool = False) -> Check:
 
     qualifier = "a duration > 0" if positive else "a duration"
     return Check(f"{qualifier} up to 7 days, such as 500ms, 30s, 5m or 1h", convert)
+
+
+def warmup() -> Check:
+    """A warm-up: a duration, or ``auto`` (found after the run, ``slogate.analysis.warmup``)."""
+    plain = duration()
+
+    def convert(value: Any) -> float | str:
+        return AUTO if value == AUTO else plain.convert(value)
+
+    return Check(f"{AUTO} or {plain.expects}", convert)
 
 
 def choice(*options: str) -> Check:

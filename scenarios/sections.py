@@ -32,6 +32,7 @@ from slogate.scenarios.model import (
 )
 from slogate.scenarios.prompt_text import load_tokenizer
 from slogate.scenarios.schema import (
+    AUTO,
     BOOLEAN,
     LIST,
     MAPPING,
@@ -47,6 +48,7 @@ from slogate.scenarios.schema import (
     number,
     optional,
     required,
+    warmup,
 )
 from slogate.scenarios.traces import Trace
 
@@ -193,7 +195,7 @@ def read_load(reader: Reader, value: Any, path: str, trace: Trace | None) -> Loa
         "spawn_rate": optional(number(gt=0, le=MAX_SPAWN_RATE)),
         "rate": nested(functools.partial(read_rate, trace=trace)),
         "duration": optional(duration(positive=True)),
-        "warmup": optional(duration(), 0.0),
+        "warmup": optional(warmup(), 0.0),
         "stages": optional(LIST),
         "max_in_flight": optional(integer(ge=1, le=MAX_IN_FLIGHT), 1024),
         "max_lag_ms": optional(number(gt=0), 50.0),
@@ -220,7 +222,8 @@ def read_load(reader: Reader, value: Any, path: str, trace: Trace | None) -> Loa
                 f"expected no duration or the stages' total ({total:g}s), got {f['duration']:g}s",
             )
         duration_s = total
-    if f["warmup"] >= duration_s:
+    auto = f["warmup"] == AUTO
+    if not auto and f["warmup"] >= duration_s:
         reader.problem(
             join(path, "warmup"),
             f"expected a warm-up shorter than the duration ({duration_s:g}s), got {f['warmup']:g}s",
@@ -232,7 +235,8 @@ def read_load(reader: Reader, value: Any, path: str, trace: Trace | None) -> Loa
         spawn_rate=f["spawn_rate"],
         rate=f["rate"],
         duration_s=duration_s,
-        warmup_s=f["warmup"],
+        warmup_s=0.0 if auto else f["warmup"],
+        warmup_auto=auto,
         stages=stages,
         max_in_flight=f["max_in_flight"],
         max_lag_ms=f["max_lag_ms"],
