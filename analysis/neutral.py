@@ -1,6 +1,8 @@
 """Text from outside (an engine's model name, an error body, a scenario's
 strings) made safe to show in any output: the terminal, Markdown, JUnit XML,
-metrics labels and HTML all pass their text through :func:`neutral_text`.
+metrics labels and HTML all pass their text through :func:`neutral_text`, and
+every log line of a load process through :class:`NeutralLog` (a line built
+from an exception's text is server text too).
 
 Each control character but tab and newline (C0, DEL, C1: an ESC starts a
 terminal escape sequence, a carriage return overwrites a CI log's line) and
@@ -13,7 +15,9 @@ keeps them).
 
 from __future__ import annotations
 
-__all__ = ["NEUTRALISED", "neutral_text"]
+import logging
+
+__all__ = ["NEUTRALISED", "NeutralLog", "neutral_text", "neutralise_logs"]
 
 _KEPT = {0x09, 0x0A}
 NEUTRALISED = frozenset(
@@ -29,9 +33,30 @@ NEUTRALISED = frozenset(
     ]
 )
 _TABLE = dict.fromkeys(map(ord, NEUTRALISED), "\ufffd")
+_TRACEBACKS = logging.Formatter()
 
 
 def neutral_text(text: str) -> str:
     """``text`` with every control and bidi character replaced by U+FFFD; a
     ``str`` subclass keeps its class (Jinja's Markup stays Markup)."""
     return text.translate(_TABLE)
+
+
+class NeutralLog(logging.Filter):
+    """A handler's filter: each record's message, its arguments merged in, and
+    its traceback (whose last line is the exception's text) neutralised."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = neutral_text(record.getMessage())
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = neutral_text(_TRACEBACKS.formatException(record.exc_info))
+        return True
+
+
+def neutralise_logs(logger: logging.Logger | None = None) -> None:
+    """Every handler of ``logger`` (the root's: where Locust's go) filters with
+    :class:`NeutralLog`, once."""
+    for handler in (logger or logging.getLogger()).handlers:
+        if not any(isinstance(f, NeutralLog) for f in handler.filters):
+            handler.addFilter(NeutralLog())

@@ -44,6 +44,7 @@ from locust.runners import STATE_INIT, MasterRunner, WorkerRunner
 from slogate import scenarios
 from slogate.analysis.costs import Pricing
 from slogate.analysis.history import auto_baseline, results_folder, unwritable
+from slogate.analysis.neutral import neutralise_logs
 from slogate.analysis.rundata import RunData
 from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
 from slogate.client.endpoints import check_endpoints, parse_endpoint
@@ -138,6 +139,7 @@ def on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> None
     options = environment.parsed_options
     if options is None:
         return
+    neutralise_logs()  # after Locust set its handlers up: every process's lines
     gevent.spawn(watch_parent, os.getppid())
     if isinstance(runner, MasterRunner):
         runner.register_message("slogate_final", on_final)

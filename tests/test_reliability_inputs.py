@@ -4,7 +4,9 @@ written or are malformed, foreign index pages, bidi text (docs/reliability.md)."
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -15,7 +17,7 @@ import yaml
 from loadruns import cli, locust_command, scenario_file, slogate, summary
 from reportdata import bucket, run_of
 
-from slogate.analysis.neutral import NEUTRALISED
+from slogate.analysis.neutral import NEUTRALISED, neutralise_logs
 from slogate.engines.exact import ExactEngine
 from slogate.exactengine.misbehave import MisbehavingServer
 from slogate.reports import write_index, write_results
@@ -223,6 +225,28 @@ def test_server_text_is_neutralised_in_every_output(tmp_path: Path) -> None:
         assert "exe.txt done" in text, name  # the text is shown: only its controls are not
         kept = sorted(f"U+{ord(c):04X}" for c in set(text) & controls)
         assert not kept, f"{name} keeps {kept}"
+
+
+def test_server_text_is_neutralised_in_every_log_line() -> None:
+    """A load process's log lines (slogate's and Locust's, a traceback's
+    included) pass through the same neutralising as every other output."""
+    evil = "model " + "".join(HOSTILE.values()) + " exe.txt done"
+    stream = io.StringIO()
+    logger = logging.getLogger("test-neutral-log")
+    logger.addHandler(logging.StreamHandler(stream))
+    logger.propagate = False
+    neutralise_logs(logger)
+    neutralise_logs(logger)  # once is enough: a second call adds nothing
+    assert len(logger.handlers[0].filters) == 1
+    logger.error("slogate: %s", evil)
+    try:
+        raise RuntimeError(evil)
+    except RuntimeError:
+        logger.exception("a user failed")
+    text = stream.getvalue()
+    assert text.count("exe.txt done") == 2  # the line, and the traceback's last line
+    controls = {c for s in HOSTILE.values() for c in s if not c.isprintable()}
+    assert not set(text) & controls
 
 
 @pytest.mark.slow
