@@ -168,7 +168,9 @@ def sampled_overflow(scenario: Scenario, fit: ContextFit) -> Overflow:
     from slogate.scenarios.workloads import AgentTraceWorkload
 
     if isinstance(scenario.workload, AgentTraceWorkload):  # lengths alone: no prompt to build
-        return itertools.cycle(scenario.workload.lengths(scenario.name))
+        return overflow(
+            scenario.name, itertools.cycle(scenario.workload.lengths(scenario.name)), fit
+        )
     planner = Planner(scenario, scenario.seed)
     turns: Iterable[PlannedTurn]
     if has_arrivals(scenario.load):
