@@ -14,11 +14,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from slogate.scenarios.model import LoadSpec, RateSpec
 from slogate.scenarios.traces import Trace
+
+if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
+    import numpy as np
 
 BATCH = 1024
 
@@ -57,6 +59,8 @@ def arrival_events(
     """``(arrival_s, event)`` of this stream's share, in time order. ``event``
     counts arrivals of the global process (for a trace: which row, modulo its
     length). Endless for an unstaged load; ends with the last stage otherwise."""
+    import numpy as np
+
     if not 0 < rate_scale <= 1:
         raise ValueError(f"rate_scale must be in (0, 1], got {rate_scale}")
     low = (stream * rate_scale) % 1.0
@@ -83,6 +87,8 @@ def _gaps(
     rate: RateSpec, rng: np.random.Generator, trace: Trace | None, event: int, first: bool
 ) -> np.ndarray:
     """The next ``BATCH`` inter-arrival gaps; a trace segment starts at its start."""
+    import numpy as np
+
     if rate.arrival == "poisson":
         return rng.exponential(1.0 / rate.rps, BATCH)
     if rate.arrival == "gamma":

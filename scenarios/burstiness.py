@@ -11,13 +11,15 @@ grow with the speed, and the prompt tokens per second grow in proportion.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from slogate.scenarios.arrivals import segments
 from slogate.scenarios.model import Scenario
 from slogate.scenarios.traces import Trace
 from slogate.scenarios.workloads import TraceWorkload
+
+if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
+    import numpy as np
 
 SPEEDS = (1.0, 2.0, 5.0)  # reported beside the scenario's own
 
@@ -49,6 +51,8 @@ class Burstiness:
 
 def most_within(times_s: np.ndarray, window_s: float) -> int:
     """The most arrivals (sorted ``times_s``) in any window ``[t, t + window_s)``."""
+    import numpy as np
+
     if not len(times_s):
         return 0
     ends = np.searchsorted(times_s, times_s + window_s, side="left")
@@ -58,6 +62,8 @@ def most_within(times_s: np.ndarray, window_s: float) -> int:
 def busiest_second(times_s: np.ndarray, tokens: np.ndarray) -> tuple[int, float]:
     """The arrivals and prompt tokens of the busiest one-second window that
     starts at an arrival."""
+    import numpy as np
+
     if not len(times_s):
         return 0, 0.0
     starts = np.arange(len(times_s))
@@ -70,6 +76,8 @@ def busiest_second(times_s: np.ndarray, tokens: np.ndarray) -> tuple[int, float]
 def burstiness(times_s: np.ndarray, input_tokens: np.ndarray, speed: float) -> Burstiness:
     """The arrivals of a trace (times from its first request, sorted) replayed at
     ``speed``. A trace of one instant counts as spanning one second."""
+    import numpy as np
+
     if speed <= 0:
         raise ValueError(f"speed must be positive, got {speed}")
     times = np.asarray(times_s, dtype=np.float64) / speed

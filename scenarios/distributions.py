@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from array import array
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from slogate.scenarios import traces
 from slogate.scenarios.schema import (
@@ -27,6 +26,9 @@ from slogate.scenarios.schema import (
     optional,
     required,
 )
+
+if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
+    import numpy as np
 
 Z90 = 1.2815515655446004  # standard normal quantile at 0.9
 
@@ -58,9 +60,13 @@ class Dist(ABC):
 
     def sample_int(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """``size`` clamped draws rounded to integers."""
+        import numpy as np
+
         return self._clamp(np.rint(self.draw(rng, size))).astype(np.int64)
 
     def _clamp(self, values: np.ndarray) -> np.ndarray:
+        import numpy as np
+
         if self.min is not None:
             values = np.maximum(values, math.ceil(self.min))
         if self.max is not None:
@@ -81,6 +87,8 @@ class Fixed(Dist):
         return self.value if self.max is None else min(self.value, self.max)
 
     def draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        import numpy as np
+
         return np.full(size, float(self.value))
 
 
@@ -146,19 +154,21 @@ class Empirical(Dist):
     """Resamples observed values, e.g. a trace's token-length column."""
 
     source: str
-    values: np.ndarray = field(compare=False, repr=False)
+    values: array[float] = field(compare=False, repr=False)
 
     def draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        return self.values[rng.integers(0, len(self.values), size)]
+        import numpy as np
+
+        return np.asarray(self.values)[rng.integers(0, len(self.values), size)]
 
     @property
     def lower(self) -> float:
-        bottom = float(self.values.min())
+        bottom = min(self.values)
         return bottom if self.min is None else max(bottom, self.min)
 
     @property
     def upper(self) -> float:
-        top = float(self.values.max())
+        top = max(self.values)
         return top if self.max is None else min(top, self.max)
 
 

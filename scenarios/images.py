@@ -13,11 +13,14 @@ from __future__ import annotations
 import base64
 import io
 from functools import cache
+from typing import TYPE_CHECKING
 
-import numpy as np
 from PIL import Image
 
 from slogate.scenarios.model import ImageSpec
+
+if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
+    import numpy as np
 
 __all__ = ["POOL_SIZE", "ImageSpec", "image_pool"]
 
@@ -26,6 +29,8 @@ MEDIA_TYPES = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
 
 
 def _picture(width: int, height: int, seed: int) -> np.ndarray:
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     y, x = np.mgrid[0:height, 0:width].astype(np.float32)
     phase = rng.uniform(0, 2 * np.pi, 3)

@@ -13,8 +13,7 @@ from __future__ import annotations
 import dataclasses
 import zlib
 from collections.abc import Iterator
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from slogate.scenarios.arrivals import arrival_events, has_arrivals
 from slogate.scenarios.context_fit import ContextFit, fitted, fitted_conversation
@@ -23,6 +22,9 @@ from slogate.scenarios.model import Conversation, PlannedTurn, Scenario
 from slogate.scenarios.prompt_text import TokenCounter, make_writer
 from slogate.scenarios.workloads import Context, TraceWorkload
 from slogate.scenarios.workloads.agent_trace import TreeSession
+
+if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
+    pass
 
 STREAM_TAG = 0
 ARRIVALS_TAG = 2  # Context.shared_rng uses 1
@@ -53,6 +55,8 @@ class Planner:
         count_tokens: TokenCounter | None = None,
         fit: ContextFit | None = None,
     ) -> None:
+        import numpy as np
+
         self.scenario = scenario
         self.fit = fit
         self.seed = seed
@@ -98,6 +102,8 @@ class Planner:
     def arrivals(self, rate_scale: float = 1.0) -> Iterator[PlannedTurn]:
         """This stream's open-loop requests, ``arrival_s`` increasing from the run's
         start; ``rate_scale`` (0, 1] is its share of the scenario's arrivals."""
+        import numpy as np
+
         load = self.scenario.load
         if not has_arrivals(load):
             raise ValueError(f"scenario {self.scenario.name!r} has no open-loop rate (load.rate)")

@@ -20,11 +20,14 @@ import sysconfig
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 from tokenizers import Tokenizer
 
 from slogate.scenarios.cache import cache_dir, key_of, store
+
+if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
+    import numpy as np
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 LOCAL_TOKENIZER = DATA_DIR / "tokenizers" / "smollm2-135m" / "tokenizer.json"
@@ -36,10 +39,18 @@ CALIBRATION_PASSAGES = 40
 JOIN = "\n"
 FIT_ROUNDS = 10
 TRIM_ROUNDS = 48  # twice the bisections 16M words need
-_WHITESPACE = np.array([c for c in range(0x3001) if chr(c).isspace()], dtype=np.uint32)
 _SPACE_RE = re.compile(r"\s")
 _LINE_START = re.compile(r"\n(?=\S)")
 _WORD_END = re.compile(r"(?<=\S)\s")
+
+
+@functools.cache
+def whitespace_codes() -> np.ndarray:
+    """The code points below U+3001 that are whitespace (made once, when first needed)."""
+    import numpy as np
+
+    return np.array([c for c in range(0x3001) if chr(c).isspace()], dtype=np.uint32)
+
 
 TokenCounter = Callable[[str], int]
 
@@ -114,6 +125,8 @@ class TokenizedCorpus:
         return JOIN.join(self._slice(rng, size, exact) for size in _piece_sizes(n, self))
 
     def _slice(self, rng: np.random.Generator, n: int, exact: bool) -> str:
+        import numpy as np
+
         last = int(np.searchsorted(self.starts, self.tokens - n, side="right"))
         first = int(rng.random() * last)
         if not exact:
@@ -149,6 +162,8 @@ class EstimatedCorpus:
         return JOIN.join(self._slice(rng, size) for size in _piece_sizes(n, self))
 
     def _slice(self, rng: np.random.Generator, n: int) -> str:
+        import numpy as np
+
         length = max(1, round(n * self.chars_per_token))
         last = int(np.searchsorted(self.line_starts, len(self.text) - 2 * length, side="right"))
         start = int(self.line_starts[int(rng.random() * max(last, 1))])
@@ -176,6 +191,8 @@ def tokenized_corpus(kind: str, tokenizer_path: str) -> TokenizedCorpus:
     this text was tokenized with this tokenizer file before (milliseconds),
     else tokenized now (a second, and tens of megabytes of transient buffers
     in every load process) and cached."""
+    import numpy as np
+
     text = corpus_text(kind)
     key = key_of(
         CORPUS_CACHE_VERSION,
@@ -194,6 +211,8 @@ def tokenized_corpus(kind: str, tokenizer_path: str) -> TokenizedCorpus:
 
 def _cached_corpus(path: Path, text: str) -> TokenizedCorpus | None:
     """The cached boundaries of ``text``, or None when absent or not of its shape."""
+    import numpy as np
+
     try:
         with np.load(path) as saved:
             char_at, starts, ends = saved["char_at"], saved["starts"], saved["ends"]
@@ -211,13 +230,15 @@ def _cached_corpus(path: Path, text: str) -> TokenizedCorpus | None:
 def _tokenize_corpus(text: str, tokenizer: Tokenizer) -> TokenizedCorpus:
     # encode_batch releases the GIL (encode does not): a load process tokenizes
     # in a thread while its event loop keeps serving (heartbeats, streams).
+    import numpy as np
+
     encoding = tokenizer.encode_batch([text], add_special_tokens=False)[0]
     offsets = np.array(encoding.offsets, dtype=np.int64)
     words = np.array([-1 if w is None else w for w in encoding.word_ids], dtype=np.int64)
     word_start = np.r_[True, words[1:] != words[:-1]] & (words >= 0)
     char_at = np.append(offsets[:, 0], len(text))
     codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
-    space = np.append(np.isin(codes, _WHITESPACE), True)  # the end acts as whitespace
+    space = np.append(np.isin(codes, whitespace_codes()), True)  # the end acts as whitespace
     line_start = np.r_[True, codes[:-1] == ord("\n")]
     first = char_at[:-1]
     ends = np.append(word_start, True) & ~space[np.maximum(char_at - 1, 0)]
@@ -236,6 +257,8 @@ def estimated_corpus(kind: str) -> EstimatedCorpus:
     """A corpus with chars per token calibrated by the local tokenizer on
     passages cut the way the planner cuts them (from line starts, 100 to 8000
     tokens): where passages start and how long they run changes the ratio."""
+    import numpy as np
+
     text = corpus_text(kind)
     line_starts = np.array([0] + [m.end() for m in _LINE_START.finditer(text)], dtype=np.int64)
     count = tokenizer_counter(str(LOCAL_TOKENIZER))
@@ -318,6 +341,8 @@ class Writer:
         measure only grows with its size: secant steps until ``total`` is
         bracketed, then interpolation and bisection in turn. The closest try
         wins when ``total`` cannot be hit exactly."""
+        import numpy as np
+
         tries: list[tuple[int, str, int]] = []
         points: list[tuple[int, int]] = []  # (size, count) of fixed-start tries
         for attempt in range(FIT_ROUNDS):

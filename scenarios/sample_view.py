@@ -6,13 +6,14 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Iterator
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from slogate.scenarios.arrivals import has_arrivals
 from slogate.scenarios.model import PlannedTurn, Scenario
 from slogate.scenarios.planner import Planner
+
+if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
+    pass
 
 PREVIEW_CHARS = 80
 MIX_TAG = 3
@@ -39,6 +40,8 @@ def sample_requests(
 
 
 def _conversations(planners: list[Planner], seed: int) -> Iterator[PlannedTurn]:
+    import numpy as np
+
     rng = np.random.default_rng([seed, MIX_TAG])
     weights = np.array([p.scenario.weight for p in planners])
     while True:

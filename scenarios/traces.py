@@ -11,12 +11,11 @@ Times may be seconds, milliseconds, microseconds or date-time text.
 from __future__ import annotations
 
 import re
+from array import array
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from slogate.scenarios.datasets import (
     TRACE_LAYOUTS,
@@ -29,6 +28,9 @@ from slogate.scenarios.datasets.layout import KNOWN_COLUMNS
 from slogate.scenarios.datasets.report import Lengths
 from slogate.scenarios.datasets.table import Table, file_format, read_table
 from slogate.scenarios.limits import MAX_TOKENS
+
+if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
+    import numpy as np
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 BUILTIN_TRACES = {
@@ -96,7 +98,7 @@ def resolve(value: str, base_dir: Path) -> Path:
     return path.resolve()
 
 
-def read_numbers(path: Path, column: str, fmt: str = "auto") -> np.ndarray:
+def read_numbers(path: Path, column: str, fmt: str = "auto") -> array[float]:
     """One numeric column, e.g. for an empirical length distribution."""
     table = read_table(path, fmt)
     values = table.numbers(column, key="column")
@@ -117,6 +119,8 @@ def load_trace(
     naming the file, line and field at fault. ``failed: skip`` leaves out rows
     with 0 output tokens (failed requests, as BurstGPT records them);
     ``models`` keeps only the rows of those models."""
+    import numpy as np
+
     layout = TRACE_LAYOUTS.get(fmt)
     if layout is not None:
         fmt = layout.file_format
@@ -129,8 +133,10 @@ def load_trace(
         raise TraceError(f"{path.name} has no rows")
     named = layout is not None
     names = _columns(table, columns or TraceColumns(), named)
-    inputs = table.numbers(names.input_tokens, _key("input_tokens", named), MAX_TOKENS)
-    outputs = table.numbers(names.output_tokens, _key("output_tokens", named), MAX_TOKENS)
+    inputs = np.asarray(table.numbers(names.input_tokens, _key("input_tokens", named), MAX_TOKENS))
+    outputs = np.asarray(
+        table.numbers(names.output_tokens, _key("output_tokens", named), MAX_TOKENS)
+    )
     times = None if names.time is None else _times(table, names.time, time_unit, named)
     blocks = None
     if names.prefix_blocks is not None:
@@ -162,6 +168,8 @@ def _kept(
     named: bool,
 ) -> tuple[np.ndarray, dict[str, int]]:
     """Which rows replay, and how many were left out for each reason."""
+    import numpy as np
+
     keep = np.ones(table.rows, dtype=bool)
     skipped = {}
     if models:
@@ -255,6 +263,8 @@ def _report(
 
 
 def _times(table: Table, column: str, unit: str, named: bool) -> np.ndarray:
+    import numpy as np
+
     key = _key("time", named)
     values = table.column(column, key)
     if unit == "auto":
@@ -264,7 +274,7 @@ def _times(table: Table, column: str, unit: str, named: bool) -> np.ndarray:
         whole = np.array([p[0] for p in parsed], dtype=np.int64)
         # seconds counted from the earliest whole second keep sub-microsecond digits
         return (whole - whole.min()).astype(np.float64) + np.array([p[1] for p in parsed])
-    return table.numbers(column, key) * _UNIT_S[unit]
+    return np.asarray(table.numbers(column, key)) * _UNIT_S[unit]
 
 
 def _is_date(value: Any) -> bool:

@@ -58,6 +58,13 @@ def test_scenario_check_loads_the_scenario_without_the_load_side() -> None:
     assert top_level_imports("scenario", "check", "scenarios/chat.yaml") & HEAVY == set()
 
 
+@pytest.mark.parametrize("scenario", ["chat", "rag", "mixed", "vision"])
+def test_scenario_check_imports_no_numpy_where_it_makes_no_request(scenario: str) -> None:
+    # numpy is a tenth of a second of start-up; its modules import it where they make requests
+    imported = top_level_imports("scenario", "check", f"scenarios/{scenario}.yaml")
+    assert "numpy" not in imported
+
+
 @pytest.mark.parametrize("name", sorted(DEFERRED))
 def test_each_deferred_subcommand_declares_its_arguments(
     name: str, capsys: pytest.CaptureFixture[str]

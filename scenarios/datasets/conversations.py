@@ -18,13 +18,14 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from slogate.scenarios.datasets import openai_messages, sharegpt
 from slogate.scenarios.datasets.report import DatasetReport, Lengths
 from slogate.scenarios.datasets.table import DatasetError, Skip, json_lines
+
+if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
+    pass
 
 FORMATS = ("auto", "sharegpt", "openai")
 READERS = {"sharegpt": sharegpt, "openai": openai_messages}
@@ -228,6 +229,8 @@ def _count(
 
 
 def _lengths(conversations: list[Recorded]) -> tuple[Lengths, ...]:
+    import numpy as np
+
     contexts = [c for conv in conversations for c in conv.contexts()]
     replies = [t.reply_tokens for conv in conversations for t in conv.turns]
     return (

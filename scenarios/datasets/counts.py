@@ -13,16 +13,20 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from slogate.scenarios.cache import cache_dir, store
 from slogate.scenarios.prompt_text import count_batch
+
+if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
+    pass
 
 
 def token_counts(tokenizer: str, texts: Sequence[str]) -> list[int]:
     """Token counts of ``texts`` with the ``tokenizer.json`` at ``tokenizer``,
     from the cache when these texts were counted with it before."""
+    import numpy as np
+
     digest = hashlib.blake2b(Path(tokenizer).read_bytes(), digest_size=16)
     for text in texts:
         digest.update(text.encode("utf-8", "surrogatepass"))

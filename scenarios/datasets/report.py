@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
+    import numpy as np
+
 
 QUANTILES = (50, 90, 99)
 
@@ -25,6 +28,8 @@ class Lengths:
     @classmethod
     def of(cls, name: str, values: np.ndarray) -> Lengths:
         # observed values (no interpolation), as a user would look them up in the file
+        import numpy as np
+
         p50, p90, p99 = (
             np.percentile(values, QUANTILES, method="inverted_cdf") if len(values) else (0, 0, 0)
         )

@@ -6,13 +6,16 @@ from __future__ import annotations
 import csv
 import functools
 import math
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import orjson
+
+if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
+    pass
 
 FORMATS = ("csv", "jsonl")
 
@@ -50,12 +53,14 @@ class Table:
         """``file line N, field 'X'``: where a bad value sits."""
         return f"{self.path.name} line {self.lines[row]}, field {field!r}"
 
-    def numbers(self, name: str, key: str, limit: float = math.inf) -> np.ndarray:
+    def numbers(self, name: str, key: str, limit: float = math.inf) -> array[float]:
         """A column as numbers >= 0; a bad cell is named by line and field. A
         number beyond ``limit`` is refused too: a token count past int64 would
-        wrap round in the conversion and replay as a tiny prompt."""
+        wrap round in the conversion and replay as a tiny prompt. A flat array
+        of doubles, which numpy reads without a copy where requests are made
+        (checking a scenario needs no numpy)."""
         values = self.column(name, key)
-        out = np.empty(len(values), dtype=np.float64)
+        out = array("d", bytes(8 * len(values)))
         for i, value in enumerate(values):
             try:
                 out[i] = float(value)

@@ -9,9 +9,7 @@ outputs are short with a long tail.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from slogate.scenarios.distributions import Dist
 from slogate.scenarios.model import PlannedTurn
@@ -25,6 +23,9 @@ from slogate.scenarios.workloads.common import (
     seconds,
     tokens,
 )
+
+if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
+    pass
 
 COMPLETE = "Complete the following Python code."
 EDITS = (
@@ -91,6 +92,8 @@ def build(reader: Reader, f: dict[str, Any], path: str) -> CodeWorkload:
 
 class CodePlanner:
     def __init__(self, ctx: Context, spec: CodeWorkload) -> None:
+        import numpy as np
+
         self.ctx = ctx
         self.spec = spec
         self.systems = SystemTexts(ctx, spec.system)

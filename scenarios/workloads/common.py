@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from slogate.scenarios.distributions import Dist, read_dist
 from slogate.scenarios.limits import MAX_SECONDS, MAX_TOKENS
@@ -22,6 +20,9 @@ from slogate.scenarios.schema import (
     nested,
     optional,
 )
+
+if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
+    import numpy as np
 
 SHARED_TAG = 1  # planner.py tags stream (0) and arrival (2) randomness
 SALT_SYSTEM = 1
@@ -79,6 +80,8 @@ class Context:
     entropy: tuple[int, ...]
 
     def shared_rng(self, *salt: int) -> np.random.Generator:
+        import numpy as np
+
         return np.random.default_rng([*self.entropy, SHARED_TAG, *salt])
 
     def turn(self, conversation: int, turn: int, **fields: Any) -> PlannedTurn:
