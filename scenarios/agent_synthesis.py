@@ -18,9 +18,7 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from slogate.scenarios.datasets.agent_trees import (
     Agent,
@@ -32,6 +30,9 @@ from slogate.scenarios.datasets.agent_trees import (
 from slogate.scenarios.distributions import Dist, read_dist
 from slogate.scenarios.limits import MAX_SECONDS, MAX_TOKENS
 from slogate.scenarios.schema import Field, Reader, integer, nested, optional
+
+if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
+    import numpy as np
 
 MAX_SESSIONS = 10_000
 MAX_COUNT = 1000
@@ -83,6 +84,8 @@ def read_generate(reader: Reader, value: Any, path: str) -> dict[str, Any] | Non
 
 def generate(f: dict[str, Any]) -> AgentTraceSet:
     """``f["sessions"]`` trees from the ``generate:`` fields, the same for a seed."""
+    import numpy as np
+
     block = f["block_tokens"]
     root_shared = tuple(range(f["system_tokens"] // block))
     sub_shared = tuple(

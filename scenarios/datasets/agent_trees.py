@@ -17,13 +17,14 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from slogate.scenarios.datasets.conversations import records_of
 from slogate.scenarios.datasets.report import DatasetReport, Lengths
 from slogate.scenarios.datasets.table import DatasetError
+
+if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
+    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +133,8 @@ def records(path: Path) -> list[tuple[int, Any]]:
 
 def report(source: str, trees: list[AgentTree]) -> DatasetReport:
     """What ``scenario check`` prints of the sessions read or made."""
+    import numpy as np
+
     calls = [c for t in trees for c in t.root.calls()]
     agents = np.array([sum(1 for _ in t.root.agents()) for t in trees])
     return DatasetReport(

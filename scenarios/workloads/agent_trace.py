@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from slogate.scenarios import traces
 from slogate.scenarios.agent_synthesis import generate, read_generate
@@ -47,6 +45,9 @@ from slogate.scenarios.schema import (
     required,
 )
 from slogate.scenarios.workloads.common import Context
+
+if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
+    import numpy as np
 
 SALT_SESSION = 6
 FORMATS = {"weka": weka.parse, "otel": otel_genai.parse}
@@ -235,6 +236,8 @@ class TreeSession:
     def turn(self, call: AgentCall, step: int, task: str | None = None) -> PlannedTurn:
         """The request of ``call``; ``task`` (a subagent's first call) is the
         reply its parent got, sent in place of the blocks not sent before."""
+        import numpy as np
+
         writer, ids = self.ctx.writer, call.blocks
         rng = np.random.default_rng([*self.ctx.entropy, SALT_SESSION, self.tag, 1, self.calls])
         self.calls += 1
@@ -272,6 +275,8 @@ class TreeSession:
         return min(call.wait_s, self.spec.wait_cap_s)
 
     def _block(self, block_id: int) -> Region:
+        import numpy as np
+
         tag = 0 if block_id < self.tree.shared_below else self.tag  # shared: every session's
         rng = np.random.default_rng([*self.ctx.entropy, SALT_SESSION, tag, 0, block_id])
         text, tokens = self.ctx.writer.fill(rng, self.tree.block_tokens, suffix="\n")
