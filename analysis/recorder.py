@@ -487,9 +487,13 @@ class Recorder:
             targets.append(self.bucket(scenario, f"stage:{stage}"))
         return targets
 
-    def apply_cut(self, first_kept: int) -> None:
+    def apply_cut(self, first_kept: int, cut_s: float) -> None:
         """``--warmup auto``: the head segments from ``first_kept`` on join the
-        measured run; the earlier ones, the warm-up, are dropped with the rest."""
+        measured run; the earlier ones, the warm-up, are dropped with the rest,
+        and the requests' timelines that ended before ``cut_s`` (from the
+        origin) are marked warm-up."""
+        if self.origin_s is not None:
+            self.timelines.mark_warmup(self.origin_s + cut_s)
         for (scenario, span), bucket in list(self.buckets.items()):
             if span.startswith(HEAD):
                 if int(span[len(HEAD) :]) >= first_kept:

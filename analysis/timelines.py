@@ -91,6 +91,14 @@ class Timelines:
             self.gap_end_ms.append(end_ns / NS_PER_MS)
             self.gap_ms.append(gap_ns / NS_PER_MS)
 
+    def mark_warmup(self, before_wall_s: float) -> None:
+        """``--warmup auto``: the requests that ended before the cut was found
+        to be (wall time) are warm-up, as if it had been known as they ended."""
+        starts, e2e, warmup = self.columns["start_s"], self.columns["e2e_ms"], self.flags["warmup"]
+        for row in range(len(self)):
+            if starts[row] + e2e[row] / 1000 < before_wall_s:
+                warmup[row] = True
+
     def _scenario_index(self, name: str) -> int:
         try:
             return self.scenarios.index(name)

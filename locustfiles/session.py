@@ -331,7 +331,8 @@ class RunSession:
             return
         names = [s.name for s in self.ctx.scenarios]
         self.auto_cut = find_cut(self.rows, names, timeline.segment_s, timeline.total_s)
-        self.collector.apply_cut(round(self.auto_cut.cut_s / timeline.segment_s))
+        cut_s = self.auto_cut.cut_s
+        self.collector.apply_cut(round(cut_s / timeline.segment_s), cut_s)
         log.info("slogate: --warmup auto: %.1f s cut (%s)", self.auto_cut.cut_s, METHOD)
 
     def meta(self, complete: bool, reason: str | None) -> dict[str, Any]:

@@ -70,10 +70,12 @@ def test_the_first_half_is_kept_by_segment_until_the_cut() -> None:
     assert [timeline.head_segment(t) for t in (0.0, 2.6, 29.9, 30.0)] == [0, 1, 11, None]
     assert build_timeline(LoadSpec(users=1, duration_s=60.0)).head_segment(1.0) is None
     recorder = Recorder()
-    for head, ttft in ((0, 5000.0), (1, 40.0), (2, 41.0), (None, 42.0)):
-        recorder.record(request(ttft_ms=ttft), wall_s=1.0, head=head)
+    recorder.origin_s = 100.0
+    for head, ttft, end_s in ((0, 5000.0, 1.0), (1, 40.0, 2.0), (2, 41.0, 3.0), (None, 42.0, 4.0)):
+        recorder.record(request(ttft_ms=ttft), wall_s=100.0 + end_s, head=head)
     assert recorder.buckets[("chat", OVERALL)].counters.ok == 1
-    recorder.apply_cut(1)
+    recorder.apply_cut(1, cut_s=1.5)  # the diagnosis leaves the first request out too
+    assert list(recorder.timelines.flags["warmup"]) == [1, 0, 0, 0]
     assert list(recorder.buckets) == [("chat", OVERALL)]
     measured = recorder.buckets[("chat", OVERALL)]
     assert measured.counters.ok == 3
