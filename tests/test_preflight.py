@@ -18,9 +18,16 @@ import numpy as np
 import pytest
 from loadruns import ModelsHandler, slogate, summary
 
+from slogate import scenarios
 from slogate.client.engine_info import RouteNotServed, discover, probe_route
 from slogate.engines.simulated import start_engine
-from slogate.scenarios.context_fit import ContextFit, fitted, fitted_conversation, overflow
+from slogate.scenarios.context_fit import (
+    ContextFit,
+    fitted,
+    fitted_conversation,
+    overflow,
+    sampled_overflow,
+)
 from slogate.scenarios.model import PlannedTurn
 from slogate.scenarios.prompt_text import make_writer
 from slogate.simengine.profiles import DEFAULT_PROFILE
@@ -62,6 +69,17 @@ def test_the_overflow_counts_name_how_many_of_how_many_and_the_longest() -> None
         "4096 tokens (prompt + max output tokens; the longest 5000 + 1 = 5001)"
     )
     assert overflow("chat", iter(turns), ContextFit(4096, "drop")).dropped == 3
+
+
+def test_agent_sessions_are_counted_against_the_context_from_their_lengths() -> None:
+    """coding-agent's calls grow to 129,000 tokens of context: against 32k most
+    of the sampled calls are over, the longest one named."""
+    [scenario] = scenarios.load("coding-agent")
+    counts = sampled_overflow(scenario, ContextFit(32_768, "drop"))
+    assert counts.scenario == "coding-agent" and counts.sampled == 2000
+    assert 0 < counts.over == counts.dropped < counts.sampled and counts.clamped == 0
+    assert counts.longest_input > 32_768
+    assert sampled_overflow(scenario, ContextFit(1_000_000, "drop")).over == 0
 
 
 def test_a_prompt_past_the_context_loses_its_tail_until_its_output_fits() -> None:
