@@ -15,7 +15,6 @@ The figures and their sources are in docs/scenarios.md ("coding-agent").
 
 from __future__ import annotations
 
-import functools
 import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -27,19 +26,15 @@ from slogate.scenarios.datasets.agent_trees import (
     AgentTree,
     report,
 )
-from slogate.scenarios.distributions import Dist, read_dist
+from slogate.scenarios.distributions import Dist, dist_field
 from slogate.scenarios.limits import MAX_SECONDS, MAX_TOKENS
-from slogate.scenarios.schema import Field, Reader, integer, nested, optional
+from slogate.scenarios.schema import Reader, integer, optional
 
 if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
     import numpy as np
 
 MAX_SESSIONS = 10_000
 MAX_COUNT = 1000
-
-
-def _dist(default: Any, least: float, most: float) -> Field:
-    return nested(functools.partial(read_dist, least=least, most=most), default)
 
 
 def gamma(mean: float, cv: float, low: float, high: float) -> dict[str, Any]:
@@ -52,17 +47,19 @@ FIELDS = {
     "block_tokens": optional(integer(ge=2, le=MAX_TOKENS), 64),
     "max_context": optional(integer(ge=2, le=MAX_TOKENS), 167_000),
     "system_tokens": optional(integer(ge=0, le=MAX_TOKENS), 32_000),
-    "initial_tokens": _dist(gamma(15_000, 0.5, 1_000, 60_000), 1, MAX_TOKENS),
-    "new_tokens": _dist(gamma(6_000, 0.6, 200, 10_000), 1, MAX_TOKENS),
-    "output_tokens": _dist(gamma(1_000, 0.4, 50, 1_500), 1, MAX_TOKENS),
-    "turns": _dist(gamma(11.6, 0.8, 1, 40), 1, MAX_COUNT),
-    "tool_s": _dist({"dist": "lognormal", "median": 1.0, "p90": 6.0, "max": 60}, 0, MAX_SECONDS),
-    "subagents": _dist(gamma(3, 1.0, 0, 12), 0, MAX_COUNT),
+    "initial_tokens": dist_field(1, MAX_TOKENS, gamma(15_000, 0.5, 1_000, 60_000)),
+    "new_tokens": dist_field(1, MAX_TOKENS, gamma(6_000, 0.6, 200, 10_000)),
+    "output_tokens": dist_field(1, MAX_TOKENS, gamma(1_000, 0.4, 50, 1_500)),
+    "turns": dist_field(1, MAX_COUNT, gamma(11.6, 0.8, 1, 40)),
+    "tool_s": dist_field(
+        0, MAX_SECONDS, {"dist": "lognormal", "median": 1.0, "p90": 6.0, "max": 60}
+    ),
+    "subagents": dist_field(0, MAX_COUNT, gamma(3, 1.0, 0, 12)),
     "subagent_system_tokens": optional(integer(ge=0, le=MAX_TOKENS), 4_160),
-    "subagent_task_tokens": _dist(gamma(1_000, 0.5, 100, 8_000), 1, MAX_TOKENS),
-    "subagent_turns": _dist(gamma(4, 0.7, 1, 20), 1, MAX_COUNT),
-    "subagent_new_tokens": _dist(gamma(2_000, 0.6, 100, 8_000), 1, MAX_TOKENS),
-    "subagent_output_tokens": _dist(gamma(800, 0.5, 20, 1_500), 1, MAX_TOKENS),
+    "subagent_task_tokens": dist_field(1, MAX_TOKENS, gamma(1_000, 0.5, 100, 8_000)),
+    "subagent_turns": dist_field(1, MAX_COUNT, gamma(4, 0.7, 1, 20)),
+    "subagent_new_tokens": dist_field(1, MAX_TOKENS, gamma(2_000, 0.6, 100, 8_000)),
+    "subagent_output_tokens": dist_field(1, MAX_TOKENS, gamma(800, 0.5, 20, 1_500)),
 }
 
 

@@ -9,6 +9,7 @@ resamples a column of a real trace, which keeps its tails exactly.
 
 from __future__ import annotations
 
+import functools
 import math
 from abc import ABC, abstractmethod
 from array import array
@@ -20,11 +21,15 @@ from slogate.scenarios.schema import (
     TEXT,
     Field,
     Reader,
+    Shape,
     choice,
     join,
+    nested,
     number,
     optional,
     required,
+    section_shape,
+    tagged_shape,
 )
 
 if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
@@ -172,7 +177,7 @@ class Empirical(Dist):
         return top if self.max is None else min(top, self.max)
 
 
-def _table(least: float, most: float) -> dict[str, dict[str, Field]]:
+def kind_tables(least: float, most: float) -> dict[str, dict[str, Field]]:
     """Keys each kind of distribution takes; values lie in [``least``, ``most``]."""
     bound = number(ge=least, le=most)
     clamps = {"min": optional(bound), "max": optional(bound)}
@@ -197,7 +202,23 @@ def _table(least: float, most: float) -> dict[str, dict[str, Field]]:
     }
 
 
-KINDS = tuple(_table(0, 1))
+KINDS = tuple(kind_tables(0, 1))
+
+
+def dist_shape(least: float, most: float) -> Shape:
+    """The JSON Schema of what ``read_dist`` reads: a number or a tagged mapping."""
+    kinds = {
+        kind: section_shape({"dist": required(choice(kind)), **fields})
+        for kind, fields in kind_tables(least, most).items()
+    }
+    return {"anyOf": [number(ge=least, le=most).shape, tagged_shape("dist", kinds)]}
+
+
+def dist_field(least: float, most: float, default: Any = None) -> Field:
+    """A distribution field with values in [``least``, ``most``]; ``default`` as
+    a file writes it."""
+    reader = functools.partial(read_dist, least=least, most=most)
+    return nested(reader, dist_shape(least, most), default)
 
 
 def read_dist(reader: Reader, value: Any, path: str, *, least: float, most: float) -> Dist | None:
@@ -218,7 +239,7 @@ def read_dist(reader: Reader, value: Any, path: str, *, least: float, most: floa
         )
         return None
     kind = value["dist"]
-    fields = {"dist": required(kind_check), **_table(least, most)[kind]}
+    fields = {"dist": required(kind_check), **kind_tables(least, most)[kind]}
     f = reader.section(value, path, fields)
     if f is None:
         return None

@@ -21,22 +21,30 @@ from slogate.scenarios.errors import Problem, ScenarioError
 from slogate.scenarios.limits import MAX_FILE_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
 from slogate.scenarios.model import LoadSpec, Scenario
 from slogate.scenarios.schema import (
-    LIST,
     MAPPING,
     NAME,
     REQUIRED,
     TEXT,
-    Field,
     Reader,
     choice,
     integer,
     join,
+    list_of,
     nested,
     number,
     optional,
     required,
+    section_shape,
 )
 from slogate.scenarios.sections import (
+    AGENT_FIELDS,
+    CANCEL_FIELDS,
+    IMAGE_FIELDS,
+    REQUEST_FIELDS,
+    SLO_FIELDS,
+    SLO_TIERS_SHAPE,
+    TIMEOUT_FIELDS,
+    load_fields,
     read_agent,
     read_cancel,
     read_images,
@@ -48,6 +56,7 @@ from slogate.scenarios.sections import (
 )
 from slogate.scenarios.units import parse_duration
 from slogate.scenarios.workloads import (
+    WORKLOAD_SHAPE,
     AgentTraceWorkload,
     ConversationsWorkload,
     TraceWorkload,
@@ -74,6 +83,9 @@ CHAT_APIS = frozenset({"chat", "responses", "messages"})  # with tool calls and 
 OVERRIDES = ("users", "spawn_rate", "rate", "duration", "warmup", "seed")
 FLAT_LOAD_OVERRIDES = ("users", "spawn_rate", "rate", "duration")
 
+# A load is read after its workload (a trace's times feed its rate), so the
+# table keeps it raw and says what it holds.
+LOAD = MAPPING.shaped(section_shape(load_fields(None)))
 SCENARIO_FIELDS = {
     "name": optional(NAME),
     "description": optional(TEXT),
@@ -81,28 +93,28 @@ SCENARIO_FIELDS = {
     "model": optional(TEXT, "auto"),
     "engine_profile": optional(TEXT),
     "seed": optional(integer(ge=0), 0),
-    "workload": Field(read_workload, REQUIRED, nested=True),
-    "load": optional(MAPPING, {}),
-    "request": nested(read_request, {}),
-    "timeouts": nested(read_timeouts, {}),
-    "slo": nested(read_slo, {}),
-    "slo_tiers": nested(read_slo_tiers, {}),
-    "agent": nested(read_agent),
-    "images": nested(read_images),
-    "cancel": nested(read_cancel),
-}
-MIX_FIELDS = {
-    "name": optional(NAME),
-    "description": optional(TEXT),
-    "seed": optional(integer(ge=0)),
-    "load": optional(MAPPING, {}),
-    "scenarios": required(LIST),
+    "workload": nested(read_workload, WORKLOAD_SHAPE, REQUIRED),
+    "load": optional(LOAD, {}),
+    "request": nested(read_request, section_shape(REQUEST_FIELDS), {}),
+    "timeouts": nested(read_timeouts, section_shape(TIMEOUT_FIELDS), {}),
+    "slo": nested(read_slo, section_shape(SLO_FIELDS), {}),
+    "slo_tiers": nested(read_slo_tiers, SLO_TIERS_SHAPE, {}),
+    "agent": nested(read_agent, section_shape(AGENT_FIELDS)),
+    "images": nested(read_images, section_shape(IMAGE_FIELDS)),
+    "cancel": nested(read_cancel, section_shape(CANCEL_FIELDS)),
 }
 MEMBER_FIELDS = {
     "file": required(TEXT),
     "model": optional(TEXT),
     "weight": optional(number(ge=0), 1.0),
     "name": optional(NAME),
+}
+MIX_FIELDS = {
+    "name": optional(NAME),
+    "description": optional(TEXT),
+    "seed": optional(integer(ge=0)),
+    "load": optional(LOAD, {}),
+    "scenarios": required(list_of(section_shape(MEMBER_FIELDS))),
 }
 
 

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from slogate.scenarios.distributions import read_dist
+from slogate.scenarios.distributions import dist_field
 from slogate.scenarios.limits import (
     MAX_IN_FLIGHT,
     MAX_RPS,
@@ -34,20 +34,24 @@ from slogate.scenarios.prompt_text import load_tokenizer
 from slogate.scenarios.schema import (
     AUTO,
     BOOLEAN,
-    LIST,
     MAPPING,
     NAME,
     TEXT,
     Check,
+    Field,
     Reader,
+    Shape,
     choice,
     duration,
     integer,
     join,
+    list_of,
     nested,
     number,
     optional,
+    pattern,
     required,
+    section_shape,
     warmup,
 )
 from slogate.scenarios.traces import Trace
@@ -103,7 +107,9 @@ def _env_name(value: Any) -> str:
     return value
 
 
-ENV_NAME = Check("an environment variable name", _env_name)
+ENV_NAME = Check(
+    "an environment variable name", _env_name, {"type": "string", "pattern": pattern(_ENV_NAME)}
+)
 _HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")  # an HTTP token (RFC 9110)
 
 
@@ -113,7 +119,11 @@ def _header_name(value: Any) -> str:
     return value.lower()
 
 
-HEADER_NAME = Check("an HTTP header name (letters, digits, '-')", _header_name)
+HEADER_NAME = Check(
+    "an HTTP header name (letters, digits, '-')",
+    _header_name,
+    {"type": "string", "pattern": pattern(_HEADER_NAME)},
+)
 
 
 def _think_tags(value: Any) -> tuple[str, str] | None:
@@ -129,16 +139,33 @@ def _think_tags(value: Any) -> tuple[str, str] | None:
     raise ValueError
 
 
-THINK_TAGS = Check("false, or [opening tag, closing tag] (two different strings)", _think_tags)
+THINK_TAGS = Check(
+    "false, or [opening tag, closing tag] (two different strings)",
+    _think_tags,
+    {
+        "anyOf": [
+            {"const": False},
+            {
+                "type": "array",
+                "items": {"type": "string", "pattern": r"\S"},
+                "minItems": 2,
+                "maxItems": 2,
+                "uniqueItems": True,
+            },
+        ]
+    },
+)
 
 # --- load -------------------------------------------------------------------
 
+RPS = number(gt=0, le=MAX_RPS)
 RATE_FIELDS = {
-    "rps": optional(number(gt=0, le=MAX_RPS)),
+    "rps": optional(RPS),
     "arrival": optional(choice(*ARRIVALS), "poisson"),
     "cv": optional(number(gt=0)),
     "speedup": optional(number(gt=0)),
 }
+RATE_SHAPE: Shape = {"anyOf": [RPS.shape, section_shape(RATE_FIELDS)]}
 
 
 def read_rate(reader: Reader, value: Any, path: str, trace: Trace | None) -> RateSpec | None:
@@ -179,28 +206,33 @@ def read_rate(reader: Reader, value: Any, path: str, trace: Trace | None) -> Rat
     return RateSpec(rps=rps, arrival=arrival, cv=f["cv"] or 1.0)
 
 
-def _stage_fields(trace: Trace | None) -> dict:
+def stage_fields(trace: Trace | None) -> dict[str, Field]:
+    """One stage's table; its rate replays ``trace``'s times when it has them."""
     return {
         "name": optional(NAME),
         "duration": required(duration(positive=True)),
         "users": optional(integer(ge=1, le=MAX_USERS)),
         "spawn_rate": optional(number(gt=0, le=MAX_SPAWN_RATE)),
-        "rate": nested(functools.partial(read_rate, trace=trace)),
+        "rate": nested(functools.partial(read_rate, trace=trace), RATE_SHAPE),
+    }
+
+
+def load_fields(trace: Trace | None) -> dict[str, Field]:
+    """The load section's table; a rate (its own or a stage's) may replay ``trace``."""
+    return {
+        "users": optional(integer(ge=1, le=MAX_USERS)),
+        "spawn_rate": optional(number(gt=0, le=MAX_SPAWN_RATE)),
+        "rate": nested(functools.partial(read_rate, trace=trace), RATE_SHAPE),
+        "duration": optional(duration(positive=True)),
+        "warmup": optional(warmup(), 0.0),
+        "stages": optional(list_of(section_shape(stage_fields(None)))),
+        "max_in_flight": optional(integer(ge=1, le=MAX_IN_FLIGHT), 1024),
+        "max_lag_ms": optional(number(gt=0), 50.0),
     }
 
 
 def read_load(reader: Reader, value: Any, path: str, trace: Trace | None) -> LoadSpec | None:
-    fields = {
-        "users": optional(integer(ge=1, le=MAX_USERS)),
-        "spawn_rate": optional(number(gt=0, le=MAX_SPAWN_RATE)),
-        "rate": nested(functools.partial(read_rate, trace=trace)),
-        "duration": optional(duration(positive=True)),
-        "warmup": optional(warmup(), 0.0),
-        "stages": optional(LIST),
-        "max_in_flight": optional(integer(ge=1, le=MAX_IN_FLIGHT), 1024),
-        "max_lag_ms": optional(number(gt=0), 50.0),
-    }
-    f = reader.section(value, path, fields)
+    f = reader.section(value, path, load_fields(trace))
     if f is None:
         return None
     before = len(reader.problems)
@@ -248,7 +280,7 @@ def _read_stages(
 ) -> tuple[Stage, ...]:
     """Stages in order; a stage without users or rate keeps the load's own."""
     stages = []
-    fields = _stage_fields(trace)
+    fields = stage_fields(trace)
     for i, (item_path, item) in enumerate(reader.items(load["stages"], path, "stages")):
         f = reader.section(item, item_path, fields)
         if f is None:
@@ -288,7 +320,12 @@ REQUEST_FIELDS = {
     "ignore_eos": optional(BOOLEAN, False),
     "min_tokens": optional(BOOLEAN, False),
     "temperature": optional(number(ge=0, le=2)),
-    "extra_body": optional(MAPPING, {}),
+    "extra_body": optional(
+        MAPPING.shaped(
+            {"type": "object", "propertyNames": {"not": {"enum": list(BODY_KEYS_WE_SET)}}}
+        ),
+        {},
+    ),
     "api_key_env": optional(ENV_NAME, "OPENAI_API_KEY"),
     "tokenizer": optional(TEXT, "local"),
     "think_tags": optional(THINK_TAGS, ("<think>", "</think>")),
@@ -373,10 +410,7 @@ def read_timeouts(reader: Reader, value: Any, path: str) -> Timeouts | None:
 
 AGENT_FIELDS = {
     "max_steps": optional(integer(ge=1, le=100), 8),
-    "tool_latency_s": nested(
-        functools.partial(read_dist, least=0, most=MAX_SECONDS),
-        {"dist": "lognormal", "median": 0.3, "p90": 1.2},
-    ),
+    "tool_latency_s": dist_field(0, MAX_SECONDS, {"dist": "lognormal", "median": 0.3, "p90": 1.2}),
 }
 
 
@@ -402,8 +436,8 @@ def read_agent(reader: Reader, value: Any, path: str) -> AgentSpec | None:
 
 CANCEL_FIELDS = {
     "share": required(number(gt=0, le=1)),
-    "after_s": nested(functools.partial(read_dist, least=0, most=MAX_SECONDS)),
-    "after_tokens": nested(functools.partial(read_dist, least=1, most=MAX_TOKENS)),
+    "after_s": dist_field(0, MAX_SECONDS),
+    "after_tokens": dist_field(1, MAX_TOKENS),
 }
 
 
@@ -435,6 +469,12 @@ GOODPUT_FIELDS = {
     "e2e_ms": optional(number(gt=0)),
 }
 GOODPUT_LIMITS = ("ttft_ms", "ttfa_ms", "tpot_ms", "e2e_ms")
+GOODPUT_SHAPE: Shape = {
+    **section_shape(GOODPUT_FIELDS),
+    "anyOf": [
+        {"required": [key], "properties": {key: {"type": "number"}}} for key in GOODPUT_LIMITS
+    ],
+}
 
 
 def _latency(reader: Reader, value: Any, path: str) -> dict[str, float] | None:
@@ -459,21 +499,28 @@ def _goodput(reader: Reader, value: Any, path: str) -> GoodputSpec | None:
     return GoodputSpec(min_fraction=f["min"], **{key: f[key] for key in GOODPUT_LIMITS})
 
 
+ERROR_RATE_FIELDS = {"max": required(number(ge=0, le=1))}
+THROUGHPUT_FIELDS = {
+    metric: nested(_minimum, section_shape(MINIMUM_FIELDS))
+    for metric in ("requests_per_s", "output_tokens_per_s", "input_tokens_per_s")
+}
 SLO_FIELDS = {
-    **{metric: nested(_latency) for metric in (*LATENCY_METRICS, *COUNT_METRICS)},
-    "error_rate": nested(lambda r, v, p: r.section(v, p, {"max": required(number(ge=0, le=1))})),
-    "throughput": nested(
-        lambda r, v, p: r.section(
-            v,
-            p,
-            {
-                "requests_per_s": nested(_minimum),
-                "output_tokens_per_s": nested(_minimum),
-                "input_tokens_per_s": nested(_minimum),
-            },
-        )
+    **{
+        metric: nested(_latency, section_shape(LATENCY_FIELDS))
+        for metric in (*LATENCY_METRICS, *COUNT_METRICS)
+    },
+    "error_rate": nested(
+        lambda r, v, p: r.section(v, p, ERROR_RATE_FIELDS), section_shape(ERROR_RATE_FIELDS)
     ),
-    "goodput": nested(_goodput),
+    "throughput": nested(
+        lambda r, v, p: r.section(v, p, THROUGHPUT_FIELDS), section_shape(THROUGHPUT_FIELDS)
+    ),
+    "goodput": nested(_goodput, GOODPUT_SHAPE),
+}
+SLO_TIERS_SHAPE: Shape = {
+    "type": "object",
+    "propertyNames": {"pattern": pattern(_TIER_NAME)},
+    "additionalProperties": section_shape(SLO_FIELDS),
 }
 
 

@@ -11,6 +11,10 @@ import re
 
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+# What parse_duration reads from text, for the scenario's JSON Schema: parts
+# with units, or a plain decimal number of seconds (surrounding spaces allowed).
+_SECONDS = r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+DURATION_PATTERN = rf"^\s*(?:(?:{_PART.pattern})+|{_SECONDS})\s*$"
 
 
 def parse_duration(value: object) -> float:

@@ -124,7 +124,10 @@ def add_small_parsers(sub: argparse._SubParsersAction) -> None:
         help="exit 0, not 3, when a gated latency rose by no more than the generators' error",
     )
     schema = sub.add_parser("schema", help="print a document's JSON Schema")
-    schema.add_argument("name", help="summary, sweep, experiment, repeats or run-data")
+    schema.add_argument(
+        "name",
+        help="scenario (scenario and mix files), summary, sweep, experiment, repeats or run-data",
+    )
     selftest = sub.add_parser("selftest", help="this machine's measurement error and capacity")
     selftest.add_argument("--streams", type=positive_int, default=64)
     selftest.add_argument("--duration", type=positive_duration, default=10.0)
@@ -222,6 +225,11 @@ def schema(args: argparse.Namespace) -> int:
     from slogate.analysis.contracts import json_schema
     from slogate.analysis.exitcodes import EXIT_CONFIG
 
+    if args.name == "scenario":
+        from slogate.scenarios.json_schema import scenario_schema
+
+        print(json.dumps(scenario_schema(), indent=1))
+        return 0
     try:
         print(json.dumps(json_schema(args.name), indent=1))
     except ValueError as error:

@@ -16,6 +16,7 @@ import pytest
 import yaml
 from loadruns import cli, locust_command, scenario_file, slogate, summary
 from reportdata import bucket, run_of
+from scenario_cases import HOSTILE, LIMITS
 
 from slogate.analysis.neutral import NEUTRALISED, neutralise_logs
 from slogate.engines.exact import ExactEngine
@@ -23,11 +24,6 @@ from slogate.exactengine.misbehave import MisbehavingServer
 from slogate.reports import write_index, write_results
 from slogate.reports.crashlog import crash_line
 from slogate.reports.terminal import verdict_table
-
-ALIAS_BOMB = "".join(
-    f"{name}: &{name} [{', '.join([f'*{prev}'] * 9) if prev else ', '.join(['x'] * 9)}]\n"
-    for prev, name in zip(["", *"abcdefgh"], "abcdefghi", strict=True)
-)
 
 
 def check(tmp_path: Path, text: str, name: str = "s.yaml"):
@@ -38,16 +34,7 @@ def check(tmp_path: Path, text: str, name: str = "s.yaml"):
     return cli("scenario", "check", str(path))
 
 
-@pytest.mark.parametrize(
-    ("text", "says"),
-    [
-        ("", "expected a mapping of scenario (or mix) keys, got an empty file"),
-        ("a: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper than the limit of 64"),
-        (ALIAS_BOMB, "more than 200000 values (aliases expanded)"),
-        ("- just\n- a list\n", "got a YAML list"),
-    ],
-    ids=["empty", "deep", "alias-bomb", "list"],
-)
+@pytest.mark.parametrize(("text", "says"), HOSTILE.values(), ids=HOSTILE.keys())
 def test_hostile_scenario_files_are_configuration_errors(
     tmp_path: Path, text: str, says: str
 ) -> None:
@@ -74,17 +61,7 @@ def test_a_secret_file_given_as_a_scenario_is_not_echoed(tmp_path: Path) -> None
     assert "got a YAML str" in done.stderr
 
 
-@pytest.mark.parametrize(
-    ("changes", "key", "says"),
-    [
-        ({"load": {"users": 1_000_000_000}}, "load.users", "<= 100000"),
-        ({"load": {"users": None, "rate": 10_000_000}}, "load.rate.rps", "<= 100000"),
-        ({"workload": {"input_tokens": 1e12}}, "workload.input_tokens.value", "<= 2.09715e+06"),
-        ({"workload": {"turns": 100_000}}, "workload.turns.value", "<= 1000"),
-        ({"load": {"duration": "30d"}}, "load.duration", "up to 7 days"),
-    ],
-    ids=["users", "rate", "input-tokens", "turns", "duration"],
-)
+@pytest.mark.parametrize(("changes", "key", "says"), LIMITS.values(), ids=LIMITS.keys())
 def test_limits_are_checked_by_scenario_check(
     tmp_path: Path, changes: dict, key: str, says: str
 ) -> None:

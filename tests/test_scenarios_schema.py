@@ -6,19 +6,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from scenario_cases import BAD_VALUES, BAD_WORKLOADS, MINIMAL
 
 from slogate import scenarios
 from slogate.scenarios import ScenarioError
 from slogate.scenarios.loader import resolve
 from slogate.scenarios.workloads import ChatWorkload, TraceWorkload
-
-MINIMAL = """
-name: tiny
-workload:
-  kind: chat
-  input_tokens: {dist: lognormal, median: 200, p90: 400}
-  output_tokens: 32
-"""
 
 
 def write(tmp_path: Path, text: str, name: str = "scenario.yaml") -> Path:
@@ -65,82 +58,14 @@ def test_durations_with_units(tmp_path):
     assert s.load.duration_s == 90.0 and s.load.warmup_s == 0.5 and s.timeouts.stall_s == 3600.0
 
 
-@pytest.mark.parametrize(
-    ("text", "path", "expected"),
-    [
-        ("nmae: x\n", "nmae", "did you mean 'name'"),
-        ("load: {users: -3}\n", "load.users", "expected an integer >= 1 and <= 100000, got -3"),
-        ("load: {users: many}\n", "load.users", "got 'many'"),
-        ("load: {duration: 5 minutes}\n", "load.duration", "expected a duration > 0"),
-        ("load: {duration: -5s}\n", "load.duration", "expected a duration > 0"),
-        ("load: {duration: 10s, warmup: 20s}\n", "load.warmup", "shorter than the duration"),
-        ("load: {users: 2, rate: 5}\n", "load", "either users (closed loop) or rate"),
-        ("load: {rate: {arrival: poisson}}\n", "load.rate.rps", "missing; expected a number > 0"),
-        ("load: {rate: {rps: 2, cv: 3}}\n", "load.rate.cv", "arrival: gamma only"),
-        ("load: {rate: {rps: 2, arrival: trace}}\n", "load.rate.arrival", "kind: trace"),
-        ("load: {rate: {rps: 2, arrival: burst}}\n", "load.rate.arrival", "one of poisson"),
-        ("api: grpc\n", "api", "expected one of chat, completions"),
-        ("seed: 1.5\n", "seed", "expected an integer"),
-        ("request: {ignore_eos: yes please}\n", "request.ignore_eos", "true or false"),
-        ("request: {extra_body: {stream: false}}\n", "request.extra_body", "remove stream"),
-        ("request: {tokenizer: nowhere.json}\n", "request.tokenizer", "local, server, estimate"),
-        ("request: {temperature: 7}\n", "request.temperature", "<= 2"),
-        ("timeouts: {connect: 0s}\n", "timeouts.connect", "duration > 0"),
-        ("slo: {ttft_ms: {p98: 100}}\n", "slo.ttft_ms.p98", "unknown key"),
-        ("slo: {ttft_ms: {p99: -1}}\n", "slo.ttft_ms.p99", "expected a number > 0"),
-        ("slo: {error_rate: {max: 2}}\n", "slo.error_rate.max", "<= 1"),
-        ("slo: {goodput: {min: 0.9}}\n", "slo.goodput", "at least one per-request limit"),
-        (
-            "slo: {throughput: {requests_per_s: {min: 0}}}\n",
-            "slo.throughput.requests_per_s.min",
-            "> 0",
-        ),
-    ],
-)
+@pytest.mark.parametrize(("text", "path", "expected"), BAD_VALUES)
 def test_bad_values_name_the_key(tmp_path, text, path, expected):
     found = problems(write(tmp_path, MINIMAL + text))
     assert path in found, found
     assert expected in found[path]
 
 
-@pytest.mark.parametrize(
-    ("workload", "path", "expected"),
-    [
-        (
-            "input_tokens: {dist: lognormal, median: 1020, p90: 500}",
-            "workload.input_tokens.p90",
-            "greater than median (1020), got 500",
-        ),
-        ("input_tokens: {dist: normal, mean: 100}", "workload.input_tokens.std", "missing"),
-        (
-            "input_tokens: {dist: uniform, min: 50, max: 10}",
-            "workload.input_tokens.max",
-            "expected a number >= min (50)",
-        ),
-        ("input_tokens: {dist: zipf, s: 2}", "workload.input_tokens.dist", "one of fixed"),
-        ("input_tokens: {dist: gamma, mean: 100, cv: 0}", "workload.input_tokens.cv", "> 0"),
-        ("input_tokens: 0", "workload.input_tokens.value", ">= 1"),
-        (
-            "output_tokens: {dist: fixed, value: 10, mean: 3}",
-            "workload.output_tokens.mean",
-            "unknown key",
-        ),
-        (
-            "output_tokens: {dist: empirical, file: missing.csv, column: x}",
-            "workload.output_tokens.file",
-            "file not found",
-        ),
-        (
-            "output_tokens: {dist: empirical, file: azure-conv, column: Tokens}",
-            "workload.output_tokens.column",
-            "columns: TIMESTAMP, ContextTokens, GeneratedTokens",
-        ),
-        ("turns: {dist: uniform, min: 0, max: 3}", "workload.turns.min", ">= 1"),
-        ("think_time_s: {dist: exponential, mean: -1}", "workload.think_time_s.mean", "> 0"),
-        ("system: {tokens: -5}", "workload.system.tokens", ">= 0"),
-        ("text: poetry", "workload.text", "one of prose, code"),
-    ],
-)
+@pytest.mark.parametrize(("workload", "path", "expected"), BAD_WORKLOADS)
 def test_bad_workloads_name_the_key(tmp_path, workload, path, expected):
     text = f"workload:\n  kind: chat\n  {workload}\n"
     found = problems(write(tmp_path, text))

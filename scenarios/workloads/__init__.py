@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from slogate.scenarios.datasets import DatasetReport
-from slogate.scenarios.schema import Reader, join
+from slogate.scenarios.schema import Reader, Shape, join, section_shape, tagged_shape
 from slogate.scenarios.workloads import agent_trace, chat, code, conversations, embed, rag, trace
 from slogate.scenarios.workloads.agent_trace import AgentTraceWorkload
 from slogate.scenarios.workloads.chat import ChatWorkload
@@ -30,6 +30,9 @@ KINDS = {
     "embed": embed,
     "agent-trace": agent_trace,
 }
+WORKLOAD_SHAPE: Shape = tagged_shape(
+    "kind", {kind: section_shape(module.FIELDS) for kind, module in KINDS.items()}
+)
 
 Workload = (
     ChatWorkload
@@ -43,6 +46,7 @@ Workload = (
 
 __all__ = [
     "KINDS",
+    "WORKLOAD_SHAPE",
     "AgentTraceWorkload",
     "ChatWorkload",
     "CodeWorkload",

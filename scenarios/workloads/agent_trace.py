@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from slogate.scenarios import traces
+from slogate.scenarios.agent_synthesis import FIELDS as GENERATE_FIELDS
 from slogate.scenarios.agent_synthesis import generate, read_generate
 from slogate.scenarios.datasets import DatasetReport, otel_genai, weka
 from slogate.scenarios.datasets.agent_trees import (
@@ -43,6 +44,7 @@ from slogate.scenarios.schema import (
     number,
     optional,
     required,
+    section_shape,
 )
 from slogate.scenarios.workloads.common import Context
 
@@ -81,13 +83,13 @@ def read_warm_start(reader: Reader, value: Any, path: str) -> WarmStart | None:
 FIELDS = {
     "kind": required(choice("agent-trace")),
     "file": optional(TEXT),
-    "generate": nested(read_generate),
+    "generate": nested(read_generate, section_shape(GENERATE_FIELDS)),
     "format": optional(choice("auto", *FORMATS), "auto"),
     "block_tokens": optional(integer(ge=2, le=MAX_TOKENS), 64),
     "wait_cap_s": optional(number(ge=0, le=MAX_SECONDS), 10.0),
     "max_output_tokens": optional(integer(ge=1, le=MAX_TOKENS)),
     "text": optional(choice("prose", "code"), "code"),
-    "warm_start": nested(read_warm_start),
+    "warm_start": nested(read_warm_start, section_shape(WARM_FIELDS)),
 }
 
 

@@ -17,15 +17,15 @@ from slogate.scenarios.distributions import Dist
 from slogate.scenarios.limits import MAX_TURNS
 from slogate.scenarios.model import PlannedTurn
 from slogate.scenarios.prompt_text import nonce
-from slogate.scenarios.schema import Reader, choice, nested, required
+from slogate.scenarios.schema import Reader, choice, required
 from slogate.scenarios.workloads.common import (
     TEXT_FIELD,
     Context,
     SystemPrompt,
     SystemTexts,
     counts,
-    read_system,
     seconds,
+    system,
     tokens,
 )
 
@@ -47,7 +47,7 @@ FOLLOW_UPS = (
 FIELDS = {
     "kind": required(choice("chat")),
     "text": TEXT_FIELD,
-    "system": nested(read_system, {}),
+    "system": system({}),
     "input_tokens": tokens(
         {"dist": "empirical", "file": "azure-conv", "column": "ContextTokens", "min": 32}
     ),

@@ -14,13 +14,21 @@ from typing import TYPE_CHECKING, Any
 from slogate.scenarios.distributions import Dist
 from slogate.scenarios.model import PlannedTurn
 from slogate.scenarios.prompt_text import nonce
-from slogate.scenarios.schema import Reader, choice, nested, number, optional, required
+from slogate.scenarios.schema import (
+    Reader,
+    choice,
+    nested,
+    number,
+    optional,
+    required,
+    section_shape,
+)
 from slogate.scenarios.workloads.common import (
     Context,
     SystemPrompt,
     SystemTexts,
-    read_system,
     seconds,
+    system,
     tokens,
 )
 
@@ -55,8 +63,8 @@ def read_styles(reader: Reader, value: Any, path: str) -> tuple[float, float] | 
 
 FIELDS = {
     "kind": required(choice("code")),
-    "system": nested(read_system, {}),
-    "styles": nested(read_styles, {}),
+    "system": system({}),
+    "styles": nested(read_styles, section_shape(STYLE_FIELDS), {}),
     "input_tokens": tokens(
         {"dist": "empirical", "file": "azure-code", "column": "ContextTokens", "min": 32}
     ),

@@ -3,11 +3,10 @@ the field helpers their tables are written with."""
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from slogate.scenarios.distributions import Dist, read_dist
+from slogate.scenarios.distributions import Dist, dist_field
 from slogate.scenarios.limits import MAX_SECONDS, MAX_TOKENS
 from slogate.scenarios.model import PlannedTurn, Scenario
 from slogate.scenarios.prompt_text import CORPORA, Writer, nonce
@@ -19,6 +18,7 @@ from slogate.scenarios.schema import (
     integer,
     nested,
     optional,
+    section_shape,
 )
 
 if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
@@ -32,17 +32,17 @@ SALT_BLOCKS = 3
 
 def tokens(default: Any) -> Field:
     """A token-length distribution field (values >= 1); ``default`` as a file writes it."""
-    return nested(functools.partial(read_dist, least=1, most=MAX_TOKENS), default)
+    return dist_field(1, MAX_TOKENS, default)
 
 
 def counts(default: Any, most: int) -> Field:
     """A distribution of a count per request or conversation (turns, documents)."""
-    return nested(functools.partial(read_dist, least=1, most=most), default)
+    return dist_field(1, most, default)
 
 
 def seconds(default: Any) -> Field:
     """A think-time distribution field in seconds (values >= 0)."""
-    return nested(functools.partial(read_dist, least=0, most=MAX_SECONDS), default)
+    return dist_field(0, MAX_SECONDS, default)
 
 
 TEXT_FIELD = optional(choice(*CORPORA), "prose")
@@ -66,6 +66,11 @@ SYSTEM_FIELDS = {
 def read_system(reader: Reader, value: Any, path: str) -> SystemPrompt | None:
     f = reader.section(value, path, SYSTEM_FIELDS)
     return None if f is None else SystemPrompt(**f)
+
+
+def system(default: Any) -> Field:
+    """The ``system:`` prompt field of a workload; ``default`` as a file writes it."""
+    return nested(read_system, section_shape(SYSTEM_FIELDS), default)
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from slogate.scenarios.datasets.conversations import (
     load_conversations,
 )
 from slogate.scenarios.datasets.counts import token_counts
-from slogate.scenarios.distributions import Dist, read_dist
+from slogate.scenarios.distributions import Dist, dist_shape, read_dist
 from slogate.scenarios.limits import MAX_TOKENS, MAX_TURNS
 from slogate.scenarios.model import PlannedTurn
 from slogate.scenarios.prompt_text import LOCAL_TOKENIZER, nonce, tokenizer_file
@@ -41,6 +41,7 @@ from slogate.scenarios.schema import (
     nested,
     optional,
     required,
+    section_shape,
 )
 from slogate.scenarios.workloads.common import Context, seconds
 
@@ -70,14 +71,17 @@ def read_output(reader: Reader, value: Any, path: str) -> Dist | str | None:
     return read_dist(reader, value, path, least=1, most=MAX_TOKENS)
 
 
+OUTPUT_SHAPE = {"anyOf": [{"const": RECORDED}, dist_shape(1, MAX_TOKENS)]}
+
+
 FIELDS = {
     "kind": required(choice("conversations")),
     "file": required(TEXT),
     "format": optional(choice(*FORMATS), "auto"),
     "history": optional(choice(RECORDED, "live"), RECORDED),
-    "output_tokens": nested(read_output, RECORDED),
+    "output_tokens": nested(read_output, OUTPUT_SHAPE, RECORDED),
     "max_output_tokens": optional(integer(ge=1, le=MAX_TOKENS)),
-    "filter": nested(read_filters, {}),
+    "filter": nested(read_filters, section_shape(FILTER_FIELDS), {}),
     "sample": optional(integer(ge=1)),
     "unique_start": optional(BOOLEAN, True),
     "think_time_s": seconds(0),

@@ -24,6 +24,7 @@ from slogate.scenarios.schema import (
     number,
     optional,
     required,
+    section_shape,
 )
 from slogate.scenarios.workloads.common import (
     SALT_DOCUMENTS,
@@ -32,8 +33,8 @@ from slogate.scenarios.workloads.common import (
     SystemPrompt,
     SystemTexts,
     counts,
-    read_system,
     seconds,
+    system,
     tokens,
 )
 
@@ -68,8 +69,8 @@ def read_documents(reader: Reader, value: Any, path: str) -> Documents | None:
 FIELDS = {
     "kind": required(choice("rag")),
     "text": TEXT_FIELD,
-    "system": nested(read_system, {"tokens": 64, "shared": True}),
-    "documents": nested(read_documents, {}),
+    "system": system({"tokens": 64, "shared": True}),
+    "documents": nested(read_documents, section_shape(DOCUMENT_FIELDS), {}),
     "docs_per_request": counts(4, MAX_COUNT),
     "question_tokens": tokens({"dist": "uniform", "min": 12, "max": 60}),
     "output_tokens": tokens({"dist": "lognormal", "median": 120, "p90": 350, "max": 1024}),

@@ -31,6 +31,7 @@ from slogate.scenarios.schema import (
     nested,
     optional,
     required,
+    section_shape,
 )
 from slogate.scenarios.workloads.common import SALT_BLOCKS, TEXT_FIELD, Context, seconds
 
@@ -54,7 +55,7 @@ FIELDS = {
     "kind": required(choice("trace")),
     "file": required(TEXT),
     "format": optional(choice(*traces.TRACE_FORMATS), "auto"),
-    "columns": nested(read_columns),
+    "columns": nested(read_columns, section_shape(COLUMN_FIELDS)),
     "time_unit": optional(choice(*traces.TIME_UNITS)),
     "failed": optional(choice(*traces.FAILED), "keep"),
     "models": optional(TEXT_LIST, ()),
