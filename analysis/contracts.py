@@ -434,6 +434,13 @@ class EngineMetrics(Contract):
     gauges: dict[str, GaugeStat] = Field(default_factory=dict)
 
 
+class ServerView(EngineMetrics):
+    """One named replica's own metrics (``--metrics-url NAME=URL``), its tier
+    (prefill, decode) when prefill and decode run apart."""
+
+    tier: Literal["prefill", "decode"] | None = None
+
+
 class LoopStall(Contract):
     """The load generator's loop delays, in ms, and the milliseconds they sample."""
 
@@ -596,6 +603,7 @@ class Summary(Contract):
     energy: Energy | None = None
     probes: Probes | None = None
     engine_metrics: EngineMetrics | None = None
+    servers: dict[str, ServerView] = Field(default_factory=dict)
     server_release: ServerRelease | None = None
     diagnosis: list[Finding] = Field(default_factory=list)
     baseline: Comparison | BaselineError | None = None

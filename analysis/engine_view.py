@@ -33,6 +33,7 @@ from slogate.analysis.server_metrics import (
 )
 
 ENGINE_SOURCE = "engine"
+GPU_SOURCE = "dcgm"
 # the engine's histogram, and the client's of the same quantity
 COMPARED = {"ttft_ms": ("ttft_seconds", "ttft"), "itl_ms": ("itl_seconds", "itl")}
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
@@ -91,14 +92,31 @@ def prefix_cache_compared(
     }
 
 
-def engine_metrics(run: RunData) -> dict[str, Any] | None:
+def servers_view(run: RunData) -> dict[str, dict[str, Any]]:
+    """Each named replica's own metrics over the measured window (``--metrics-url
+    NAME=URL``), as :func:`engine_metrics` reads the engine's, with its tier:
+    the imbalance of a deployment as its servers saw it."""
+    tiers: dict[str, str | None] = {}
+    for sample in run.server_metrics:
+        source = sample.get("source")
+        if source not in (ENGINE_SOURCE, GPU_SOURCE, None):
+            tiers[str(source)] = sample.get("tier")
+    view = {}
+    for name, tier in sorted(tiers.items()):
+        found = engine_metrics(run, name)
+        if found is not None:
+            view[name] = {**found, "tier": tier}
+    return view
+
+
+def engine_metrics(run: RunData, source: str = ENGINE_SOURCE) -> dict[str, Any] | None:
     """The engine's own counters and gauges over the measured window, under
     slogate's canonical names: each counter's growth (tokens prompted and
     generated, preemptions, prefix-cache hits and queries), each gauge's mean
     and peak over the scrapes (running, waiting, KV-cache usage). None when
     fewer than two scrapes fall in the window. A counter that went down (the
     engine restarted) is left out."""
-    measured = measured_scrapes(run, with_histograms=False)
+    measured = measured_scrapes(run, with_histograms=False, source=source)
     if len(measured) < 2:
         return None
     first, last = measured[0]["series"], measured[-1]["series"]
@@ -121,14 +139,16 @@ def engine_metrics(run: RunData) -> dict[str, Any] | None:
     }
 
 
-def measured_scrapes(run: RunData, *, with_histograms: bool) -> list[dict[str, Any]]:
-    """The engine's scrapes at or after the warm-up's end, in time order."""
+def measured_scrapes(
+    run: RunData, *, with_histograms: bool, source: str = ENGINE_SOURCE
+) -> list[dict[str, Any]]:
+    """The engine's (or ``source``'s) scrapes at or after the warm-up's end, in time order."""
     start_s = float(run.meta.get("warmup_s") or 0.0)
     return sorted(
         (
             s
             for s in run.server_metrics
-            if s.get("source") == ENGINE_SOURCE
+            if s.get("source") == source
             and s.get("t_s") is not None
             and s["t_s"] >= start_s
             and (s.get("histograms") or not with_histograms)

@@ -14,6 +14,7 @@ Canonical series (gauges are instantaneous, ``*_total`` are monotonic counters):
 - ``kv_cache_usage``: fraction 0..1 of the KV cache in use;
 - ``prompt_tokens_total``, ``generation_tokens_total``: token counters;
 - ``preemptions_total``: requests evicted and recomputed (SGLang: retractions);
+- ``requests_total``: requests finished (vLLM: successes by finish reason);
 - ``prefix_cache_hits_total``, ``prefix_cache_queries_total``: tokens;
 - ``gpu_utilization`` (0..1, mean over GPUs), ``gpu_memory_used_bytes`` (sum over
   GPUs): from NVIDIA's DCGM exporter.
@@ -38,10 +39,43 @@ from typing import Any, Literal, NamedTuple
 
 from prometheus_client.parser import text_string_to_metric_families
 
+TIERS = ("prefill", "decode")
+
+
+@dataclass(frozen=True)
+class ScrapeTarget:
+    """One metrics endpoint of a run: ``name`` None is the engine (or the
+    router) at the run's host; a named one is a replica, of a ``tier`` when
+    prefill and decode run apart."""
+
+    name: str | None
+    url: str
+    tier: str | None = None
+
+
+def parse_target(text: str) -> ScrapeTarget | None:
+    """``--metrics-url``: ``off`` (None), ``URL`` or ``[TIER:]NAME=URL``;
+    ValueError naming what is wrong."""
+    if text == "off":
+        return None
+    head, sep, url = text.partition("=")
+    if not sep or "://" in head:
+        head, url = "", text
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"{text!r}: expected off, URL or [TIER:]NAME=URL with an http(s) URL")
+    tier, colon, name = head.rpartition(":")
+    if colon and tier not in TIERS:
+        raise ValueError(f"{text!r}: tier {tier!r}: expected {' or '.join(TIERS)}")
+    if (sep and not head.strip()) or (head and (not name or any(c.isspace() for c in name))):
+        raise ValueError(f"{text!r}: a name without spaces before '='")
+    return ScrapeTarget(name or None, url, tier or None)
+
+
 Combine = Literal["sum", "mean"]
 
 GAUGES = ("running", "waiting", "kv_cache_usage", "gpu_utilization", "gpu_memory_used_bytes")
 COUNTERS = (
+    "requests_total",
     "prompt_tokens_total",
     "generation_tokens_total",
     "preemptions_total",
@@ -116,6 +150,7 @@ VLLM = Dialect(
         Rule("prompt_tokens_total", ("vllm:prompt_tokens_total",)),
         Rule("generation_tokens_total", ("vllm:generation_tokens_total",)),
         Rule("preemptions_total", ("vllm:num_preemptions_total",)),
+        Rule("requests_total", ("vllm:request_success_total",)),
         Rule(
             "prefix_cache_hits_total",
             ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
@@ -147,6 +182,7 @@ SGLANG = Dialect(
         Rule("prompt_tokens_total", ("sglang:prompt_tokens_total",)),
         Rule("generation_tokens_total", ("sglang:generation_tokens_total",)),
         Rule("preemptions_total", ("sglang:num_retracted_requests_total",)),
+        Rule("requests_total", ("sglang:num_requests_total",)),
         Rule("prefix_cache_hits_total", ("sglang:cached_tokens_total",)),
     ),
     (

@@ -21,7 +21,7 @@ from slogate.analysis.bands import CONTEXT_BANDS, TTFT_BY_CONTEXT
 from slogate.analysis.costs import Pricing, throughput_cost
 from slogate.analysis.diagnosis import diagnose, findings_to_dicts, rate_rps
 from slogate.analysis.energy import energy_block
-from slogate.analysis.engine_view import engine_latency, engine_metrics
+from slogate.analysis.engine_view import engine_latency, engine_metrics, servers_view
 from slogate.analysis.generator import ProcessHealth, generator_block, merged, processes
 from slogate.analysis.judge import Judgement, judge
 from slogate.analysis.lag_causes import cause_p99_ms
@@ -626,6 +626,7 @@ def build_summary(run: RunData, judgement: Judgement | None = None) -> dict[str,
         "energy": run_energy(run),
         "probes": probes_block(run),
         "engine_metrics": engine_metrics(run),
+        "servers": servers_view(run),
         "server_release": meta.get("server_release"),
     }
     summary["diagnosis"] = findings_to_dicts(diagnose(run, verdict))

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from slogate.analysis.saturation import MODES as SATURATION_MODES
+from slogate.analysis.server_metrics import parse_target
 from slogate.client.endpoints import AFFINITIES, SPREADS, parse_endpoint
 from slogate.scenarios.limits import MAX_PROBE_RPS, MAX_PROCESSES, MAX_REPEATS
 from slogate.scenarios.units import parse_duration
@@ -149,13 +150,23 @@ def affinity(text: str) -> str:
     return _one_of(text, AFFINITIES)
 
 
-def endpoint(text: str) -> str:
-    """``[NAME=]URL``: one of several endpoints, checked here and kept as given."""
+def _parses(text: str, parse: Callable[[str], object]) -> str:
+    """``text`` as given, once ``parse`` took it (kept as text: it is passed on)."""
     try:
-        parse_endpoint(text)
+        parse(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from error
     return text
+
+
+def metrics_target(text: str) -> str:
+    """``off``, a URL, or ``[TIER:]NAME=URL`` (``slogate.analysis.server_metrics``)."""
+    return _parses(text, parse_target)
+
+
+def endpoint(text: str) -> str:
+    """``[NAME=]URL``: one of several endpoints (``slogate.client.endpoints``)."""
+    return _parses(text, parse_endpoint)
 
 
 def web_login(text: str) -> str:

@@ -22,6 +22,7 @@ from slogate.locustfiles.argtypes import (
     endpoint,
     fit_mode,
     integer,
+    metrics_target,
     non_negative_int,
     number,
     port,
@@ -351,10 +352,12 @@ OPTIONS = (
     ),
     Option(
         "--metrics-url",
-        "engine Prometheus URL (default HOST/metrics; 'off' disables)",
-        default="",
-        example="off",
-        metavar="URL",
+        "engine Prometheus URL (default HOST/metrics; 'off' disables); repeat it as "
+        "[TIER:]NAME=URL for each replica (TIER: prefill or decode) beside the router's",
+        metrics_target,
+        example="replica-0=http://127.0.0.1:9000/metrics",
+        metavar="[[TIER:]NAME=]URL",
+        repeat=True,
         cli=("--metrics-url",),
     ),
     Option(

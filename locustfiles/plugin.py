@@ -46,6 +46,7 @@ from slogate.analysis.costs import Pricing
 from slogate.analysis.history import auto_baseline, results_folder, unwritable
 from slogate.analysis.neutral import neutralise_logs
 from slogate.analysis.rundata import RunData
+from slogate.analysis.server_metrics import parse_target
 from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
 from slogate.client.endpoints import check_endpoints, parse_endpoint
 from slogate.client.engine_info import EngineError, RouteNotServed, discover, probe_route
@@ -441,12 +442,21 @@ def prepare_process(ctx: LoadContext) -> None:
 
 
 def start_scraper(options: Any) -> Any:
-    if options.metrics_url == "off":
+    """The engine's metrics (``--metrics-url``, else HOST/metrics; ``off``:
+    none) and each named replica's beside them."""
+    given = [parse_target(text) for text in options.metrics_url or ()]
+    if None in given:
         return None
     from slogate.locustfiles.scraper import MetricsScraper, metrics_url_for
 
-    url = options.metrics_url or metrics_url_for(options.host)
-    scraper = MetricsScraper(url, dcgm_url=options.dcgm_url or None, origin_s=_session.start_wall)
+    targets = [t for t in given if t is not None]
+    url = next((t.url for t in targets if t.name is None), metrics_url_for(options.host))
+    scraper = MetricsScraper(
+        url,
+        dcgm_url=options.dcgm_url or None,
+        members=[t for t in targets if t.name is not None],
+        origin_s=_session.start_wall,
+    )
     scraper.start()
     return scraper
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from slogate.analysis.server_metrics import DCGM, Dialect, snapshot
+from slogate.analysis.server_metrics import DCGM, Dialect, ScrapeTarget, snapshot
 
 ENGINE = "engine"
 GPU = "dcgm"
@@ -39,12 +39,14 @@ class Target:
     source: str
     url: str
     dialect: Dialect | None
+    tier: str | None = None
 
 
 class MetricsScraper:
     """Fetches metrics periodically; ``samples()`` holds what it mapped.
 
-    Each sample is ``{"t_s": seconds since origin_s, "source": "engine"|"dcgm",
+    Each sample is ``{"t_s": seconds since origin_s, "source": "engine"|"dcgm"
+    or a replica's name (``members``, with its ``"tier"`` when it has one),
     "engine": dialect name, "series": {canonical: value}, "counters": {raw
     counter: value}, "histograms": {canonical: Histogram.as_dict()}}``.
     ``origin_s`` is the run's wall-clock origin, so scrape times line up with
@@ -56,6 +58,7 @@ class MetricsScraper:
         metrics_url: str,
         *,
         dcgm_url: str | None = None,
+        members: Sequence[ScrapeTarget] = (),
         interval_s: float = DEFAULT_INTERVAL_S,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         origin_s: float | None = None,
@@ -67,6 +70,12 @@ class MetricsScraper:
         self.targets = [Target(ENGINE, metrics_url, None)]
         if dcgm_url:
             self.targets.append(Target(GPU, dcgm_url, DCGM))
+        taken = {t.source for t in self.targets}
+        for member in members:
+            if member.name is None or member.name in taken:
+                raise ValueError(f"metrics of {member.name!r}: a replica needs a name of its own")
+            taken.add(member.name)
+            self.targets.append(Target(member.name, member.url, None, member.tier))
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self.origin_s = origin_s
@@ -174,6 +183,8 @@ class MetricsScraper:
             "counters": snap.counters,
             "histograms": {name: h.as_dict() for name, h in snap.histograms.items()},
         }
+        if target.tier is not None:
+            sample["tier"] = target.tier
         with self._lock:
             self.scrapes[target.source] += 1
             self._samples.append(sample)

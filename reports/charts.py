@@ -211,22 +211,26 @@ def counter_rate(points: Sequence[tuple[float, float]]) -> list[tuple[float, flo
 
 
 def server_charts(samples: Sequence[Mapping[str, Any]]) -> list[Markup]:
-    """One chart per scraped series; ``*_total`` counters are drawn as rates."""
-    by_series: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+    """One chart per scraped series, a line per source (the engine, each
+    replica: a deployment's imbalance shows as lines apart); ``*_total``
+    counters are drawn as rates."""
+    by_series: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
     for sample in sorted(samples, key=lambda s: s.get("t_s", 0.0)):
         for name, value in (sample.get("series") or {}).items():
             if isinstance(value, int | float):
-                by_series[(str(sample.get("source", "")), str(name))].append(
+                by_series[str(name)][str(sample.get("source", ""))].append(
                     (float(sample["t_s"]), float(value))
                 )
     charts = []
     time = Axis(label="time since start", time=True)
-    for (source, name), points in sorted(by_series.items()):
-        if name.endswith("_total"):
-            series, unit = Series(f"{name} per second", counter_rate(points)), "/s"
-        else:
-            series, unit = Series(name, points), "value"
-        charts.append(
-            line_chart([series], title=f"{series.name} ({source})", x=time, y=Axis(label=unit))
-        )
+    for name, sources in sorted(by_series.items()):
+        rate = name.endswith("_total")
+        title, unit = (f"{name} per second", "/s") if rate else (name, "value")
+        series = [
+            Series(source, counter_rate(points) if rate else points)
+            for source, points in sorted(sources.items())
+        ]
+        charts.append(line_chart(series, title=title, x=time, y=Axis(label=unit)))
     return charts

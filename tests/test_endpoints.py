@@ -14,6 +14,7 @@ from slogate.analysis.contracts import Summary, parse
 from slogate.analysis.recorder import Bucket, Recorder
 from slogate.analysis.records import ErrorKind, RequestRecord
 from slogate.analysis.rundata import RunData
+from slogate.analysis.server_metrics import ScrapeTarget, parse_target
 from slogate.analysis.summary import build_summary
 from slogate.cli import build_parser
 from slogate.client.endpoints import (
@@ -155,3 +156,18 @@ def test_slogate_run_passes_several_hosts_on_as_endpoints() -> None:
     )
     with pytest.raises(ValueError, match="named twice"):
         take_endpoints(twice)
+
+
+def test_a_metrics_target_is_off_the_engine_or_a_named_replica_of_a_tier() -> None:
+    assert parse_target("off") is None
+    assert parse_target("http://h:1/metrics") == ScrapeTarget(None, "http://h:1/metrics")
+    assert parse_target("r0=http://h:2/metrics") == ScrapeTarget("r0", "http://h:2/metrics")
+    assert parse_target("decode:d1=http://h:3/m") == ScrapeTarget("d1", "http://h:3/m", "decode")
+    for bad, why in (
+        ("h:1/metrics", "http"),
+        ("middle:r=http://h/m", "tier 'middle'"),
+        ("=http://h/m", "a name"),
+        ("my replica=http://h/m", "a name"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            parse_target(bad)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from slogate.analysis.server_metrics import ScrapeTarget
 from slogate.locustfiles.scraper import MetricsScraper, metrics_url_for
 
 DCGM_TEXT = (
@@ -118,6 +119,25 @@ def test_engine_and_dcgm_are_scraped_periodically(server: MetricsServer) -> None
     summary = scraper.summary()
     assert summary["engine"]["errors"] == 0 and summary["dcgm"]["errors"] == 0
     assert summary["engine"]["engine"] == "llamacpp"
+
+
+def test_named_replicas_are_scraped_beside_the_engine_with_their_tier(
+    server: MetricsServer,
+) -> None:
+    members = [
+        ScrapeTarget("p0", server.url + "/metrics", "prefill"),
+        ScrapeTarget("d0", server.url + "/metrics", "decode"),
+    ]
+    scraper = MetricsScraper(server.url + "/metrics", members=members, interval_s=60.0)
+    scraper.scrape_once()
+    by_source = {s["source"]: s for s in scraper.samples()}
+    assert sorted(by_source) == ["d0", "engine", "p0"]
+    assert by_source["p0"]["tier"] == "prefill" and by_source["d0"]["tier"] == "decode"
+    assert "tier" not in by_source["engine"]
+    assert by_source["d0"]["series"]["running"] == 2.0
+    assert scraper.summary()["p0"]["url"] == server.url + "/metrics"
+    with pytest.raises(ValueError, match="a name of its own"):
+        MetricsScraper(server.url, members=[ScrapeTarget("engine", server.url)])
 
 
 def test_stop_takes_a_final_scrape_so_counters_cover_the_whole_run(
