@@ -164,7 +164,7 @@ def on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> None
         install_web_view(web_ui, _session)
         load = _session.ctx.scenarios[0].load
         rate = load.rate.rps if load.rate is not None else None
-        fill_start_form(web_ui, load.users, load.spawn_rate, rate)
+        fill_start_form(web_ui, load.users, load.spawn_rate, rate, _session.ctx.timeline.total_s)
     gevent.signal_handler(signal.SIGTERM, on_sigterm, environment)
 
 

@@ -23,6 +23,8 @@ from slogate.locustfiles.argtypes import web_login
 LOOPBACK = "127.0.0.1"
 AUTH_ENV = "SLOGATE_WEB_AUTH"
 REPORT_ROUTE = "/slogate/report"
+# beside the report, so the report's relative link to its timeline works when served
+TIMELINE_ROUTE = "/slogate/timeline.html"
 
 
 def is_loopback(host: str) -> bool:
@@ -74,10 +76,12 @@ def install_login(web_ui: Any, auth: str) -> None:
         return redirect(url_for("locust.login"))
 
 
-def fill_start_form(web_ui: Any, users: int | None, spawn_rate: float | None, rate: Any) -> None:
+def fill_start_form(
+    web_ui: Any, users: int | None, spawn_rate: float | None, rate: Any, duration_s: float
+) -> None:
     """The start form offers the scenario's load (Locust fills it from its
-    command line, where `slogate run` gives none): users, spawn rate, and the
-    open-loop rate among slogate's options."""
+    command line, where `slogate run` gives none): users, spawn rate, the
+    run's duration, and the open-loop rate among slogate's options."""
     refresh = web_ui.update_template_args
 
     def update_template_args() -> None:
@@ -85,6 +89,7 @@ def fill_start_form(web_ui: Any, users: int | None, spawn_rate: float | None, ra
         args = web_ui.template_args
         args["num_users"] = args.get("num_users") or users
         args["spawn_rate"] = args.get("spawn_rate") or spawn_rate
+        args["run_time"] = args.get("run_time") or f"{duration_s:g}s"
         extra = args.get("extra_options", {}).get("rate")
         if extra is not None and extra.get("default_value") is None and rate is not None:
             extra["default_value"] = rate

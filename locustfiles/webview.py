@@ -13,7 +13,7 @@ from typing import Any
 from slogate.analysis.judge import live_status
 from slogate.analysis.recorder import OVERALL
 from slogate.locustfiles.session import RunSession
-from slogate.locustfiles.web_access import REPORT_ROUTE
+from slogate.locustfiles.web_access import REPORT_ROUTE, TIMELINE_ROUTE
 
 TAB_KEY = "slogate"
 METRICS = ("ttft", "itl", "tpot", "e2e")
@@ -53,15 +53,32 @@ def install_web_view(web_ui: Any, session: RunSession) -> None:
     web_ui.template_args["extended_tabs"] = [{"title": "slogate SLOs", "key": TAB_KEY}]
     web_ui.template_args["extended_tables"] = [{"key": TAB_KEY, "structure": structure}]
 
+    # the Download Data tab lists links; the report's own links are relative to it
+    web_ui.template_args["extended_csv_files"] = [
+        {"href": f".{REPORT_ROUTE}", "title": "slogate report (written when the load ends)"},
+        {"href": f".{TIMELINE_ROUTE}", "title": "slogate request timeline"},
+    ]
+
     @web_ui.app.route(REPORT_ROUTE)
+    @web_ui.app.route(f"{REPORT_ROUTE}.html")  # where the timeline's link back leads
     @web_ui.auth_required_if_enabled
     def slogate_report() -> Any:
         from slogate.reports.results import REPORT_FILE
 
-        report = session.out_dir / REPORT_FILE
-        if session.finished_code is None or not report.exists():
-            return "slogate writes the report when the load ends", 404
-        return send_file(report.resolve())
+        return results_file(REPORT_FILE)
+
+    @web_ui.app.route(TIMELINE_ROUTE)
+    @web_ui.auth_required_if_enabled
+    def slogate_timeline() -> Any:
+        from slogate.reports.results import TIMELINE_FILE
+
+        return results_file(TIMELINE_FILE)
+
+    def results_file(name: str) -> Any:
+        path = session.out_dir / name
+        if session.finished_code is None or not path.exists():
+            return f"slogate writes {name} when the load ends", 404
+        return send_file(path.resolve())
 
     @web_ui.app.after_request
     def add_slogate_stats(response: Any) -> Any:

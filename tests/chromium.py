@@ -34,7 +34,7 @@ FLAGS = (
     "--disable-component-update",
     "--disable-sync",
     "--hide-scrollbars",
-    "--host-resolver-rules=MAP * ~NOTFOUND",
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
 )
 
 

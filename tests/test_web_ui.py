@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from chromium import CHROMIUM, Browser, BrowserError
 from loadruns import ROOT, cli, free_port, locust_command
 
 from slogate.engines.exact import ExactEngine
@@ -126,3 +127,91 @@ def cli_command() -> list[str]:
     import sys
 
     return [sys.executable, "-m", "slogate.cli"]
+
+
+CLICK_TEXT = """((text) => {
+  const found = [...document.querySelectorAll("button, [role=tab], a")].find(
+    e => e.textContent.trim() === text);
+  if (!found) return null;
+  const r = found.getBoundingClientRect();
+  return [r.x + r.width / 2, r.y + r.height / 2];
+})(%s)"""
+
+
+def click_text(browser: Browser, text: str) -> None:
+    """A real mouse click on the button, tab or link whose text is ``text``."""
+    where = browser.wait_for(CLICK_TEXT % json.dumps(text))
+    browser.mouse("click", *where)
+
+
+def open_when_up(browser: Browser, url: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            browser.open(url)
+            return
+        except BrowserError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.3)
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (tools/install-chromium.sh)")
+def test_in_a_browser_the_form_is_filled_and_the_report_is_linked_when_the_load_ends(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with ExactEngine({"ttft_ms": 50, "itl_ms": 20}) as engine, Browser(tmp_path / "b") as browser:
+        refused = subprocess.run(
+            [*cli_command(), "run", "tests/data/exact-chat.yaml", "--web-ui", "--host", engine.url,
+             "--web-host", "0.0.0.0", "--web-port", str(port), "--out", str(tmp_path / "no")],
+            capture_output=True, text=True, timeout=120, cwd=ROOT,
+        )  # fmt: skip
+        assert refused.returncode == 2 and "--web-auth" in refused.stderr
+        with pytest.raises(BrowserError, match="ERR_CONNECTION_REFUSED"):
+            browser.open(f"{base}/")  # nothing listened, on any interface
+        ui = subprocess.Popen(
+            [*cli_command(), "run", "tests/data/exact-chat.yaml", "--web-ui", "--host", engine.url,
+             "--web-port", str(port), "--duration", "3s", "--out", str(tmp_path / "o")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        )  # fmt: skip
+        try:
+            open_when_up(browser, f"{base}/")
+            browser.wait_for("!!document.querySelector('input[name=userCount]')")
+            form = browser.evaluate(
+                "Object.fromEntries([...document.querySelectorAll('form input')]"
+                ".map(i => [i.name, i.value]))"
+            )
+            assert (form["userCount"], form["spawnRate"], form["runTime"]) == ("4", "4", "3s")
+            assert form["host"] == engine.url
+            click_text(browser, "Start")
+            report = (tmp_path / "o" / "report.html").as_posix()
+            deadline = time.monotonic() + 90
+            while not Path(report).exists():
+                assert time.monotonic() < deadline, "no report 90 s after the start"
+                time.sleep(0.3)
+            click_text(browser, "Download Data")
+            link = browser.wait_for(
+                "[...document.querySelectorAll('a')].map(a => a.href)"
+                ".find(h => h.endsWith('/slogate/report'))"
+            )
+            assert link == f"{base}{REPORT_ROUTE}"
+            click_text(browser, "slogate report (written when the load ends)")
+            browser.wait_for("location.pathname === '/slogate/report'")
+            browser.wait_for(
+                "document.readyState === 'complete' && !!document.querySelector('.banner')"
+            )
+            assert browser.evaluate("document.querySelector('.banner .word').textContent") == "PASS"
+            click_text(browser, "request timeline")
+            browser.wait_for("location.pathname === '/slogate/timeline.html'")
+            browser.wait_for("document.readyState === 'complete'")
+            bars = browser.evaluate("document.querySelectorAll('svg.timeline g.req').length")
+            assert bars >= 4
+            assert ui.poll() is None  # the results written when the load ended, the UI still up
+            assert browser.errors == []
+        finally:
+            ui.terminate()
+            ui.communicate(timeout=60)
