@@ -52,7 +52,10 @@ def tiers_block(
     """Each tier's thresholds, its verdict at every load tried and its maximum."""
     out = []
     for name, thresholds in tiers:
-        points = [(value, tier_passed(result, thresholds)) for value, result in judged]
+        verdicts: dict[float, bool] = {}
+        for value, result in judged:  # a load tried twice (a confirmation) must pass both
+            verdicts[value] = verdicts.get(value, True) and tier_passed(result, thresholds)
+        points = sorted(verdicts.items())
         out.append(
             {
                 "name": name,
@@ -60,7 +63,7 @@ def tiers_block(
                     {"metric": t.metric, "stat": t.stat, "threshold": t.limit, "kind": t.kind}
                     for t in thresholds
                 ],
-                "points": [{"x": value, "passed": passed} for value, passed in sorted(points)],
+                "points": [{"x": value, "passed": passed} for value, passed in points],
                 "max": tier_max(points),
                 "unit": unit,
             }
