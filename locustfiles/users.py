@@ -35,6 +35,7 @@ from slogate.locustfiles.agent_sessions import TreePlay
 from slogate.locustfiles.lookahead import Due, LookAhead
 from slogate.locustfiles.state import current_context
 from slogate.scenarios.model import PlannedTurn
+from slogate.scenarios.workloads.agent_trace import TreeSession
 
 REQUEST_TYPE = "SSE"
 TOOL_RESULT = "The tool ran and found what was asked for; use it in the answer."
@@ -115,6 +116,23 @@ class _ScenarioUser(User):
         )
         return result
 
+    def play_tree(self, client: StreamClient, chat: bool, session: TreeSession) -> None:
+        """One replayed agent session, its subagents included
+        (:mod:`slogate.locustfiles.agent_sessions`)."""
+        cache = _ConversationCache()
+
+        def send(client: StreamClient, prepared: PreparedRequest, warm: bool) -> StreamResult:
+            return self.send(client, prepared, warm=warm)
+
+        play = TreePlay(send, client, session, chat, cache)
+        try:
+            record = play.play()
+            if record is not None:
+                self.ctx.record_session(self.scenario.name, record)
+        finally:
+            if cache.reported:
+                self.ctx.record_conversation_cache(self.scenario.name, cache.cached, cache.prompt)
+
 
 class SlogateUser(_ScenarioUser):
     """Closed loop: one conversation at a time, think time between turns."""
@@ -129,7 +147,7 @@ class SlogateUser(_ScenarioUser):
         sticky = ctx.pick_endpoint()
         chat = PROTOCOLS[self.scenario.api].conversational
         if self.scenario.workload.kind == "agent-trace":
-            self.play_tree(ctx.client(self.scenario, users, sticky), chat)
+            self.play_tree(ctx.client(self.scenario, users, sticky), chat, self.planner.session())
             return
         conversation = self.planner.conversation()
         history: list[dict] = []
@@ -154,23 +172,6 @@ class SlogateUser(_ScenarioUser):
                 if chat:
                     history.append(user_message(turn))
                     history.append({"role": "assistant", "content": result.text})
-        finally:
-            if cache.reported:
-                self.ctx.record_conversation_cache(self.scenario.name, cache.cached, cache.prompt)
-
-    def play_tree(self, client: StreamClient, chat: bool) -> None:
-        """One replayed agent session, its subagents included
-        (:mod:`slogate.locustfiles.agent_sessions`)."""
-        cache = _ConversationCache()
-
-        def send(client: StreamClient, prepared: PreparedRequest, warm: bool) -> StreamResult:
-            return self.send(client, prepared, warm=warm)
-
-        play = TreePlay(send, client, self.planner.session(), chat, cache)
-        try:
-            record = play.play()
-            if record is not None:
-                self.ctx.record_session(self.scenario.name, record)
         finally:
             if cache.reported:
                 self.ctx.record_conversation_cache(self.scenario.name, cache.cached, cache.prompt)
@@ -265,6 +266,9 @@ class OpenLoopUser(_ScenarioUser):
                 client.pool.open_ahead(wanted)
 
         pool = Pool(limit)
+        if self.scenario.workload.kind == "agent-trace":
+            self.start_trees(pool, clients)
+            raise StopUser()
         # The schedule starts when the look-ahead has built its first requests,
         # not at the run's origin: a dispatcher spawned a few hundred
         # milliseconds late would otherwise begin with a burst of overdue
@@ -290,3 +294,23 @@ class OpenLoopUser(_ScenarioUser):
             ahead.close()
             pool.kill()
         raise StopUser()
+
+    def start_trees(self, pool: Pool, clients: list[StreamClient]) -> None:
+        """Agent trees started on the arrival schedule, each played whole in a
+        greenlet of the pool (``max_in_flight`` sessions at most); the schedule
+        counts from this dispatcher's start, as the look-ahead's does."""
+        ctx = self.ctx
+        chat = PROTOCOLS[self.scenario.api].conversational
+        started = time.perf_counter()
+        left_s = ctx.timeline.total_s - ctx.elapsed_s()
+        arrivals = self.planner.session_arrivals(rate_scale=self.scenario.weight / ctx.shards)
+        try:
+            for arrival_s, session in arrivals:
+                if arrival_s >= left_s:
+                    break
+                gevent.sleep(max(0.0, started + arrival_s - time.perf_counter()))
+                pool.wait_available()
+                pool.spawn(self.play_tree, clients[ctx.pick_endpoint()], chat, session)
+            pool.join()
+        finally:
+            pool.kill()

@@ -308,7 +308,7 @@ def _scenario(
     if load is not None:
         _check_conversations(reader, f["api"], workload, load)
     _check_agent(reader, f["api"], f["agent"], f["request"], load)
-    _check_agent_trace(reader, f["api"], workload, f["agent"], load)
+    _check_agent_trace(reader, f["api"], workload, f["agent"])
     if f["images"] is not None and f["api"] not in CHAT_APIS:
         wanted = ", ".join(sorted(CHAT_APIS))
         reader.problem("images", f"images are sent with api: one of {wanted}, got api: {f['api']}")
@@ -352,22 +352,16 @@ def _check_agent(reader: Reader, api: str, agent: Any, request: Any, load: LoadS
         reader.problem("agent", "an agent loop runs in closed loop: use load.users, not rate")
 
 
-def _check_agent_trace(
-    reader: Reader, api: str, workload: Any, agent: Any, load: LoadSpec | None
-) -> None:
-    """A replayed agent tree is played by a closed-loop user, one session per
-    user; its calls are recorded, so an ``agent:`` loop has nothing to add."""
+def _check_agent_trace(reader: Reader, api: str, workload: Any, agent: Any) -> None:
+    """A replayed agent tree is played whole: by a closed-loop user, one
+    session per user, or started on an open-loop schedule; its calls are
+    recorded, so an ``agent:`` loop has nothing to add."""
     if not isinstance(workload, AgentTraceWorkload):
         return
     if api == "embeddings":
         reader.problem("api", "workload kind agent-trace sends prompts; set api: chat")
     if agent is not None:
         reader.problem("agent", "a replayed agent tree has its own calls: remove agent:")
-    if load is not None and has_arrivals(load):
-        reader.problem(
-            "load.rate",
-            "agent-trace sessions hold one concurrency slot each: use load.users (sessions)",
-        )
 
 
 def _check_turns(reader: Reader, api: str, workload: Any) -> None:

@@ -99,6 +99,16 @@ class Planner:
         the tree to play and the prompts of its calls."""
         return self._kind.session(self._take_index())
 
+    def session_arrivals(self, rate_scale: float = 1.0) -> Iterator[tuple[float, TreeSession]]:
+        """Open loop, ``kind: agent-trace``: this stream's share of the tree
+        starts, each ``(arrival_s, session)``; the arrival process is the one
+        :meth:`arrivals` follows (Poisson, gamma or constant)."""
+        import numpy as np
+
+        rng = np.random.default_rng([*self._entropy, ARRIVALS_TAG])
+        for arrival_s, _ in arrival_events(self.scenario.load, None, rng, self.stream, rate_scale):
+            yield arrival_s, self._kind.session(self._take_index())
+
     def arrivals(self, rate_scale: float = 1.0) -> Iterator[PlannedTurn]:
         """This stream's open-loop requests, ``arrival_s`` increasing from the run's
         start; ``rate_scale`` (0, 1] is its share of the scenario's arrivals."""

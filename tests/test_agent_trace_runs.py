@@ -18,10 +18,15 @@ from slogate.scenarios.datasets.agent_trees import implied_hit_rate
 pytestmark = pytest.mark.slow
 
 
-def scenario_file(tmp_path: Path, trace: Path, users: int, duration: str) -> Path:
+def scenario_file(
+    tmp_path: Path, trace: Path, users: int, duration: str, warm: dict | None = None, **load: object
+) -> Path:
     path = tmp_path / "agents.yaml"
     workload = {"kind": "agent-trace", "file": str(trace), "wait_cap_s": 0.05}
-    load = {"users": users, "duration": duration}
+    if warm is not None:
+        workload["warm_start"] = warm
+    load = load or {"users": users}
+    load["duration"] = duration
     path.write_text(json.dumps({"name": "agents", "workload": workload, "load": load}))
     return path
 
@@ -60,3 +65,37 @@ def test_the_engine_cache_hits_as_the_block_structure_implies(tmp_path):
     measured = s["prefix_cache"]["hit_rate"]
     assert s["sessions"]["count"] >= 6
     assert measured == pytest.approx(implied_hit_rate(trees), abs=0.05)
+
+
+def test_open_loop_starts_trees_on_the_schedule(tmp_path):
+    rate = {"rps": 4, "arrival": "constant"}  # sessions per second, evenly spaced
+    file = scenario_file(tmp_path, WEKA, users=0, duration="5s", rate=rate)
+    with recording_engine() as (server, bodies):
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        done = slogate(
+            "run", str(file), "--host", url, "--metrics-url", "off", "--out", str(tmp_path / "out")
+        )
+    assert done.returncode in (0, 4), done.stderr[-3000:]
+    starts = [b for b in bodies if count(b["messages"][-1]["content"]) == 700]  # root's first call
+    assert 19 <= len(starts) <= 20  # 4 a second for 5 s, whatever the sessions before them did
+    s = summary(tmp_path / "out")["scenarios"]["agents"]
+    assert s["sessions"]["count"] >= 15 and s["sessions"]["failed"] == 0
+
+
+def test_a_warm_start_warms_with_the_call_before_it_and_measures_the_rest(tmp_path):
+    # 0.9 of the root's 3 calls: the first session starts at its third call,
+    # the second warms the cache (unmeasured), the first is skipped
+    file = scenario_file(tmp_path, WEKA, users=1, duration="3s", warm={"min": 0.9, "max": 0.9})
+    with recording_engine() as (server, bodies):
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        done = slogate(
+            "run", str(file), "--host", url, "--metrics-url", "off", "--out", str(tmp_path / "out")
+        )
+    assert done.returncode in (0, 4), done.stderr[-3000:]
+    sent = [count(b["messages"][-1]["content"]) for b in bodies]
+    assert sent[:4] == [860, 400, 600, 1050]  # warm, the subagent after it, the measured root call
+    assert sent[4:9] == [700, 860, 400, 600, 1050]  # the next session plays whole
+    whole = summary(tmp_path / "out")
+    s, cut = whole["scenarios"]["agents"], whole["run"]["cancelled_at_stop"]
+    assert s["requests"]["ok"] == len(sent) - 1 - cut  # every request but the warm one
+    assert s["sessions"]["unfinished"] == 1  # the first, started mid-way

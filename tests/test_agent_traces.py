@@ -195,17 +195,16 @@ def test_bad_otel_spans_name_the_span_and_attribute(tmp_path):
     ) in str(caught.value)
 
 
-def test_an_agent_trace_needs_closed_loop(tmp_path):
+def test_agent_trees_start_at_arrivals_not_recorded_times(tmp_path):
     path = tmp_path / "s.yaml"
-    path.write_text(
-        json.dumps(
-            {
-                "workload": {"kind": "agent-trace", "file": str(WEKA)},
-                "load": {"rate": 2, "duration": "5s"},
-            }
+    workload = {"kind": "agent-trace", "file": str(WEKA)}
+    for arrival, ok in (("poisson", True), ("trace", False)):
+        rate = {"rps": 2, "arrival": arrival} if arrival != "trace" else {"arrival": "trace"}
+        path.write_text(
+            json.dumps({"workload": workload, "load": {"rate": rate, "duration": "5s"}})
         )
-    )
-    with pytest.raises(
-        scenarios.ScenarioError, match=re.escape("load.rate: agent-trace sessions hold one")
-    ):
-        scenarios.load(path)
+        if ok:
+            assert scenarios.load(path)[0].load.open_loop
+            continue
+        with pytest.raises(scenarios.ScenarioError, match=re.escape("load.rate")):
+            scenarios.load(path)

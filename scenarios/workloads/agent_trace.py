@@ -271,6 +271,7 @@ class TreeSession:
             max_tokens=output,
             intended_input_tokens=used,
             intended_output_tokens=output,
+            think_time_s=self.wait_s(call),  # slept by the player, shown by scenario sample
         )
 
     def wait_s(self, call: AgentCall) -> float:
