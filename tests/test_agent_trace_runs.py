@@ -31,6 +31,11 @@ def scenario_file(
     return path
 
 
+def requests(bodies: list[dict]) -> list[dict]:
+    """The load's requests, not the pre-flight's probe of the route (the model alone)."""
+    return [body for body in bodies if "messages" in body]
+
+
 @pytest.mark.parametrize("trace", [WEKA, OTEL], ids=["weka", "otel"])
 def test_the_engine_receives_each_call_as_recorded(tmp_path, trace):
     file = scenario_file(tmp_path, trace, users=1, duration="4s")
@@ -42,7 +47,7 @@ def test_the_engine_receives_each_call_as_recorded(tmp_path, trace):
             "run", str(file), "--host", url, "--metrics-url", "off", "--out", str(tmp_path / "out")
         )
     assert done.returncode in (0, 4), done.stderr[-3000:]
-    prompts = [body["messages"][-1]["content"] for body in bodies]
+    prompts = [body["messages"][-1]["content"] for body in requests(bodies)]
     sessions = [prompts[i : i + 5] for i in range(0, len(prompts) - 4, 5)]
     assert len(sessions) >= 3, len(prompts)
     for root1, root2, sub1, sub2, root3 in sessions:
@@ -76,7 +81,9 @@ def test_open_loop_starts_trees_on_the_schedule(tmp_path):
             "run", str(file), "--host", url, "--metrics-url", "off", "--out", str(tmp_path / "out")
         )
     assert done.returncode in (0, 4), done.stderr[-3000:]
-    starts = [b for b in bodies if count(b["messages"][-1]["content"]) == 700]  # root's first call
+    starts = [
+        b for b in requests(bodies) if count(b["messages"][-1]["content"]) == 700
+    ]  # root's first call
     assert 19 <= len(starts) <= 20  # 4 a second for 5 s, whatever the sessions before them did
     s = summary(tmp_path / "out")["scenarios"]["agents"]
     assert s["sessions"]["count"] >= 15 and s["sessions"]["failed"] == 0
@@ -92,7 +99,7 @@ def test_a_warm_start_warms_with_the_call_before_it_and_measures_the_rest(tmp_pa
             "run", str(file), "--host", url, "--metrics-url", "off", "--out", str(tmp_path / "out")
         )
     assert done.returncode in (0, 4), done.stderr[-3000:]
-    sent = [count(b["messages"][-1]["content"]) for b in bodies]
+    sent = [count(b["messages"][-1]["content"]) for b in requests(bodies)]
     assert sent[:4] == [860, 400, 600, 1050]  # warm, the subagent after it, the measured root call
     assert sent[4:9] == [700, 860, 400, 600, 1050]  # the next session plays whole
     whole = summary(tmp_path / "out")
