@@ -18,7 +18,7 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from slogate import locustfiles, scenarios, waiter
 from slogate.analysis.exitcodes import EXIT_CONFIG
@@ -143,18 +143,32 @@ def repeat_problem(args: argparse.Namespace) -> str | None:
 
 def repeat_baseline(args: argparse.Namespace) -> Repeats | None:
     """``--baseline`` of a repeat set: an earlier set (a single run has no spread
-    to compare with). Raises ValueError naming the folder."""
-    if args.repeat < 2 or not args.baseline:
+    to compare with; ``auto`` is found once the first run named the target).
+    Raises ValueError naming the folder."""
+    if args.repeat < 2 or args.baseline in ("", "auto"):
         return None
     from slogate.studies.repeats import read_repeats
 
-    found = None if args.baseline == "auto" else read_repeats(Path(args.baseline))
+    found = read_repeats(Path(args.baseline))
     if found is None:
         raise ValueError(
             "--baseline with --repeat: expected a repeat set's folder (written by "
             f"slogate run --repeat), got {args.baseline}"
         )
     return found
+
+
+def auto_baseline_of(doc: dict[str, Any], out: Path) -> Path | None:
+    """``--baseline auto`` of the set just run: the newest earlier set beside it
+    of the same scenarios against the target its first run met."""
+    from slogate.analysis.contracts import Repeats, parse
+    from slogate.studies.repeats import auto_repeat_baseline, set_target
+
+    this = parse(Repeats, doc, str(out))
+    target = set_target(this, out)
+    if target is None:
+        return None
+    return auto_repeat_baseline(out.parent, list(this.scenarios), target, exclude=out)
 
 
 def run_folder(out: Path, index: int) -> Path:
@@ -174,7 +188,7 @@ def run_repeats(
     then the set's summary, report and exit code from their spread. The set
     stops at a run that cannot enter the spread, and at Ctrl-C."""
     from slogate.reports.repeat_set import repeats_table, write_repeats
-    from slogate.studies.repeats import build_document, untrusted, with_baseline
+    from slogate.studies.repeats import build_document, read_repeats, untrusted, with_baseline
     from slogate.studies.trials import TrialResult, finished_trial
 
     each = argparse.Namespace(**{**vars(args), "baseline": ""})  # the set compares, not each run
@@ -197,8 +211,13 @@ def run_repeats(
         print("slogate: interrupted: judging the runs that ended", file=sys.stderr)
     command = shlex.join(["slogate", *sys.argv[1:]])
     doc = build_document(results, out, args.repeat, args.cooldown, command)
+    base = args.baseline
+    if base == "auto":
+        found = auto_baseline_of(doc, out)
+        print(f"slogate: --baseline auto: {found or 'no earlier repeat set of this scenario'}")
+        base, baseline = (str(found), read_repeats(found)) if found else ("", None)
     if baseline is not None:
-        doc = with_baseline(doc, baseline, args.baseline, str(out))
+        doc = with_baseline(doc, baseline, base, str(out))
     files = write_repeats(out, doc)
     print(repeats_table(doc, files["report"]), flush=True)
     return int(doc["exit_code"])

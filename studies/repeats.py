@@ -26,7 +26,14 @@ from slogate.analysis.compare import (
     Delta,
     classify,
 )
-from slogate.analysis.contracts import Repeats, ScenarioSummary, SpreadEntry, parse, read_document
+from slogate.analysis.contracts import (
+    Repeats,
+    ScenarioSummary,
+    SpreadEntry,
+    Summary,
+    parse,
+    read_document,
+)
 from slogate.analysis.history import SUMMARY_FILE, repeat_set
 from slogate.analysis.percentiles import STANDARD_PERCENTILES, Estimate
 from slogate.analysis.slo import EXIT_CODES, Verdict, worst_of
@@ -226,3 +233,34 @@ def read_repeats(folder: Path) -> Repeats | None:
     nothing). Raises ContractError when its summary.json is a broken set."""
     file = folder / SUMMARY_FILE
     return read_document(Repeats, file) if repeat_set(file) else None
+
+
+def set_target(doc: Repeats, folder: Path) -> tuple[str, str] | None:
+    """The engine's kind and model a set ran against, from its first run's
+    summary (None when that run wrote none)."""
+    first = folder / doc.runs[0].dir / SUMMARY_FILE if doc.runs else None
+    if first is None or not first.is_file():
+        return None
+    engine = read_document(Summary, first).run.engine or {}
+    return str(engine.get("owned_by") or ""), str(engine.get("model") or "")
+
+
+def auto_repeat_baseline(
+    root: Path, scenarios: Sequence[str], target: tuple[str, str], exclude: Path
+) -> Path | None:
+    """``--baseline auto`` with ``--repeat``: the newest earlier repeat set under
+    ``root`` of the same scenarios against the same target (engine kind and
+    model, as for a single run's), not invalid; None when there is none yet."""
+    found = []
+    for folder in root.iterdir() if root.is_dir() else ():
+        if folder.resolve() == exclude.resolve():
+            continue
+        try:
+            doc = read_repeats(folder)
+            if doc is None or doc.verdict == "invalid":
+                continue
+            if sorted(doc.scenarios) == sorted(scenarios) and set_target(doc, folder) == target:
+                found.append((doc.created_at, folder.name, folder))
+        except (OSError, ValueError):
+            continue  # a broken set is no baseline
+    return max(found)[2] if found else None

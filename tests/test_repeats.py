@@ -16,8 +16,13 @@ from slogate.analysis.slo import Verdict
 from slogate.analysis.spread import spread, spread_verdict
 from slogate.reports import write_results
 from slogate.reports.repeat_set import write_repeats
-from slogate.run_cmd import run_folder
-from slogate.studies.repeats import build_document, compare_repeats, with_baseline
+from slogate.run_cmd import auto_baseline_of, run_folder
+from slogate.studies.repeats import (
+    auto_repeat_baseline,
+    build_document,
+    compare_repeats,
+    with_baseline,
+)
 from slogate.studies.trials import finished_trial
 
 T_975_2 = 4.302652729749462  # Student-t, 2 degrees of freedom, 97.5% (tables: 4.303)
@@ -194,3 +199,21 @@ def test_three_runs_on_the_simulated_engine_give_three_reports_and_a_spread(tmp_
     assert "cool-down 1 s before run 2 of 3" in done.stdout
     assert "3 runs, combined verdict" in done.stdout
     assert "run-3/report.html" in (out / "report.html").read_text()
+
+
+def test_baseline_auto_is_the_newest_earlier_set_of_the_same_scenario_and_target(tmp_path) -> None:
+    def written(name: str, ttfts: list[float], created_at: str, **change) -> None:
+        out, results = repeat_set(tmp_path, ttfts, name)
+        doc = {**build_document(results, out, len(ttfts), 0.0, ""), "created_at": created_at}
+        write_repeats(out, {**doc, **change})
+
+    written("old", [100.0, 110.0], "2026-01-01T00:00:00")
+    written("newer", [100.0, 110.0], "2026-01-02T00:00:00")
+    written("newest-invalid", [100.0, 110.0], "2026-01-03T00:00:00", verdict="invalid")
+    written("now", [100.0, 110.0], "2026-01-04T00:00:00")
+    this = tmp_path / "now"
+    assert auto_baseline_of(json.loads((this / "summary.json").read_text()), this) == (
+        tmp_path / "newer"
+    )
+    other = auto_repeat_baseline(tmp_path, ["chat"], ("sglang", "test-model"), exclude=this)
+    assert other is None  # another engine's sets are no baseline
