@@ -33,9 +33,14 @@ class Deployment:
     replicas: int
     router: str = "round-robin"
     replica_faults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    disaggregated: tuple[int, int] | None = None  # prefill and decode workers, not replicas
 
     def arguments(self) -> list[str]:
-        args = ["--replicas", str(self.replicas), "--router", self.router]
+        args = ["--router", self.router]
+        if self.disaggregated is None:
+            args += ["--replicas", str(self.replicas)]
+        else:
+            args += ["--disaggregated", "{}:{}".format(*self.disaggregated)]
         for name, faults in self.replica_faults.items():
             for key, value in faults.items():
                 args += ["--replica-fault", f"{name}:{key}={value}"]

@@ -72,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --replicas: how the router picks a replica (default round-robin)",
     )
     parser.add_argument(
+        "--disaggregated",
+        metavar="P:D",
+        help="serve P prefill and D decode workers behind the router (not with --replicas): "
+        "each prompt's KV travels to its decode worker at kv_transfer_gbps (--set)",
+    )
+    parser.add_argument(
         "--replica-fault",
         action="append",
         metavar="REPLICA:KEY=VALUE",
@@ -106,6 +112,23 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
     if faults:
         overrides["faults"] = faults
     return overrides
+
+
+def disaggregated(text: str | None, replicas: int) -> tuple[int, int] | None:
+    """``--disaggregated P:D``: prefill and decode workers, at least one each."""
+    if text is None:
+        return None
+    if replicas != 1:
+        raise ValueError("--disaggregated P:D counts the workers itself: not with --replicas")
+    prefill, colon, decode = text.partition(":")
+    if not (colon and prefill.isdigit() and decode.isdigit()):
+        raise ValueError(f"--disaggregated {text!r}: expected P:D, e.g. 1:2")
+    tiers = (int(prefill), int(decode))
+    if min(tiers) < 1 or sum(tiers) > MAX_REPLICAS:
+        raise ValueError(
+            f"--disaggregated {text}: 1 to {MAX_REPLICAS} workers, each tier one or more"
+        )
+    return tiers
 
 
 def replica_faults(items: list[str] | None) -> dict[str, dict[str, str]]:
@@ -145,18 +168,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError(f"--replicas {args.replicas}: expected 1 to {MAX_REPLICAS}")
         overrides = overrides_from_args(args)
         config = build_config(args.profile, **overrides)
+        tiers = disaggregated(args.disaggregated, args.replicas)
+        count = args.replicas if tiers is None else sum(tiers)
         faults = replica_faults(args.replica_fault)
-        if faults and args.replicas == 1:
+        if faults and count == 1:
             raise ValueError("--replica-fault needs --replicas 2 or more")
-        configs = replica_configs(config, args.replicas, faults)
+        configs = replica_configs(config, count, faults, tiers)
     except (ProfileError, FaultError, ValueError) as exc:
         print(f"simengine: {exc}", file=sys.stderr)
         return 2
     import asyncio
 
-    if args.replicas > 1:
+    if count > 1:
         serving = serve_deployment(
-            configs, args.router, args.host, args.port, exit_with_stdin=args.exit_with_stdin
+            configs,
+            args.router,
+            args.host,
+            args.port,
+            prefill_workers=0 if tiers is None else tiers[0],
+            exit_with_stdin=args.exit_with_stdin,
         )
     else:
         serving = serve(config, args.host, args.port, exit_with_stdin=args.exit_with_stdin)

@@ -39,9 +39,11 @@ from slogate.simengine import server
 from slogate.simengine.config import EngineConfig
 from slogate.simengine.engine import FULL_GC_INTERVAL_S
 from slogate.simengine.router import SESSION_HEADER, Router, session_token
+from slogate.simengine.simulate import kv_transfer_seconds
 
 REPLICA_PREFIX = "SIMENGINE_REPLICA "  # one stderr line per replica: name and URL
 GC_POLL_S = 0.5
+PREFILLED_BY = "x-prefilled-by"  # disaggregated: the response header naming the prefill worker
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 GENERATE: dict[str, Handler] = {
@@ -59,17 +61,24 @@ APIS = {
 }
 
 
-def replica_names(count: int) -> list[str]:
-    return [f"replica-{i}" for i in range(count)]
+def replica_names(count: int, disaggregated: tuple[int, int] | None = None) -> list[str]:
+    """``replica-<i>``; disaggregated, ``prefill-<i>`` then ``decode-<j>``."""
+    if disaggregated is None:
+        return [f"replica-{i}" for i in range(count)]
+    prefill, decode = disaggregated
+    return [f"prefill-{i}" for i in range(prefill)] + [f"decode-{j}" for j in range(decode)]
 
 
 def replica_configs(
-    config: EngineConfig, count: int, faults: Mapping[str, Mapping[str, Any]]
+    config: EngineConfig,
+    count: int,
+    faults: Mapping[str, Mapping[str, Any]],
+    disaggregated: tuple[int, int] | None = None,
 ) -> dict[str, EngineConfig]:
     """Each replica's config: the deployment's, a seed of its own (so replicas
     do not draw the same output lengths in step) and its own faults.
     ValueError for a fault on a replica the deployment does not have."""
-    names = replica_names(count)
+    names = replica_names(count, disaggregated)
     unknown = sorted(set(faults) - set(names))
     if unknown:
         raise ValueError(
@@ -98,12 +107,19 @@ class Replica:
 class Deployment:
     """The replicas and the router's state; :meth:`app` is the router's face."""
 
-    def __init__(self, configs: Mapping[str, EngineConfig], policy: str) -> None:
+    def __init__(
+        self, configs: Mapping[str, EngineConfig], policy: str, prefill_workers: int = 0
+    ) -> None:
         self.replicas = [
             Replica(name, server.create_app(config, name=name)) for name, config in configs.items()
         ]
         capacity = min(c.profile.kv_capacity_tokens for c in configs.values())
-        self.router = Router([r.name for r in self.replicas], policy, capacity)
+        self.prefill = self.replicas[:prefill_workers]
+        self.decode = self.replicas[prefill_workers:]
+        self.prefill_router = (
+            Router([r.name for r in self.prefill], policy, capacity) if self.prefill else None
+        )
+        self.router = Router([r.name for r in self.decode], policy, capacity)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
 
@@ -136,7 +152,10 @@ class Deployment:
             "Requests the router sent to each replica that have not finished.",
             labels=["replica"],
         )
-        for load in self.router.replicas:
+        routers = (
+            [self.router] if self.prefill_router is None else [self.prefill_router, self.router]
+        )
+        for load in (load for router in routers for load in router.replicas):
             for reason, count in sorted(load.decisions.items()):
                 decisions.add_metric([load.name, reason], count)
             in_flight.add_metric([load.name], load.in_flight)
@@ -164,14 +183,35 @@ def _routed(handler: Handler) -> Handler:
                 body = None  # the replica answers 400
             if isinstance(body, dict):
                 prompt = server.prompt_text(body, api)
+        if deployment.prefill_router is not None and api is not None:
+            await _prefill(deployment, request, api, prompt)
         decision = deployment.router.choose(prompt, request.headers.get(SESSION_HEADER))
-        request[server.ROUTED] = deployment.replicas[decision.index].state
+        request[server.ROUTED] = deployment.decode[decision.index].state
         try:
             return await handler(request)
         finally:
             deployment.router.finished(decision.index)
 
     return route
+
+
+async def _prefill(deployment: Deployment, request: web.Request, api: str, prompt: str) -> None:
+    """Prefill on a prefill worker, then wait while the prompt's KV travels to
+    the decode worker (its bytes over the link, as the offline simulator
+    times it): the request's TTFT holds both."""
+    assert deployment.prefill_router is not None
+    decision = deployment.prefill_router.choose(prompt)
+    worker = deployment.prefill[decision.index].state
+    try:
+        prefilled = await server.prefill(worker, request, api)
+    finally:
+        deployment.prefill_router.finished(decision.index)
+    if prefilled is None:
+        return  # the decode worker answers the request's error
+    transfer_s = kv_transfer_seconds(worker.config.profile, prefilled.prompt_tokens)
+    await asyncio.sleep(transfer_s / worker.config.speedup)
+    request[server.PREFILLED] = prefilled
+    request[PREFILLED_BY] = deployment.prefill[decision.index].name
 
 
 def _first_replica(handler: Handler) -> Handler:
@@ -185,9 +225,14 @@ def _first_replica(handler: Handler) -> Handler:
 
 
 async def _session_header(request: web.Request, response: web.StreamResponse) -> None:
+    """The session token of the replica that served, and disaggregated, the
+    prefill worker in ``x-prefilled-by``."""
     routed = request.get(server.ROUTED)
     if isinstance(routed, server.State) and routed.name is not None:
         response.headers[SESSION_HEADER] = session_token(routed.name)
+    prefilled_by = request.get(PREFILLED_BY)
+    if isinstance(prefilled_by, str):
+        response.headers[PREFILLED_BY] = prefilled_by
 
 
 async def _metrics(request: web.Request) -> web.Response:
@@ -199,7 +244,11 @@ async def _replicas(request: web.Request) -> web.Response:
     deployment = request.app[ROUTER]
     listing = {
         "router": deployment.router.policy,
-        "replicas": [{"name": r.name, "url": r.url} for r in deployment.replicas],
+        "replicas": [
+            {"name": r.name, "url": r.url, "tier": tier}
+            for tier, members in (("prefill", deployment.prefill), ("decode", deployment.decode))
+            for r in members
+        ],
     }
     return web.json_response(listing)
 
@@ -233,12 +282,14 @@ async def serve_deployment(
     host: str,
     port: int,
     *,
+    prefill_workers: int = 0,
     exit_with_stdin: bool = False,
 ) -> None:
     """Serve the replicas (each on a free port) and the router on ``host:port``
-    until stopped; print ``SIMENGINE_READY <router URL>`` once all listen."""
+    until stopped; print ``SIMENGINE_READY <router URL>`` once all listen.
+    ``prefill_workers``: the first ones of ``configs`` prefill, the rest decode."""
     server.raise_open_files_limit()
-    deployment = Deployment(configs, policy)
+    deployment = Deployment(configs, policy, prefill_workers)
     started = []
     try:
         for replica in deployment.replicas:

@@ -129,6 +129,17 @@ ROUTED = "slogate_routed_state"
 SERVED_BY = "x-served-by"  # the response header naming the replica that served a request
 
 
+PREFILLED = "slogate_prefilled"  # disaggregated: the prefill worker's Prefilled
+
+
+@dataclass(frozen=True)
+class Prefilled:
+    """A prompt a prefill worker computed: its length and the tokens its prefix cache held."""
+
+    prompt_tokens: int
+    cached_tokens: int
+
+
 def app_state(request: web.Request) -> State:
     """The engine that serves ``request``: the replica the router chose, else the app's own."""
     routed = request.get(ROUTED)
@@ -190,6 +201,40 @@ async def responses(request: web.Request) -> web.StreamResponse:
 
 async def messages(request: web.Request) -> web.StreamResponse:
     return await _generate(request, "messages")
+
+
+async def _request_ids(
+    state: State, body: Mapping[str, Any], conversation: list[dict[str, Any]] | None
+) -> list[int]:
+    """The prompt's token ids: the conversation's, else the completions prompt's."""
+    if conversation is None:
+        return await _prompt_ids(state, body, chat=False)
+    return await _chat_ids(state, conversation, bool(body.get("add_generation_prompt", True)))
+
+
+async def prefill(state: State, request: web.Request, api: str) -> Prefilled | None:
+    """Disaggregated serving's first half, on a prefill worker: compute the
+    prompt (and its first token, as vLLM's disaggregated prefill does with
+    ``max_tokens`` 1) and return what the decode worker needs: the prompt's
+    length and the tokens this worker's prefix cache held. None for a body
+    the decode worker will refuse with its error."""
+    try:
+        body = await _json_body(request)
+        ids = await _request_ids(state, body, _conversation(body, api))
+    except ApiError:
+        return None
+    if not ids or len(ids) >= state.engine.scheduler.max_model_len:
+        return None
+    profile = state.config.profile
+    hashes = block_hashes(ids, profile.block_size) if profile.enable_prefix_caching else ()
+    seq = Sequence("prefill-" + uuid.uuid4().hex, len(ids), 1, prompt_hashes=hashes)
+    tokens = TokenStream(seq)
+    state.engine.submit(seq, state.engine.model_time(receipt(request)))
+    try:
+        await tokens.wait(1)
+    finally:
+        state.engine.abort(seq)
+    return Prefilled(len(ids), seq.num_cached_tokens or 0)
 
 
 def _conversation(body: Mapping[str, Any], api: str) -> list[dict[str, Any]] | None:
@@ -294,11 +339,7 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
         max_tokens = output_limit(body, api)
         min_tokens = int_field(body, "min_tokens", 0, 0) or 0
         conversation = _conversation(body, api)
-        if conversation is None:
-            ids = await _prompt_ids(state, body, chat=False)
-        else:
-            add = bool(body.get("add_generation_prompt", True))
-            ids = await _chat_ids(state, conversation, add)
+        ids = await _request_ids(state, body, conversation)
         if not ids:
             raise ApiError(400, "the prompt is empty")
         try:
@@ -351,6 +392,12 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
     seq = Sequence(
         request_id, len(ids), plan.tokens, stops_at_eos=plan.stops_at_eos, prompt_hashes=hashes
     )
+    prefilled = request.get(PREFILLED)
+    if isinstance(prefilled, Prefilled) and prefilled.prompt_tokens == len(ids):
+        # the prompt's KV came from the prefill worker: only its last token is
+        # computed here, the step that makes the first output token
+        seq.num_computed = len(ids) - 1
+        seq.num_cached_tokens = prefilled.cached_tokens
     text_start = state.rng.choice(state.prose.word_starts)
     try:
         if body.get("stream"):

@@ -86,7 +86,8 @@ def counters(engine: EngineProcess) -> dict[str, tuple[float, float]]:
 
 @pytest.fixture
 def deployment(request: pytest.FixtureRequest) -> Any:
-    """A fresh deployment (no cache warmed by another test): ``Deployment`` args by param."""
+    """A fresh deployment (no cache warmed by another test): ``Deployment``'s
+    arguments by param."""
     with start_engine(PROFILE, deployment=Deployment(*request.param)) as engine:
         yield engine
 
@@ -205,3 +206,24 @@ def test_the_session_header_keeps_every_turn_on_its_replica(tmp_path, deployment
     run(loose, tmp_path / "loose-out", deployment.url, extra=extra)
     spread = served_by_conversation(tmp_path / "loose-out")
     assert any(len(set(names)) > 1 for names in spread.values()), spread
+
+
+@pytest.mark.parametrize("deployment", [(3, "round-robin", {}, (1, 2))], indirect=True)
+def test_a_disaggregated_deployment_shows_both_tiers(tmp_path, deployment) -> None:
+    """1 prefill and 2 decode workers: the decode workers serve (their rows),
+    and each tier's own metrics come in the summary and the report."""
+    tiers = {"prefill-0": "prefill", "decode-0": "decode", "decode-1": "decode"}
+    scraped = [
+        arg
+        for name, url in deployment.replicas().items()
+        for arg in ("--metrics-url", f"{tiers[name]}:{name}={url}/metrics")
+    ]
+    out = tmp_path / "out"
+    s = run(rag(tmp_path, users=3), out, deployment.url, extra=(*lasting(12), *scraped))
+    assert sorted(s["scenarios"]["rag"]["replicas"]) == ["decode-0", "decode-1"]
+    servers = s["servers"]
+    assert {name: server["tier"] for name, server in servers.items()} == tiers
+    for server in servers.values():
+        assert server["counters"]["prompt_tokens_total"] > 0
+    report = (out / "report.html").read_text()
+    assert '<td class="l">prefill</td>' in report and '<td class="l">decode</td>' in report

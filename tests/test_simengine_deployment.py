@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
+import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from slogate.engines.simulated import Deployment, EngineProcess, start_engine
+from slogate.simengine.profiles import load_profile
 from slogate.simengine.router import session_token
+from slogate.simengine.simulate import kv_transfer_seconds
 
 pytestmark = pytest.mark.slow  # engine processes
 
@@ -131,3 +136,69 @@ def test_prefix_aware_routing_finds_the_cache_that_holds_the_prefix(prefix_aware
 def test_a_fault_for_a_replica_that_does_not_exist_is_refused() -> None:
     with pytest.raises(Exception, match="replica-7: no such replica"):
         start_engine(PROFILE, deployment=Deployment(3, replica_faults={"replica-7": {"x": 1}}))
+
+
+def streamed_ttft(url: str, prompt: str) -> tuple[float, Any, int]:
+    """Seconds to the first content chunk, the response's headers, the prompt's tokens."""
+    body = {
+        **chat(prompt),
+        "max_tokens": 8,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    request = urllib.request.Request(
+        url + "/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    start = time.perf_counter()
+    first = None
+    prompt_tokens = 0
+    with urllib.request.urlopen(request, timeout=30) as response:
+        for line in response:
+            if not line.startswith(b"data: {"):
+                continue
+            chunk = json.loads(line[6:])
+            if first is None and any(c["delta"].get("content") for c in chunk["choices"]):
+                first = time.perf_counter() - start
+            if chunk.get("usage"):
+                prompt_tokens = chunk["usage"]["prompt_tokens"]
+        assert first is not None
+        return first, response.headers, prompt_tokens
+
+
+GBPS = 2.0  # a slow link: a 1,500-word prompt's KV takes about a third of a second
+
+
+def test_disaggregated_ttft_includes_the_kv_transfer_to_the_decode_worker() -> None:
+    """The same prompts through 1 prefill + 2 decode workers over a slow link
+    and over a fast one: the first token comes later by the KV's bytes over
+    the link. Over the fast link the first token comes about one prefill
+    after the send, as from the prefill worker alone: the decode worker
+    computed the prompt's last token, not the prompt again."""
+    prompts = [f"case {i}: " + " ".join(f"w{i}x{j}" for j in range(1500)) for i in range(5)]
+    ttfts = {}
+    alone = {}
+    for gbps in (GBPS, 10_000.0):
+        tiers = Deployment(3, disaggregated=(1, 2))
+        with start_engine(PROFILE, deployment=tiers, kv_transfer_gbps=gbps) as engine:
+            urls = engine.replicas()
+            assert sorted(urls) == ["decode-0", "decode-1", "prefill-0"]
+            streamed_ttft(engine.url, "warm up the tokenizer")
+            before = {n: series(u, "vllm:prompt_tokens_total") for n, u in urls.items()}
+            runs = [streamed_ttft(engine.url, p) for p in prompts[:-1]]
+            after = {n: series(u, "vllm:prompt_tokens_total") for n, u in urls.items()}
+            alone[gbps] = streamed_ttft(urls["prefill-0"], prompts[-1])[0]
+        grown = {n: sum(after[n].values()) - sum(before[n].values()) for n in urls}
+        tokens = runs[0][2]
+        # each tier counts the prompts it holds the KV of, as vLLM's instances do
+        assert grown["prefill-0"] == sum(r[2] for r in runs)
+        assert grown["decode-0"] + grown["decode-1"] == sum(r[2] for r in runs)
+        assert {r[1]["x-prefilled-by"] for r in runs} == {"prefill-0"}
+        assert {r[1]["x-served-by"] for r in runs} == {"decode-0", "decode-1"}
+        ttfts[gbps] = statistics.median(r[0] for r in runs)
+    profile = load_profile(PROFILE)
+    transfer_s = kv_transfer_seconds(replace(profile, kv_transfer_gbps=GBPS), tokens)
+    added = ttfts[GBPS] - ttfts[10_000.0]
+    assert 0.8 * transfer_s < added < 1.3 * transfer_s + 0.05, (ttfts, transfer_s)
+    assert ttfts[10_000.0] < 1.5 * alone[10_000.0], (ttfts, alone)
