@@ -59,6 +59,10 @@ def test_the_engine_receives_each_call_as_recorded(tmp_path, trace):
     assert common_tokens(sessions[0][0], sessions[1][0]) < 16  # replays do not share
     s = summary(tmp_path / "out")["scenarios"]["agents"]
     assert s["sessions"]["failed"] == 0 and s["sessions"]["count"] >= 3
+    assert s["sessions"]["wall_ms"]["count"] == s["sessions"]["answered"]
+    assert s["sessions"]["ttft_by_context_ms"]["0_8k"]["count"] == s["requests"]["ok"]
+    assert "Agent sessions" in (tmp_path / "out" / "report.html").read_text()
+    assert "| waiting on tools, ms |" in (tmp_path / "out" / "summary.md").read_text()
 
 
 def test_the_engine_cache_hits_as_the_block_structure_implies(tmp_path):
