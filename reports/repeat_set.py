@@ -50,7 +50,11 @@ def threshold_text(slo: RepeatSlo) -> str:
 
 
 def runs_text(slo: RepeatSlo) -> str:
-    return ", ".join(metric_value(v, slo.metric) for v in slo.values)
+    """Each run's value; one a run could not bound (left out of the spread) says so."""
+    return ", ".join(
+        "unbounded" if v is None and verdict == "inconclusive" else metric_value(v, slo.metric)
+        for v, verdict in zip(slo.values, slo.run_verdicts, strict=True)
+    )
 
 
 def rows(doc: Repeats) -> Iterator[tuple[str, RepeatSlo]]:

@@ -15,7 +15,7 @@ from slogate.analysis.contracts import Repeats, parse
 from slogate.analysis.slo import Verdict
 from slogate.analysis.spread import spread, spread_verdict
 from slogate.reports import write_results
-from slogate.reports.repeat_set import write_repeats
+from slogate.reports.repeat_set import repeats_table, write_repeats
 from slogate.run_cmd import auto_baseline_of, run_folder
 from slogate.studies.repeats import (
     auto_repeat_baseline,
@@ -120,6 +120,10 @@ def test_runs_that_disagree_across_the_limit_are_inconclusive(tmp_path) -> None:
         "inconclusive",
         4,
     )
+    unbounded = {**doc, "scenarios": {"chat": {**doc["scenarios"]["chat"], "slo": [
+        {**ttft, "values": [150.0, None, 230.0], "run_verdicts": ["pass", "inconclusive", "fail"]}
+    ]}}}  # fmt: skip
+    assert "150 ms, unbounded, 230 ms" in repeats_table(unbounded, "report.html")
 
 
 def test_a_set_with_an_untrusted_or_missing_run_is_invalid(tmp_path) -> None:
