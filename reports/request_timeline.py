@@ -17,6 +17,7 @@ from __future__ import annotations
 import heapq
 import json
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -119,11 +120,16 @@ def origin(started_at: str | None, starts: Sequence[float]) -> float:
     return min(starts, default=0.0)
 
 
-def gaps_by_row(t: Timelines) -> dict[int, list[tuple[float, float]]]:
-    """Each request's kept gaps: (end, length) in ms after its send."""
-    found: dict[int, list[tuple[float, float]]] = {}
-    for row, end_ms, gap_ms in zip(t.gap_row, t.gap_end_ms, t.gap_ms, strict=True):
-        found.setdefault(row, []).append((end_ms, gap_ms))
+def gaps_of_rows(t: Timelines, rows: Iterable[int]) -> dict[int, list[tuple[float, float]]]:
+    """The kept gaps of ``rows``: (end, length) in ms after each one's send.
+    Timelines keeps gaps in row order, so a row's are found by bisection: a
+    sample of a 500,000-request run reads its 2,000 rows' gaps, not 4 million."""
+    found = {}
+    for row in rows:
+        first = bisect_left(t.gap_row, row)
+        last = bisect_right(t.gap_row, row, first)
+        if last > first:
+            found[row] = list(zip(t.gap_end_ms[first:last], t.gap_ms[first:last], strict=True))
     return found
 
 
@@ -281,7 +287,7 @@ def timeline_html(
     drawn = sample(c["start_s"], c["e2e_ms"])
     t0 = origin(meta.get("started_at"), c["start_s"])
     limits = itl_limits(t, slos)
-    gaps_of = gaps_by_row(t)
+    gaps_of = gaps_of_rows(t, drawn.rows)
     return render(
         "timeline.html.j2",
         run_id=meta.get("run_id") or "",

@@ -120,3 +120,19 @@ def test_a_small_run_draws_one_bar_per_request_and_hover_shows_its_numbers(
         assert re.search(r"sent at \d+\.\d{3} s", tip)
         assert f"output {int(row[7])} tokens" in tip
         assert browser.errors == []
+
+
+def test_each_drawn_request_shows_its_own_long_gaps() -> None:
+    rows = [
+        {"start_s": 10.0 + i, "ttft_ms": 100.0, "e2e_ms": 900.0, "tpot_ms": 10.0} for i in range(3)
+    ]
+    t = timelines(rows)
+    for row, end_ms, gap_ms in ((0, 300.0, 80.0), (0, 600.0, 90.0), (2, 500.0, 120.0)):
+        t.gap_row.append(row)
+        t.gap_end_ms.append(end_ms)
+        t.gap_ms.append(gap_ms)
+    page = timeline_html(t, {}, {}, "pass")
+    bars = page.split('<g class="req')[1:]
+    assert [bar.count('class="stall"') for bar in bars] == [2, 0, 1]
+    numbers = json.loads(page.split('id="requests">')[1].split("</script>")[0])
+    assert [(r[12], r[13]) for r in numbers] == [(2, 90.0), (0, None), (1, 120.0)]
