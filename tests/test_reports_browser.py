@@ -143,4 +143,10 @@ def test_no_table_cell_of_the_report_wraps_at_1280_or_1920_px(tmp_path: Path) ->
             assert banner.count(summary["invalid_reasons"][0]) == 1
             assert "14 pass · 3 fail · 1 inconclusive" in banner
             browser.screenshot(tmp_path / f"report-{width}.png")
+        # printed on A4 landscape (273 mm between the 12 mm margins, 1,032 CSS px)
+        browser.resize(1032, 1000)
+        browser.send("Emulation.setEmulatedMedia", media="print")
+        assert browser.evaluate("getComputedStyle(document.querySelector('nav')).display") == "none"
+        assert browser.evaluate(CELLS)["wide"] == 0
+        assert browser.evaluate("document.documentElement.scrollWidth") <= 1032
         assert browser.errors == []
