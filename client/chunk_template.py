@@ -63,7 +63,7 @@ class ChunkTemplate:
 def learn_template(
     piece: bytes | bytearray,
     text: str,
-    read: Callable[[bytes], object],
+    read: Callable[[bytes | bytearray], object],
     max_event_bytes: int,
 ) -> ChunkTemplate | None:
     """The template of ``piece``, a lone event whose data ``read`` (the protocol's

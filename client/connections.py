@@ -27,6 +27,7 @@ import socket
 import ssl as ssl_module
 import time
 from collections.abc import Callable
+from typing import Any
 
 import gevent
 import gevent.lock
@@ -40,6 +41,8 @@ __all__ = ["READ_SIZE", "ConnectError", "Connection", "Pool"]
 READ_SIZE = 65536
 WATCHDOG_S = 0.05
 _NEVER = 1 << 62
+# what getaddrinfo gives to open a socket: family, type, protocol, address
+Address = tuple[socket.AddressFamily, socket.SocketKind, int, Any]
 
 
 class ConnectError(Exception):
@@ -116,6 +119,7 @@ class Connection:
     def receive(self) -> bytes:
         """The bytes that have arrived on a plain connection, without waiting
         (BlockingIOError when there are none), their arrival instant in ``at``."""
+        data: bytes
         if self.kernel_timestamps:
             data, ancillary, _, _ = self._recvmsg(READ_SIZE, kernel_time.ANCILLARY_SIZE)
         else:
@@ -184,7 +188,7 @@ class Connection:
         if remaining <= 0:
             raise TimeoutError("deadline passed")
         self.sock.settimeout(remaining / 1e9)
-        data = self.sock.recv(READ_SIZE)
+        data: bytes = self.sock.recv(READ_SIZE)
         self.at = time.perf_counter_ns()
         self._full = len(data) == READ_SIZE
         return data
@@ -226,19 +230,20 @@ class Pool:
         self.slots = gevent.lock.BoundedSemaphore(size)
         self._idle: list[Connection] = []
         self._busy: set[Connection] = set()
-        self._address: tuple | None = None
+        self._address: Address | None = None
         self._watchdog: gevent.Greenlet | None = None
 
-    def resolve(self) -> None:
+    def resolve(self) -> Address:
         """Look the host up once; a lookup is no part of the server's latency."""
         if self._address is not None:
-            return
+            return self._address
         try:
             infos = gevent.socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
         except OSError as exc:
             raise ConnectError(f"cannot resolve {self.host}: {exc}", timed_out=False) from exc
         family, kind, proto, _, address = infos[0]
         self._address = (family, kind, proto, address)
+        return self._address
 
     def idle(self) -> Connection | None:
         """A live idle connection, if there is one, now marked busy."""
@@ -269,7 +274,7 @@ class Pool:
             return
 
     def _open(self) -> Connection:
-        family, kind, proto, address = self._address
+        family, kind, proto, address = self.resolve()
         sock = gevent.socket.socket(family, kind, proto)
         where = f"{self.host}:{self.port}"
         try:

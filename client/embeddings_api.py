@@ -23,11 +23,11 @@ __all__ = ["EMBEDDINGS", "embeddings_body", "read_reply"]
 
 
 def embeddings_body(
-    model: str, turn: PlannedTurn, messages: list[dict] | None, options: RequestOptions
-) -> dict:
+    model: str, turn: PlannedTurn, messages: list[dict[str, Any]] | None, options: RequestOptions
+) -> dict[str, Any]:
     """The batch of the turn's texts (its user text when it has no batch)."""
     del messages  # not a conversation
-    body: dict = {
+    body: dict[str, Any] = {
         "model": model,
         "input": list(turn.inputs) or [turn.user_text],
         "encoding_format": "float",

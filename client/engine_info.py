@@ -23,8 +23,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-from urllib.parse import SplitResult, urlsplit
+from typing import Any, NamedTuple
+from urllib.parse import urlsplit
 
 from slogate.analysis.neutral import neutral_text
 
@@ -72,7 +72,16 @@ class EngineInfo:
     context: int | None = None  # tokens, prompt and output together (vLLM's max_model_len)
 
 
-def parse_base_url(base_url: str) -> SplitResult:
+class BaseUrl(NamedTuple):
+    """An engine's base URL, checked: unlike a SplitResult's, its host is there."""
+
+    scheme: str
+    hostname: str
+    port: int | None
+    path: str
+
+
+def parse_base_url(base_url: str) -> BaseUrl:
     """The parts of an engine's base URL; ValueError (a configuration error) when
     it is not http(s)://host[:port][/path]."""
     parts = urlsplit(base_url)
@@ -82,7 +91,7 @@ def parse_base_url(base_url: str) -> SplitResult:
         raise ValueError(f"host {base_url!r}: {error}") from error
     if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
         raise ValueError(f"host {base_url!r}: expected http://host[:port] or https://...")
-    return parts
+    return BaseUrl(parts.scheme, parts.hostname, port, parts.path)
 
 
 def _root(base_url: str) -> str:

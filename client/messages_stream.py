@@ -36,7 +36,7 @@ ANTHROPIC_VERSION = "2023-06-01"
 _CACHE_KEYS = ("cache_creation_input_tokens", "cache_read_input_tokens")
 
 
-def _start(obj: dict) -> Chunk:
+def _start(obj: dict[str, Any]) -> Chunk:
     """``message_start``: the prompt's tokens (cached ones included: Anthropic's
     ``input_tokens`` counts only those after the last cache breakpoint), of
     which ``cache_read_input_tokens`` came from the cache. Its
@@ -52,7 +52,7 @@ def _start(obj: dict) -> Chunk:
     return Chunk(ChunkKind.EMPTY, prompt_tokens=prompt, cached_tokens=cached)
 
 
-def _index(obj: dict) -> int:
+def _index(obj: dict[str, Any]) -> int:
     index = obj.get("index")
     return index if type(index) is int else 0
 
@@ -69,7 +69,7 @@ def _thinking(text: Any) -> Chunk:
     return _empty()
 
 
-def _block_start(obj: dict) -> Chunk:
+def _block_start(obj: dict[str, Any]) -> Chunk:
     block = obj.get("content_block")
     if type(block) is not dict:
         return Chunk(ChunkKind.EMPTY)
@@ -88,7 +88,7 @@ def _block_start(obj: dict) -> Chunk:
     return _empty()
 
 
-def _block_delta(obj: dict, data: bytes) -> Chunk:
+def _block_delta(obj: dict[str, Any], data: bytes | bytearray) -> Chunk:
     delta = obj.get("delta")
     if type(delta) is not dict:
         return malformed("content_block_delta without a delta object", data)
@@ -105,7 +105,7 @@ def _block_delta(obj: dict, data: bytes) -> Chunk:
     return _empty()
 
 
-def _message_delta(obj: dict) -> Chunk:
+def _message_delta(obj: dict[str, Any]) -> Chunk:
     delta = obj.get("delta")
     reason = delta.get("stop_reason") if type(delta) is dict else None
     usage = obj.get("usage")
@@ -118,10 +118,10 @@ def _empty() -> Chunk:
     return Chunk(ChunkKind.EMPTY)
 
 
-def parse_event(data: bytes) -> Chunk:
+def parse_event(data: bytes | bytearray) -> Chunk:
     """Classify the data of one Messages API stream event."""
     obj = event_object(data)
-    if type(obj) is Chunk:
+    if isinstance(obj, Chunk):
         return obj
     kind = obj.get("type")
     if kind == "content_block_delta":
@@ -141,7 +141,7 @@ def parse_event(data: bytes) -> Chunk:
     return _empty()  # ping, content_block_stop, and events added later
 
 
-def _block(part: dict) -> dict:
+def _block(part: dict[str, Any]) -> dict[str, Any]:
     """A chat content part as a Messages content block: text, or an image
     whose ``data:`` URL becomes a base64 source (another URL a ``url`` source)."""
     if part.get("type") != "image_url":
@@ -163,13 +163,13 @@ def _tool_input(arguments: str) -> Any:
     return value if type(value) is dict else {"arguments": arguments}
 
 
-def anthropic_turns(conversation: list[dict]) -> list[dict]:
+def anthropic_turns(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The chat-shaped conversation the load side keeps (system prompts
     removed), as Messages turns: image parts become ``image`` blocks, an
     assistant's tool calls ``tool_use`` blocks, and the tool results that
     follow them one user turn of ``tool_result`` blocks."""
-    turns: list[dict] = []
-    results: list[dict] | None = None  # the open user turn of tool results
+    turns: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] | None = None  # the open user turn of tool results
     for message in conversation:
         role, content = message.get("role"), message.get("content")
         if role == "tool":
@@ -199,13 +199,13 @@ def anthropic_turns(conversation: list[dict]) -> list[dict]:
 
 
 def messages_body(
-    model: str, turn: PlannedTurn, messages: list[dict] | None, options: RequestOptions
-) -> dict:
+    model: str, turn: PlannedTurn, messages: list[dict[str, Any]] | None, options: RequestOptions
+) -> dict[str, Any]:
     """A streamed Messages request: system prompts go to the top-level
     ``system`` field, the conversation to ``messages``."""
     conversation = chat_messages(turn) if messages is None else messages
     system = [m["content"] for m in conversation if m.get("role") == "system"]
-    body: dict = {
+    body: dict[str, Any] = {
         "model": model,
         "stream": True,
         "max_tokens": turn.max_tokens,

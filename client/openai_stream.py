@@ -126,7 +126,7 @@ class Chunk:
         self.tools = tools
 
 
-ChunkParser = Callable[[bytes], "Chunk | str"]
+ChunkParser = Callable[[bytes | bytearray], "Chunk | str"]
 """A protocol's event reader: a Chunk, or only answer text as a plain str (the
 hot path: no Chunk built)."""
 
@@ -176,7 +176,7 @@ def tool_chars(deltas: list[ToolDelta]) -> int:
     return sum(len(name) + len(arguments) for _, _, name, arguments in deltas)
 
 
-def _choice_output(choice: dict) -> tuple[int, int, str, list[ToolDelta] | None]:
+def _choice_output(choice: dict[str, Any]) -> tuple[int, int, str, list[ToolDelta] | None]:
     """(chars of generated output, chars of reasoning, conversation text, tool
     deltas or None) of one choice."""
     delta = choice.get("delta")
@@ -202,17 +202,18 @@ def _choice_output(choice: dict) -> tuple[int, int, str, list[ToolDelta] | None]
     return chars + reasoning, reasoning, text, tools
 
 
-def usage_int(usage: dict, key: str, details: str | None = None) -> int | None:
+def usage_int(usage: dict[str, Any], key: str, details: str | None = None) -> int | None:
     """``usage[key]`` (or ``usage[details][key]``) when it is an integer."""
     if details is not None:
-        usage = usage.get(details)
-        if type(usage) is not dict:
+        inner = usage.get(details)
+        if type(inner) is not dict:
             return None
+        usage = inner
     value = usage.get(key)
     return value if type(value) is int else None
 
 
-def _event_error(data: bytes) -> str:
+def _event_error(data: bytes | bytearray) -> str:
     """The message of an ``event: error`` (JSON with an error object, or text)."""
     try:
         obj = _loads(data)
@@ -223,11 +224,11 @@ def _event_error(data: bytes) -> str:
     return error_message(obj)
 
 
-def malformed(what: str, data: bytes) -> Chunk:
+def malformed(what: str, data: bytes | bytearray) -> Chunk:
     return Chunk(ChunkKind.MALFORMED, message=f"{what}: {data[:200]!r}")
 
 
-def event_object(data: bytes) -> dict | Chunk:
+def event_object(data: bytes | bytearray) -> dict[str, Any] | Chunk:
     """The JSON object an API's stream event holds, or the malformed chunk
     saying why it holds none."""
     try:
@@ -241,12 +242,12 @@ def event_object(data: bytes) -> dict | Chunk:
 
 def as_chunk(parsed: Chunk | str) -> Chunk:
     """What a ChunkParser returned, as a Chunk (plain text is an output chunk)."""
-    if type(parsed) is str:
+    if isinstance(parsed, str):
         return Chunk(_OUTPUT, len(parsed), parsed)
     return parsed
 
 
-def _plain_text(obj: dict) -> str | None:
+def _plain_text(obj: dict[str, Any]) -> str | None:
     """The text of the usual chunk: one choice whose delta (or completions
     choice) holds nothing but non-empty text, no finish reason, no usage, no
     error; None for any other shape. Exactly what the general reading below
@@ -269,7 +270,7 @@ def _plain_text(obj: dict) -> str | None:
     return text if type(obj.get("usage")) is not dict else None
 
 
-def parse_chunk(data: bytes) -> Chunk | str:
+def parse_chunk(data: bytes | bytearray) -> Chunk | str:
     """Classify the data of one SSE event of a chat or completions stream: a
     Chunk, or for the usual chunk (only answer text) the text itself.
 
@@ -277,13 +278,13 @@ def parse_chunk(data: bytes) -> Chunk | str:
     if data == DONE:
         return Chunk(ChunkKind.DONE)
     obj = event_object(data)
-    if type(obj) is not dict:
+    if isinstance(obj, Chunk):
         return obj
     text = _plain_text(obj)
     return text if text is not None else chunk_object(obj, data)
 
 
-def chunk_object(obj: dict, data: bytes) -> Chunk:
+def chunk_object(obj: dict[str, Any], data: bytes | bytearray) -> Chunk:
     """Classify a chat or completions chunk's JSON object (``data``: its bytes,
     quoted when it is malformed): the general reading, for every shape."""
     error = obj.get("error")
@@ -374,12 +375,12 @@ class StreamInterpreter:
         self._seen_tokens = 0
         self._carried = 0
         self._per_chunk = True
-        self._calls: dict[int, list] = {}  # index -> [id, name, argument pieces]
+        self._calls: dict[int, list[Any]] = {}  # index -> [id, name, argument pieces]
         self._template: ChunkTemplate | None = None
         self._lessons = TEMPLATE_LESSONS
 
     @property
-    def tool_calls(self) -> list[dict]:
+    def tool_calls(self) -> list[dict[str, Any]]:
         """The tool calls of the reply, assembled, in the OpenAI chat shape (what
         an agent sends back in the assistant message)."""
         return [
@@ -571,9 +572,13 @@ class StreamInterpreter:
 
 
 def _body(
-    api: str, model: str, turn: PlannedTurn, messages: list[dict] | None, options: RequestOptions
-) -> dict:
-    body: dict = {"model": model, "stream": True, "max_tokens": turn.max_tokens}
+    api: str,
+    model: str,
+    turn: PlannedTurn,
+    messages: list[dict[str, Any]] | None,
+    options: RequestOptions,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "stream": True, "max_tokens": turn.max_tokens}
     if api == "chat":
         body["messages"] = chat_messages(turn) if messages is None else messages
         if options.tools:
@@ -581,7 +586,7 @@ def _body(
     else:
         body["prompt"] = turn.prompt
     if options.include_usage or options.continuous_usage:
-        stream_options: dict = {"include_usage": True}
+        stream_options: dict[str, Any] = {"include_usage": True}
         if options.continuous_usage:
             stream_options["continuous_usage_stats"] = True
         body["stream_options"] = stream_options
@@ -589,15 +594,15 @@ def _body(
 
 
 def chat_body(
-    model: str, turn: PlannedTurn, messages: list[dict] | None, options: RequestOptions
-) -> dict:
+    model: str, turn: PlannedTurn, messages: list[dict[str, Any]] | None, options: RequestOptions
+) -> dict[str, Any]:
     """A streamed ``/v1/chat/completions`` body that asks for usage."""
     return _body("chat", model, turn, messages, options)
 
 
 def completions_body(
-    model: str, turn: PlannedTurn, messages: list[dict] | None, options: RequestOptions
-) -> dict:
+    model: str, turn: PlannedTurn, messages: list[dict[str, Any]] | None, options: RequestOptions
+) -> dict[str, Any]:
     """A streamed ``/v1/completions`` body: the turn's prompt alone."""
     return _body("completions", model, turn, messages, options)
 

@@ -25,7 +25,9 @@ __all__ = [
     "user_message",
 ]
 
-BodyBuilder = Callable[[str, PlannedTurn, "list[dict] | None", RequestOptions], dict]
+BodyBuilder = Callable[
+    [str, PlannedTurn, "list[dict[str, Any]] | None", RequestOptions], dict[str, Any]
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +41,7 @@ class Protocol:
     api: str
     path: str
     body: BodyBuilder
-    parse: Callable[[bytes], Any] | None
+    parse: Callable[[bytes | bytearray], Any] | None
     auth: Callable[[str], str]
     conversational: bool = True
     streamed: bool = True
@@ -50,19 +52,21 @@ def bearer(key: str) -> str:
     return f"Authorization: Bearer {key}\r\n" if key else ""
 
 
-def user_message(turn: PlannedTurn) -> dict:
+def user_message(turn: PlannedTurn) -> dict[str, Any]:
     """The turn's user message: its text, and its images as ``image_url`` parts."""
     if not turn.images:
         return {"role": "user", "content": turn.user_text}
-    parts: list[dict] = [{"type": "text", "text": turn.user_text}]
+    parts: list[dict[str, Any]] = [{"type": "text", "text": turn.user_text}]
     parts.extend({"type": "image_url", "image_url": {"url": url}} for url in turn.images)
     return {"role": "user", "content": parts}
 
 
-def chat_messages(turn: PlannedTurn, history: Sequence[dict] = ()) -> list[dict]:
+def chat_messages(
+    turn: PlannedTurn, history: Sequence[dict[str, Any]] = ()
+) -> list[dict[str, Any]]:
     """The conversation so far (with the assistant's actual replies, or the
     recorded history the turn carries), then this turn."""
-    messages: list[dict] = []
+    messages: list[dict[str, Any]] = []
     if turn.system_text is not None:
         messages.append({"role": "system", "content": turn.system_text})
     if turn.history is None:
@@ -73,7 +77,9 @@ def chat_messages(turn: PlannedTurn, history: Sequence[dict] = ()) -> list[dict]
     return messages
 
 
-def common_options(body: dict, turn: PlannedTurn, options: RequestOptions) -> dict:
+def common_options(
+    body: dict[str, Any], turn: PlannedTurn, options: RequestOptions
+) -> dict[str, Any]:
     """The options every protocol passes the same way, then the scenario's extra
     body fields (which the scenario check keeps off the fields set here)."""
     if options.ignore_eos:

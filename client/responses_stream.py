@@ -16,6 +16,8 @@ boundaries) carries no output.
 
 from __future__ import annotations
 
+from typing import Any
+
 from slogate.client.openai_stream import (
     Chunk,
     ChunkKind,
@@ -47,7 +49,7 @@ _DONE = b"[DONE]"
 _EMPTY = Chunk(ChunkKind.EMPTY)  # immutable in use: the interpreter only reads chunks
 
 
-def _delta_text(obj: dict) -> str:
+def _delta_text(obj: dict[str, Any]) -> str:
     delta = obj.get("delta")
     if type(delta) is str:
         return delta
@@ -57,12 +59,12 @@ def _delta_text(obj: dict) -> str:
     return ""
 
 
-def _index(obj: dict) -> int:
+def _index(obj: dict[str, Any]) -> int:
     index = obj.get("output_index")
     return index if type(index) is int else 0
 
 
-def _final(obj: dict, finish: str) -> Chunk:
+def _final(obj: dict[str, Any], finish: str) -> Chunk:
     """``response.completed``/``response.incomplete``: the end, with usage."""
     response = obj.get("response")
     usage = response.get("usage") if type(response) is dict else None
@@ -82,18 +84,18 @@ def _final(obj: dict, finish: str) -> Chunk:
     )
 
 
-def _failed(obj: dict) -> Chunk:
+def _failed(obj: dict[str, Any]) -> Chunk:
     response = obj.get("response")
     error = response.get("error") if type(response) is dict else None
     return Chunk(ChunkKind.ERROR, message=error_message(error or "response.failed"))
 
 
-def parse_event(data: bytes) -> Chunk:
+def parse_event(data: bytes | bytearray) -> Chunk:
     """Classify the data of one Responses API stream event."""
     if data == _DONE:
         return Chunk(ChunkKind.DONE)
     obj = event_object(data)
-    if type(obj) is Chunk:
+    if isinstance(obj, Chunk):
         return obj
     kind = obj.get("type")
     if type(kind) is not str:
@@ -130,18 +132,18 @@ def parse_event(data: bytes) -> Chunk:
     return Chunk(ChunkKind.EMPTY)
 
 
-def _input_part(part: dict) -> dict:
+def _input_part(part: dict[str, Any]) -> dict[str, Any]:
     """A chat content part as a Responses input part (``input_text``, ``input_image``)."""
     if part.get("type") == "image_url":
         return {"type": "input_image", "image_url": part["image_url"]["url"], "detail": "auto"}
     return {"type": "input_text", "text": part.get("text", "")}
 
 
-def input_items(conversation: list[dict]) -> list[dict]:
+def input_items(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The chat-shaped conversation the load side keeps, as Responses ``input``
     items: image parts become ``input_image``, an assistant's tool calls
     ``function_call`` items and tool results ``function_call_output`` items."""
-    items: list[dict] = []
+    items: list[dict[str, Any]] = []
     for message in conversation:
         role, content = message.get("role"), message.get("content")
         if role == "tool":
@@ -165,11 +167,11 @@ def input_items(conversation: list[dict]) -> list[dict]:
 
 
 def responses_body(
-    model: str, turn: PlannedTurn, messages: list[dict] | None, options: RequestOptions
-) -> dict:
+    model: str, turn: PlannedTurn, messages: list[dict[str, Any]] | None, options: RequestOptions
+) -> dict[str, Any]:
     """A streamed Responses request: the conversation as ``input`` items
     (the system prompt stays a ``system`` message), ``max_output_tokens``."""
-    body: dict = {
+    body: dict[str, Any] = {
         "model": model,
         "stream": True,
         "max_output_tokens": turn.max_tokens,

@@ -48,14 +48,15 @@ class SSEProtocolError(ValueError):
 
 
 class Event:
-    """One dispatched event. ``data`` is the joined data lines (bytes); ``error``
+    """One dispatched event. ``data`` is the joined data lines (bytes, or the
+    read's bytearray when the event came in one read); ``error``
     is the legacy ``error:`` field's value when the event carried one."""
 
     __slots__ = ("data", "error", "event", "id", "retry")
 
     def __init__(
         self,
-        data: bytes,
+        data: bytes | bytearray,
         event: str | None = None,
         id: str | None = None,
         retry: int | None = None,
@@ -84,7 +85,9 @@ class Event:
             other.error,
         )
 
-    __hash__ = None  # mutable value object
+    # a mutable value object: unhashable, as a dataclass with eq is; mypy wants
+    # the Callable object declares, which None is not
+    __hash__ = None  # type: ignore[assignment]
 
 
 def lone_event_data(chunk: bytes | bytearray, max_event_bytes: int) -> bytes | bytearray | None:
@@ -131,7 +134,7 @@ class SSEParser:
         self._held = 0  # bytes of the event so far: data, error and unfinished line
         self._skip_lf = False
         self._idle = True  # nothing pending: no unfinished line or event, no CR to pair
-        self._data: list[bytes] = []
+        self._data: list[bytes | bytearray] = []
         self._event: str | None = None
         self._error: str | None = None
         self.comments = 0
@@ -252,7 +255,7 @@ class SSEParser:
             "its blank line: the server is not sending events"
         )
 
-    def _field(self, line: bytes) -> int:
+    def _field(self, line: bytes | bytearray) -> int:
         """Apply one non-data field line; the bytes it adds to the event."""
         name, colon, value = line.partition(b":")
         if colon and value[:1] == _SPACE:

@@ -26,6 +26,7 @@ import ssl as ssl_module
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import gevent
 import orjson
@@ -97,7 +98,7 @@ class StreamResult:
 
     record: RequestRecord
     text: str
-    tool_calls: list[dict] = field(default_factory=list)  # the reply's, assembled
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # the reply's, assembled
 
 
 def error_kind_for_status(status: int) -> ErrorKind:
@@ -133,9 +134,10 @@ class _Response(HTTPResponseParser):
         self._reads = 0
         self._field_read = -1  # the read in which the last name piece came
 
-    def feed(self, data: bytes | bytearray) -> None:
+    # the C parser reads any buffer (a read's bytearray too); its stub says str | bytes
+    def feed(self, data: bytes | bytearray) -> None:  # type: ignore[override]
         self._reads += 1
-        super().feed(data)
+        super().feed(data)  # type: ignore[arg-type]
 
     def _on_message_begin(self) -> None:
         pass
@@ -245,7 +247,9 @@ class StreamClient:
     def close(self) -> None:
         self.pool.close()
 
-    def body(self, turn: PlannedTurn, messages: list[dict] | None = None) -> dict:
+    def body(
+        self, turn: PlannedTurn, messages: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
         """The JSON body sent for ``turn``. ``messages`` is the full chat history
         to send (ending with this turn's user message); when None it is built
         from the turn's system and user text."""
@@ -258,7 +262,10 @@ class StreamClient:
         return ThinkTags(tags[0], tags[1], starts_inside=self.options.think_starts_inside)
 
     def prepare(
-        self, turn: PlannedTurn, messages: list[dict] | None = None, session: str | None = None
+        self,
+        turn: PlannedTurn,
+        messages: list[dict[str, Any]] | None = None,
+        session: str | None = None,
     ) -> PreparedRequest:
         """The whole HTTP request for ``turn``, encoded: open loop builds it ahead
         of the request's instant (:mod:`slogate.locustfiles.lookahead`).
@@ -275,7 +282,7 @@ class StreamClient:
     def send(
         self,
         turn: PlannedTurn,
-        messages: list[dict] | None = None,
+        messages: list[dict[str, Any]] | None = None,
         scheduled_ns: int | None = None,
     ) -> StreamResult:
         """Build one streaming request, send it and follow it to its end."""
@@ -377,6 +384,7 @@ class _Exchange:
         "eof",
         "first_deadline",
         "got_bytes",
+        "idle",
         "record",
         "response",
         "reused",
@@ -386,6 +394,7 @@ class _Exchange:
         "turn",
         "writing",
     )
+    conn: Connection  # the idle one it was given, else one opened when it runs
 
     def __init__(
         self,
@@ -398,7 +407,7 @@ class _Exchange:
         self.client = client
         self.writing = writing
         self.turn = turn
-        self.conn = idle
+        self.idle = idle
         self.stream = stream
         self.record = stream.record
         self.reused = idle is not None
@@ -417,8 +426,7 @@ class _Exchange:
         """The connection goes back to the pool only when the response was read to
         its end."""
         pool = self.client.pool
-        if self.conn is None:
-            self.conn = pool.connect()
+        self.conn = pool.connect() if self.idle is None else self.idle
         self.record.connected_ns = time.perf_counter_ns()
         reusable = False
         try:
