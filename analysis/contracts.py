@@ -439,6 +439,7 @@ class ServerView(EngineMetrics):
     (prefill, decode) when prefill and decode run apart."""
 
     tier: Literal["prefill", "decode"] | None = None
+    time_ms: dict[str, float] = Field(default_factory=dict)  # mean per request, by phase
 
 
 class LoopStall(Contract):

@@ -37,6 +37,7 @@ GPU_SOURCE = "dcgm"
 # the engine's histogram, and the client's of the same quantity
 COMPARED = {"ttft_ms": ("ttft_seconds", "ttft"), "itl_ms": ("itl_seconds", "itl")}
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
+PHASES = ("prefill", "decode", "kv_transfer")
 MS_PER_S = 1000.0
 US_PER_MS = 1000.0
 
@@ -105,8 +106,27 @@ def servers_view(run: RunData) -> dict[str, dict[str, Any]]:
     for name, tier in sorted(tiers.items()):
         found = engine_metrics(run, name)
         if found is not None:
-            view[name] = {**found, "tier": tier}
+            view[name] = {**found, "tier": tier, "time_ms": phase_means(run, name)}
     return view
+
+
+def phase_means(run: RunData, source: str) -> dict[str, float]:
+    """A server's mean time per request in each phase it exports over the
+    measured window, in ms: prefill, decode, and the KV transfers of a
+    disaggregated decode worker (``slogate.analysis.server_metrics``)."""
+    measured = measured_scrapes(run, with_histograms=True, source=source)
+    if len(measured) < 2:
+        return {}
+    first, last = measured[0]["histograms"], measured[-1]["histograms"]
+    means = {}
+    for phase in PHASES:
+        name = f"{phase}_seconds"
+        if name not in first or name not in last:
+            continue
+        delta = histogram_delta(Histogram.from_dict(first[name]), Histogram.from_dict(last[name]))
+        if delta is not None and delta.count > 0:
+            means[phase] = round(delta.sum / delta.count * MS_PER_S, 3)
+    return means
 
 
 def engine_metrics(run: RunData, source: str = ENGINE_SOURCE) -> dict[str, Any] | None:

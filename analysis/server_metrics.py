@@ -23,7 +23,13 @@ Latency histograms (vLLM's and SGLang's, in seconds) are kept whole, as their
 ``sum``, ``count`` and cumulative buckets summed over label sets:
 
 - ``ttft_seconds``: time to first token, as the engine logs it;
-- ``itl_seconds``: the gaps between output tokens.
+- ``itl_seconds``: the gaps between output tokens;
+- ``prefill_seconds``, ``decode_seconds``: a request's time in each phase
+  (vLLM ``vllm:request_prefill_time_seconds`` and ``_decode_time_seconds``);
+- ``kv_transfer_seconds``: disaggregated serving's KV transfers (vLLM's NIXL
+  connector, ``vllm:nixl_xfer_time_seconds``). SGLang reports its transfers
+  as gauges (``sglang:kv_transfer_latency_ms``, ``kv_transfer_speed_gb_s``),
+  read as the ``kv_transfer_ms`` series.
 
 The difference of two scrapes is the engine's own view of the requests served
 between them: :func:`histogram_delta` gives it, :func:`bucket_bounds` what its
@@ -73,7 +79,14 @@ def parse_target(text: str) -> ScrapeTarget | None:
 
 Combine = Literal["sum", "mean"]
 
-GAUGES = ("running", "waiting", "kv_cache_usage", "gpu_utilization", "gpu_memory_used_bytes")
+GAUGES = (
+    "running",
+    "waiting",
+    "kv_cache_usage",
+    "kv_transfer_ms",
+    "gpu_utilization",
+    "gpu_memory_used_bytes",
+)
 COUNTERS = (
     "requests_total",
     "prompt_tokens_total",
@@ -168,6 +181,9 @@ VLLM = Dialect(
             "itl_seconds",
             ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
         ),
+        HistogramRule("prefill_seconds", ("vllm:request_prefill_time_seconds",)),
+        HistogramRule("decode_seconds", ("vllm:request_decode_time_seconds",)),
+        HistogramRule("kv_transfer_seconds", ("vllm:nixl_xfer_time_seconds",)),
     ),
 )
 
@@ -183,6 +199,7 @@ SGLANG = Dialect(
         Rule("generation_tokens_total", ("sglang:generation_tokens_total",)),
         Rule("preemptions_total", ("sglang:num_retracted_requests_total",)),
         Rule("requests_total", ("sglang:num_requests_total",)),
+        Rule("kv_transfer_ms", ("sglang:kv_transfer_latency_ms",), combine="mean"),
         Rule("prefix_cache_hits_total", ("sglang:cached_tokens_total",)),
     ),
     (

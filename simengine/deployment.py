@@ -183,11 +183,12 @@ def _routed(handler: Handler) -> Handler:
                 body = None  # the replica answers 400
             if isinstance(body, dict):
                 prompt = server.prompt_text(body, api)
-        if deployment.prefill_router is not None and api is not None:
-            await _prefill(deployment, request, api, prompt)
         decision = deployment.router.choose(prompt, request.headers.get(SESSION_HEADER))
-        request[server.ROUTED] = deployment.decode[decision.index].state
+        decoder = deployment.decode[decision.index].state
         try:
+            if deployment.prefill_router is not None and api is not None:
+                await _prefill(deployment, request, api, prompt, decoder)
+            request[server.ROUTED] = decoder
             return await handler(request)
         finally:
             deployment.router.finished(decision.index)
@@ -195,10 +196,13 @@ def _routed(handler: Handler) -> Handler:
     return route
 
 
-async def _prefill(deployment: Deployment, request: web.Request, api: str, prompt: str) -> None:
+async def _prefill(
+    deployment: Deployment, request: web.Request, api: str, prompt: str, decoder: server.State
+) -> None:
     """Prefill on a prefill worker, then wait while the prompt's KV travels to
-    the decode worker (its bytes over the link, as the offline simulator
-    times it): the request's TTFT holds both."""
+    the ``decoder`` (its bytes over the link, as the offline simulator times
+    it; the decode worker counts the transfer in its metrics, as vLLM's NIXL
+    connector does): the request's TTFT holds both."""
     assert deployment.prefill_router is not None
     decision = deployment.prefill_router.choose(prompt)
     worker = deployment.prefill[decision.index].state
@@ -210,6 +214,7 @@ async def _prefill(deployment: Deployment, request: web.Request, api: str, promp
         return  # the decode worker answers the request's error
     transfer_s = kv_transfer_seconds(worker.config.profile, prefilled.prompt_tokens)
     await asyncio.sleep(transfer_s / worker.config.speedup)
+    decoder.engine.metrics.kv_transfer.observe(transfer_s)
     request[server.PREFILLED] = prefilled
     request[PREFILLED_BY] = deployment.prefill[decision.index].name
 

@@ -244,7 +244,10 @@ class Engine:
             else:
                 metrics.itl.observe(now - stream.last_time)
             stream.last_time = now
+            if seq.output_len == 1 and seq.scheduled_at is not None:
+                metrics.prefill.observe(now - seq.scheduled_at)
             if seq.status == Status.FINISHED:
+                metrics.decode.observe(now - (seq.first_token_time or now))
                 metrics.e2e.observe(now - seq.arrival)
                 metrics.finished["stop" if seq.stops_at_eos else "length"] += 1
             stream.on_tokens()

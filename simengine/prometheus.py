@@ -38,6 +38,10 @@ E2E_BUCKETS = (
 )  # fmt: skip
 
 
+# vLLM's NIXL connector's transfer-time buckets (its kv_connector metrics).
+TRANSFER_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0)
+
+
 class BucketHistogram:
     """A Prometheus histogram that accepts many equal observations at once."""
 
@@ -51,6 +55,10 @@ class BucketHistogram:
     def observe(self, value: float, count: int = 1) -> None:
         self._counts[bisect_left(self._bounds, value)] += count
         self._sum += value * count
+
+    @property
+    def count(self) -> int:
+        return sum(self._counts)
 
     def family(self, name: str, doc: str, labels: dict[str, str]) -> HistogramMetricFamily:
         family = HistogramMetricFamily(name, doc, labels=list(labels))
@@ -71,6 +79,11 @@ class EngineMetrics:
         self.ttft = BucketHistogram(TTFT_BUCKETS)
         self.itl = BucketHistogram(ITL_BUCKETS)
         self.e2e = BucketHistogram(E2E_BUCKETS)
+        # a request's time in each phase: its first step to its first token,
+        # then to its last; and a disaggregated decode worker's KV transfers
+        self.prefill = BucketHistogram(E2E_BUCKETS)
+        self.decode = BucketHistogram(E2E_BUCKETS)
+        self.kv_transfer = BucketHistogram(TRANSFER_BUCKETS)
         self.finished = {"stop": 0, "length": 0, "abort": 0}
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
@@ -150,3 +163,19 @@ class EngineMetrics:
         yield self.e2e.family(
             "vllm:e2e_request_latency_seconds", "Histogram of end to end request latency.", labels
         )
+        yield self.prefill.family(
+            "vllm:request_prefill_time_seconds",
+            "Histogram of time spent in PREFILL phase for request.",
+            labels,
+        )
+        yield self.decode.family(
+            "vllm:request_decode_time_seconds",
+            "Histogram of time spent in DECODE phase for request.",
+            labels,
+        )
+        if self.kv_transfer.count:
+            yield self.kv_transfer.family(
+                "vllm:nixl_xfer_time_seconds",
+                "Histogram of transfer duration for NIXL KV Cache transfers.",
+                labels,
+            )

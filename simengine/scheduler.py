@@ -78,6 +78,7 @@ class Sequence:
         "prompt_hashes",
         "prompt_len",
         "request_id",
+        "scheduled_at",
         "sink",
         "status",
         "stops_at_eos",
@@ -114,6 +115,7 @@ class Sequence:
         self.num_shared = 0
         self.num_preemptions = 0
         self.first_token_time: float | None = None
+        self.scheduled_at: float | None = None  # model time of its first step: prefill starts
         self.last_token_time = 0.0
 
     @property
@@ -293,6 +295,8 @@ class Scheduler:
             if seq.status != Status.RUNNING:  # aborted or preempted meanwhile
                 continue
             seq.num_computed += n - draft
+            if seq.scheduled_at is None:
+                seq.scheduled_at = now - step.duration
             if publish and seq.num_shared < len(seq.prompt_hashes):
                 kv.publish(seq)
             if seq.num_computed == seq.num_tokens:

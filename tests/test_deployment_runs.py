@@ -225,5 +225,12 @@ def test_a_disaggregated_deployment_shows_both_tiers(tmp_path, deployment) -> No
     assert {name: server["tier"] for name, server in servers.items()} == tiers
     for server in servers.values():
         assert server["counters"]["prompt_tokens_total"] > 0
+    # time in each tier: the prefill worker's prefill, the decode workers' KV
+    # transfers (the link's share of TTFT) and decode
+    prefill = servers["prefill-0"]["time_ms"]
+    assert prefill["prefill"] > 0 and "kv_transfer" not in prefill
+    for name in ("decode-0", "decode-1"):
+        decode = servers[name]["time_ms"]
+        assert decode["kv_transfer"] > 0 and decode["decode"] > decode["prefill"] > 0, decode
     report = (out / "report.html").read_text()
     assert '<td class="l">prefill</td>' in report and '<td class="l">decode</td>' in report

@@ -338,3 +338,31 @@ def test_an_engine_restart_between_scrapes_gives_no_difference() -> None:
 def test_engines_without_latency_histograms_have_none() -> None:
     assert snapshot(sglang_text()).histograms == {}
     assert snapshot(vllm_text()).histograms["ttft_seconds"].count == 2
+
+
+def test_phase_times_and_kv_transfers_are_read_where_engines_export_them() -> None:
+    vllm = (
+        "# TYPE vllm:request_prefill_time_seconds histogram\n"
+        'vllm:request_prefill_time_seconds_bucket{le="0.5"} 3\n'
+        'vllm:request_prefill_time_seconds_bucket{le="+Inf"} 4\n'
+        "vllm:request_prefill_time_seconds_sum 1.2\n"
+        "vllm:request_prefill_time_seconds_count 4\n"
+        "# TYPE vllm:nixl_xfer_time_seconds histogram\n"
+        'vllm:nixl_xfer_time_seconds_bucket{le="+Inf"} 2\n'
+        "vllm:nixl_xfer_time_seconds_sum 0.25\n"
+        "vllm:nixl_xfer_time_seconds_count 2\n"
+        "# TYPE vllm:num_requests_running gauge\n"
+        "vllm:num_requests_running 1\n"
+    )
+    snap = snapshot(vllm)
+    assert snap.histograms["prefill_seconds"].count == 4
+    assert snap.histograms["prefill_seconds"].sum == pytest.approx(1.2)
+    assert snap.histograms["kv_transfer_seconds"].sum == pytest.approx(0.25)
+    assert "decode_seconds" not in snap.histograms  # not exported: absent, never 0
+    sglang = (
+        "# TYPE sglang:kv_transfer_latency_ms gauge\n"
+        'sglang:kv_transfer_latency_ms{model_name="m"} 12.5\n'
+        "# TYPE sglang:num_running_reqs gauge\n"
+        'sglang:num_running_reqs{model_name="m"} 2\n'
+    )
+    assert snapshot(sglang).series["kv_transfer_ms"] == 12.5
