@@ -55,6 +55,8 @@ def test_the_run_is_cut_where_its_latest_series_settles() -> None:
     assert (cut.found_s, cut.cut_s, cut.settled) == (10.0, 12.0, True)
     rising = find_cut(rows("chat", "ttft_p50_ms", [1, 2, 3, 4, 5, 6, 7, 8]), ["chat"], 5.0, 40.0)
     assert (rising.cut_s, rising.settled) == (20.0, False) and "longer run" in rising.note
+    plateau = rows("chat", "ttft_p50_ms", [14, 458, 957, 1430, 1437, 1437, 1438, 1438, 1439, 1439])
+    assert find_cut(plateau, ["chat"], 5.0, 50.0).found_s == 15.0  # measured; MSER alone: 25 s
     drift = rows("chat", "ttft_p50_ms", [12, 17, 19, 14, 16, 13, 14, 13])  # measured: steady
     assert find_cut(drift, ["chat"], 5.0, 40.0).cut_s == 0.0
     tail = rows("chat", "ttft_p50_ms", [5, 5, 5, 5, 5, 5, 5, 5, 900])  # t = 40 s: winding down
