@@ -48,7 +48,7 @@ from slogate.analysis.neutral import neutralise_logs
 from slogate.analysis.rundata import RunData
 from slogate.analysis.server_metrics import parse_target
 from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
-from slogate.client.endpoints import check_endpoints, parse_endpoint
+from slogate.client.endpoints import Endpoint, check_endpoints, parse_endpoint
 from slogate.client.engine_info import EngineError, RouteNotServed, discover, probe_route
 from slogate.client.streaming import PROTOCOLS
 from slogate.locustfiles import state
@@ -113,7 +113,7 @@ def build_context(
     return LoadContext(
         scenarios=loaded,
         host=host,
-        endpoints=[parse_endpoint(text) for text in options.endpoint or ()],
+        endpoints=run_endpoints(options, loaded),
         spread=options.spread,
         affinity=options.affinity,
         model=model,
@@ -126,6 +126,14 @@ def build_context(
         if options.slogate_context
         else None,
     )
+
+
+def run_endpoints(options: Any, loaded: list[Scenario]) -> list[Endpoint]:
+    """The run's endpoints: the command line's (``--endpoint``), else the
+    first scenario's ``endpoints:``, else none (the host alone)."""
+    if options.endpoint:
+        return [parse_endpoint(text) for text in options.endpoint]
+    return [Endpoint(e.name, e.url, e.weight) for e in loaded[0].endpoints]
 
 
 def fail(code: int, message: object) -> NoReturn:
@@ -185,7 +193,12 @@ def start_session(options: Any, runner: Any) -> RunSession:
     if options.run_time:
         options.slogate_duration = float(options.run_time)
         options.run_time = None  # the shape ends the run; Locust's own timer would cut warm-up
-    endpoints = [parse_endpoint(text) for text in options.endpoint or ()]
+    check_slice(options.slice, options.window)
+    try:
+        loaded = scenarios.load(scenario_path(options), scenario_overrides(options))
+    except (scenarios.ScenarioError, ValueError, OSError) as error:
+        fail(EXIT_CONFIG, error)
+    endpoints = run_endpoints(options, loaded)
     try:
         check_endpoints(endpoints)
     except ValueError as error:
@@ -194,9 +207,7 @@ def start_session(options: Any, runner: Any) -> RunSession:
         options.host = endpoints[0].url
     if not options.host:
         fail(EXIT_CONFIG, "no host: pass --host URL")
-    check_slice(options.slice, options.window)
     try:
-        loaded = scenarios.load(scenario_path(options), scenario_overrides(options))
         pricing = Pricing.from_options(options.gpu_price_per_hour, options.gpus)
         engine = discover(options.host, loaded[0].request.api_key_env, timeout=10.0)
         probe_routes(options.host, loaded, engine.model)

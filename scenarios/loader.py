@@ -39,6 +39,7 @@ from slogate.scenarios.schema import (
 from slogate.scenarios.sections import (
     AGENT_FIELDS,
     CANCEL_FIELDS,
+    ENDPOINTS_SHAPE,
     IMAGE_FIELDS,
     REQUEST_FIELDS,
     SLO_FIELDS,
@@ -47,6 +48,7 @@ from slogate.scenarios.sections import (
     load_fields,
     read_agent,
     read_cancel,
+    read_endpoints,
     read_images,
     read_load,
     read_request,
@@ -102,6 +104,7 @@ SCENARIO_FIELDS = {
     "agent": nested(read_agent, section_shape(AGENT_FIELDS)),
     "images": nested(read_images, section_shape(IMAGE_FIELDS)),
     "cancel": nested(read_cancel, section_shape(CANCEL_FIELDS)),
+    "endpoints": nested(read_endpoints, ENDPOINTS_SHAPE),
 }
 MEMBER_FIELDS = {
     "file": required(TEXT),
@@ -332,6 +335,7 @@ def _scenario(
         images=f["images"],
         cancel=f["cancel"],
         slo_tiers=f["slo_tiers"],
+        endpoints=f["endpoints"] or (),
         source=str(file),
         raw={**raw, "load": load_raw},
     )

@@ -124,6 +124,15 @@ class RequestOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class EndpointSpec:
+    """One of a scenario's ``endpoints:``: its name, base URL and weight."""
+
+    name: str
+    url: str
+    weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
 class Timeouts:
     connect_s: float = 10.0
     first_token_s: float = 120.0
@@ -214,5 +223,7 @@ class Scenario:
     cancel: CancelSpec | None = None
     # named sets of SLOs beside the gating ``slo``: a sweep reports the most load under each
     slo_tiers: tuple[tuple[str, SloSpec], ...] = ()
+    # several endpoints of one deployment (docs/load.md, "Several endpoints")
+    endpoints: tuple[EndpointSpec, ...] = ()
     source: str = ""
     raw: dict[str, Any] = field(default_factory=dict)

@@ -20,6 +20,7 @@ from slogate.scenarios.limits import (
 from slogate.scenarios.model import (
     AgentSpec,
     CancelSpec,
+    EndpointSpec,
     GoodputSpec,
     ImageSpec,
     LoadSpec,
@@ -563,3 +564,39 @@ def read_slo_tiers(reader: Reader, value: Any, path: str) -> tuple[tuple[str, Sl
         if spec is not None:
             tiers.append((name, spec))
     return tuple(tiers)
+
+
+_BASE_URL = re.compile(r"https?://[^\s/?#]+(/\S*)?")
+
+
+def _checked_url(value: Any) -> str:
+    if not isinstance(value, str) or not _BASE_URL.fullmatch(value):
+        raise ValueError
+    return value
+
+
+ENDPOINT_FIELDS = {
+    "name": required(NAME),
+    "url": required(Check("an http(s) base URL", _checked_url, {"type": "string"})),
+    "weight": optional(number(gt=0), 1.0),
+}
+ENDPOINTS_SHAPE = list_of(section_shape(ENDPOINT_FIELDS)).shape
+
+
+def read_endpoints(reader: Reader, value: Any, path: str) -> tuple[EndpointSpec, ...] | None:
+    """``endpoints:``: a list of ``{name, url, weight}``, names unique."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not value:
+        reader.problem(path, "expected a non-empty list of {name, url, weight}")
+        return None
+    endpoints = []
+    for index, item in enumerate(value):
+        f = reader.section(item, join(path, index), ENDPOINT_FIELDS)
+        if f is None:
+            return None
+        if any(e.name == f["name"] for e in endpoints):
+            reader.problem(join(join(path, index), "name"), f"{f['name']!r} is named twice")
+            return None
+        endpoints.append(EndpointSpec(**f))
+    return tuple(endpoints)

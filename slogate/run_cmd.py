@@ -114,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"slogate: {problem}", file=sys.stderr)
         return EXIT_CONFIG
+    if not args.host and loaded[0].endpoints:  # the scenario names its deployment's endpoints
+        args.host = loaded[0].endpoints[0].url
     try:
         profile = args.profile or (None if args.host else loaded[0].engine_profile)
         with target_engine(args.host, profile, loaded[0].request.api_key_env) as host:

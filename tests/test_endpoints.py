@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from reportdata import run_of
 
+from slogate import scenarios
 from slogate.analysis.contracts import Summary, parse
 from slogate.analysis.recorder import Bucket, Recorder
 from slogate.analysis.records import ErrorKind, RequestRecord
@@ -24,6 +25,7 @@ from slogate.client.endpoints import (
     parse_endpoint,
 )
 from slogate.run_cmd import locust_command, take_endpoints
+from slogate.scenarios.model import EndpointSpec
 
 MS = 1_000_000
 
@@ -171,3 +173,38 @@ def test_a_metrics_target_is_off_the_engine_or_a_named_replica_of_a_tier() -> No
     ):
         with pytest.raises(ValueError, match=why):
             parse_target(bad)
+
+
+SCENARIO = """
+name: ep
+workload: {kind: chat, text: prose, input_tokens: 100, output_tokens: 8}
+load: {users: 1, duration: 5s}
+endpoints:
+"""
+
+
+def test_a_scenario_names_its_endpoints_with_weights_and_clear_errors(tmp_path: Path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        SCENARIO + '  - {name: a, url: "http://10.0.0.1:8000", weight: 3}\n'
+        '  - {name: b, url: "http://10.0.0.2:8000/v1"}\n'
+    )
+    (scenario,) = scenarios.load(good)
+    assert scenario.endpoints == (
+        EndpointSpec("a", "http://10.0.0.1:8000", 3.0),
+        EndpointSpec("b", "http://10.0.0.2:8000/v1", 1.0),
+    )
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        SCENARIO + '  - {name: a, url: "ftp://x", weight: 0}\n  - {name: a, url: "http://h:1"}\n'
+    )
+    with pytest.raises(scenarios.ScenarioError) as error:
+        scenarios.load(bad)
+    text = str(error.value)
+    assert "endpoints[0].url: expected an http(s) base URL, got 'ftp://x'" in text
+    assert "endpoints[0].weight: expected a number > 0, got 0" in text
+    (tmp_path / "twice.yaml").write_text(
+        SCENARIO + '  - {name: a, url: "http://h:1"}\n  - {name: a, url: "http://h:2"}\n'
+    )
+    with pytest.raises(scenarios.ScenarioError, match=r"endpoints\[1\]\.name: 'a' is named twice"):
+        scenarios.load(tmp_path / "twice.yaml")
