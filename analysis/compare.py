@@ -150,8 +150,11 @@ def rate_estimates(counters: Counters, measured_s: float | None) -> dict[str, Es
         ("requests_per_s", counters.ok),
         ("output_tokens_per_s", counters.output_tokens),
     ):
-        ok = measured_s and measured_s > 0 and n
-        rates[name] = Estimate(amount / measured_s, None, None, n) if ok else None
+        rates[name] = (
+            Estimate(amount / measured_s, None, None, n)
+            if measured_s and measured_s > 0 and n
+            else None
+        )
     return rates
 
 

@@ -183,7 +183,11 @@ def compared(engine: Histogram, client: HdrHistogram | None) -> dict[str, Any]:
     count = int(engine.count)
     mean = round(engine.sum / engine.count * MS_PER_S, 3) if count else None
     client_count = client.get_total_count() if client is not None else 0
-    client_mean = round(client.get_mean_value() / US_PER_MS, 3) if client_count else None
+    client_mean = (
+        round(client.get_mean_value() / US_PER_MS, 3)
+        if client is not None and client_count
+        else None
+    )
     difference = (
         round(client_mean - mean, 3) if client_mean is not None and mean is not None else None
     )

@@ -149,7 +149,8 @@ class ProcessHealth:
 
     @property
     def measured(self) -> bool:
-        return self.stall.get_total_count() > 0
+        count: int = self.stall.get_total_count()
+        return count > 0
 
 
 def processes(meta: Mapping[str, Any]) -> dict[str, ProcessHealth]:
@@ -176,11 +177,14 @@ def error_bound_ms(health: ProcessHealth, percentile: float | None, stat: str) -
     if not health.measured:
         return None
     if percentile is not None:
-        return recorded(health.stall).value_at_percentile(percentile) / US_PER_MS
+        at_percentile: float = recorded(health.stall).value_at_percentile(percentile)
+        return at_percentile / US_PER_MS
     if stat == "max":
-        return health.stall.get_max_value() / US_PER_MS
+        most: float = health.stall.get_max_value()
+        return most / US_PER_MS
     if stat == "mean":
-        return recorded(health.stall).mean() / US_PER_MS
+        mean: float = recorded(health.stall).mean()
+        return mean / US_PER_MS
     return None
 
 
@@ -274,7 +278,9 @@ def held_block(health: ProcessHealth) -> dict[str, Any]:
         "total": round(held, 3),
         "running": None if running is None else round(running, 3),
         "waiting_for_cpu": None if waiting is None else round(waiting, 3),
-        "stopped_or_blocked": None if not split else round(held - running - waiting, 3),
+        "stopped_or_blocked": (
+            None if running is None or waiting is None else round(held - running - waiting, 3)
+        ),
         "machine_steal_share": None if health.steal_share is None else round(health.steal_share, 4),
     }
 

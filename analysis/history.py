@@ -122,7 +122,8 @@ def repeat_set(file: Path) -> bool:
     """Whether ``file`` is a repeat set's summary (``slogate run --repeat``): not a
     run, so neither a baseline nor unreadable; its runs are in its folder."""
     try:
-        return orjson.loads(file.read_bytes()).get("schema") == REPEATS_SCHEMA
+        schema: object = orjson.loads(file.read_bytes()).get("schema")
+        return schema == REPEATS_SCHEMA
     except (OSError, orjson.JSONDecodeError, AttributeError):
         return False
 
@@ -163,7 +164,7 @@ def runs_to_prune(
     A run whose start time cannot be read is never removed by age."""
     doomed: dict[Path, PastRun] = {}
     if keep is not None:
-        groups: dict[tuple, list[PastRun]] = {}
+        groups: dict[tuple[tuple[str, ...], tuple[str, str]], list[PastRun]] = {}
         for run in runs:
             groups.setdefault((run.scenarios, run.target), []).append(run)
         for group in groups.values():

@@ -60,14 +60,14 @@ class Counters:
     cancelled: int = 0  # by the client, as the scenario planned: neither ok nor failed
     good: int = 0
     good_output_tokens: int = 0  # of the requests within every per-request limit
-    errors: Counter = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
     error_samples: dict[str, list[str]] = field(default_factory=dict)
     input_tokens: int = 0
     output_tokens: int = 0
     intended_input_tokens: int = 0
     intended_output_tokens: int = 0
-    count_methods: Counter = field(default_factory=Counter)
-    chunk_token_methods: Counter = field(default_factory=Counter)
+    count_methods: Counter[str] = field(default_factory=Counter)
+    chunk_token_methods: Counter[str] = field(default_factory=Counter)
     # gaps between output chunks, and those of 0: chunks timed by one read,
     # and of those the ones read while the generator's loop was held
     chunk_gaps: int = 0
@@ -220,7 +220,7 @@ def count_into(counters: Counters, record: RequestRecord, m: RequestMetrics, goo
     if record.cancelled:
         counters.cancelled += 1
         return
-    if not record.ok:
+    if record.error is not None:  # not ok: cancelled ones returned above
         counters.note_error(record.error.value, record.error_message)
         return
     counters.ok += 1

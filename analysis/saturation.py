@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 CONFIDENCE = 0.99
 MIN_POINTS = 6
@@ -109,7 +110,7 @@ class Saturation:
 
 def detect(
     scenario: str,
-    rows: Sequence[dict],
+    rows: Sequence[dict[str, Any]],
     since_s: float,
     points: int = MIN_POINTS,
     confidence: float = CONFIDENCE,

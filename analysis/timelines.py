@@ -51,12 +51,14 @@ class Timelines:
     (row, end of the gap in ms after the request's start, gap in ms)."""
 
     scenarios: list[str] = field(default_factory=list)
-    scenario: array = field(default_factory=lambda: array("i"))
-    columns: dict[str, array] = field(default_factory=lambda: {c: array("d") for c in COLUMNS})
-    flags: dict[str, array] = field(default_factory=lambda: {f: array("b") for f in FLAGS})
-    gap_row: array = field(default_factory=lambda: array("i"))
-    gap_end_ms: array = field(default_factory=lambda: array("d"))
-    gap_ms: array = field(default_factory=lambda: array("d"))
+    scenario: array[int] = field(default_factory=lambda: array("i"))
+    columns: dict[str, array[float]] = field(
+        default_factory=lambda: {c: array("d") for c in COLUMNS}
+    )
+    flags: dict[str, array[int]] = field(default_factory=lambda: {f: array("b") for f in FLAGS})
+    gap_row: array[int] = field(default_factory=lambda: array("i"))
+    gap_end_ms: array[float] = field(default_factory=lambda: array("d"))
+    gap_ms: array[float] = field(default_factory=lambda: array("d"))
     dropped: int = 0
 
     def __len__(self) -> int:
