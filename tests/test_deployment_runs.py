@@ -100,7 +100,7 @@ def test_endpoint_and_replica_rows_add_up_to_the_scenario_exactly(tmp_path, depl
     scraped = [arg for n, u in replicas.items() for arg in ("--metrics-url", f"{n}={u}/metrics")]
     s = run(rag(tmp_path, users=4), out, *hosts, extra=(*lasting(12), *scraped))
     block = s["scenarios"]["rag"]
-    assert block["requests"]["ok"] > 30
+    assert block["requests"]["ok"] > 20
     for kind in ("endpoints", "replicas"):
         rows = block[kind]
         assert sorted(rows) == REPLICAS, kind
@@ -170,7 +170,7 @@ def test_prefix_aware_routing_caches_more_and_answers_sooner_than_round_robin(tm
     indirect=True,
 )
 def test_a_slow_replica_fails_its_own_row_and_the_diagnosis_names_it(tmp_path, deployment) -> None:
-    file = rag(tmp_path, users=3, slo={**LOOSE, "ttft_ms": {"p50": 700}})
+    file = rag(tmp_path, users=6, slo={**LOOSE, "ttft_ms": {"p50": 700}})
     s = run(file, tmp_path / "out", deployment.url, extra=lasting(14))
     rows = s["scenarios"]["rag"]["replicas"]
     assert rows["replica-1"]["verdict"] == "fail"
