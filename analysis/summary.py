@@ -157,7 +157,9 @@ def per_mille(value: float | None) -> float | None:
 
 
 def distribution(
-    histogram: HdrHistogram, unit_us: bool = True, scale: Callable | None = None
+    histogram: HdrHistogram,
+    unit_us: bool = True,
+    scale: Callable[[float | None], float | None] | None = None,
 ) -> dict[str, Any]:
     """count, p50..p999, max, mean, min, and each percentile's 95% interval;
     ``scale`` turns a recorded value into the reported one (default: us to ms,
@@ -283,7 +285,9 @@ def throughput_block(
     }
 
 
-def goodput_block(c: Counters, spec: Mapping[str, Any] | None, seconds: float | None) -> dict:
+def goodput_block(
+    c: Counters, spec: Mapping[str, Any] | None, seconds: float | None
+) -> dict[str, Any]:
     lower, upper = proportion_interval(c.good, c.total)
     spec = spec or {}
     return {
@@ -642,7 +646,7 @@ def generator_summary(run: RunData) -> dict[str, Any]:
     made readable (loop stalls, error bounds, collector pauses; merged and per
     process) in place of the encoded histograms."""
     given = {k: v for k, v in (run.meta.get("generator") or {}).items() if k != "health"}
-    return redact(
+    block: dict[str, Any] = redact(
         {
             **given,
             "lag_p99_ms": lag_p99_ms(run),
@@ -650,6 +654,7 @@ def generator_summary(run: RunData) -> dict[str, Any]:
             **generator_block(run.meta),
         }
     )
+    return block
 
 
 def pricing(run: RunData) -> Pricing | None:
