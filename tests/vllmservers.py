@@ -35,16 +35,20 @@ VLLM_MARKS = [
 
 
 @contextmanager
-def vllm_server(tmp: pytest.TempPathFactory, runner: Runner = "generate") -> Iterator[VllmServer]:
-    """A serving vLLM (eager) with its log in a temporary folder; once stopped, none of
-    its processes (the API server, its engine core and worker) may be left.
+def vllm_server(
+    tmp: pytest.TempPathFactory, runner: Runner = "generate", extra: tuple[str, ...] = ()
+) -> Iterator[VllmServer]:
+    """A serving vLLM (eager) with its log in a temporary folder, ``extra``
+    arguments after slogate's; once stopped, none of its processes (the API
+    server, its engine core and worker) may be left.
     ``SLOGATE_SKIP_VLLM=1`` skips the test; a missing install fails it, saying
     how to install it (`make vllm`)."""
     if os.environ.get(SKIP_ENV) == "1":
         pytest.skip(f"{SKIP_ENV}=1: vLLM end-to-end tests skipped")
     log = tmp.mktemp(f"vllm-{runner}") / "server.log"
     try:
-        server = VllmServer(VllmServerConfig(runner=runner, enforce_eager=True), log_path=log)
+        config = VllmServerConfig(runner=runner, enforce_eager=True, extra_args=extra)
+        server = VllmServer(config, log_path=log)
     except VllmMissing as exc:
         pytest.fail(f"{exc} (or set {SKIP_ENV}=1 to skip these tests)", pytrace=False)
     with server:
