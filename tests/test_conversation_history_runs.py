@@ -28,7 +28,13 @@ class RecordingEngine(ModelsHandler):
     bodies: ClassVar[list[dict]] = []
 
     def do_POST(self) -> None:
-        type(self).bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if not body.get("stream"):  # the pre-flight's probe of the route: incomplete, refused
+            self.send_response(400)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        type(self).bodies.append(body)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
