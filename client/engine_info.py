@@ -219,8 +219,8 @@ def _side_context(root: str, api_key_env: str | None) -> int | None:
             return None
         for key in keys:
             payload = payload.get(key) if isinstance(payload, dict) else None
-        if status == 200 and _positive(payload):
-            return _positive(payload)
+        if status == 200 and (context := _positive(payload)):
+            return context
     return None
 
 

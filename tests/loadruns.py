@@ -82,6 +82,18 @@ class ModelsHandler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args: object) -> None:
         pass
 
+    def load_request(self) -> dict | None:
+        """This POST's JSON body, or None when it was the pre-flight's probe of
+        the route (a body that does not stream), refused here as incomplete (400)
+        as a server that serves the route refuses it."""
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if body.get("stream"):
+            return body
+        self.send_response(400)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        return None
+
     def do_GET(self) -> None:
         if self.path != "/v1/models":
             self.send_error(404)

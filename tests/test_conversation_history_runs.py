@@ -28,11 +28,8 @@ class RecordingEngine(ModelsHandler):
     bodies: ClassVar[list[dict]] = []
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if not body.get("stream"):  # the pre-flight's probe of the route: incomplete, refused
-            self.send_response(400)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+        body = self.load_request()
+        if body is None:
             return
         type(self).bodies.append(body)
         self.send_response(200)

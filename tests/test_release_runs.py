@@ -44,11 +44,8 @@ class LeakingEngine(ModelsHandler):
         self.wfile.write(body)
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if not body.get("stream"):  # the pre-flight's probe of the route: incomplete, refused
-            self.send_response(400)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+        body = self.load_request()
+        if body is None:
             return
         with self.lock:
             type(self).running += 1
