@@ -196,38 +196,3 @@ def test_slogate_run_against_llama_server(
     assert "<svg" in server_section
     assert "running" in server_section  # a chart per series, a line per source (the engine)
     assert "generation_tokens_total per second" in server_section
-
-
-@pytest.mark.slow
-def test_a_failing_chat_run_is_diagnosed_as_prefill(llama: LlamaServer, tmp_path: Path) -> None:
-    """The run a new user makes (`slogate run chat --users 4` against `slogate
-    engine --llama-cpp`; lengths clamped for a CPU shared with other tests, as
-    above): a slot's prompt is prefilled while the other slots' streams wait,
-    so TTFT and ITL fail; the diagnosis names prefill (interference, or TTFT
-    bound by the tokens to prefill) with its numbers, and llama.cpp's
-    settings to try."""
-    out = tmp_path / "chat"
-    slogate = Path(sys.executable).with_name("slogate")
-    done = subprocess.run(
-        [
-            str(slogate), "run", str(cpu_sized("chat", tmp_path)), "--host", llama.url,
-            "--users", str(RUN_USERS), "--duration", "50s", "--warmup", "0s", "--out", str(out),
-        ],
-        capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=REPO,
-    )  # fmt: skip
-    output = f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
-    summary = json.loads((out / "summary.json").read_text())
-    slo = summary["scenarios"]["chat"]["slo"]
-    assert any(x["value"] is not None and x["value"] > x["threshold"] for x in slo), output
-    explaining = [f for f in summary["diagnosis"] if f["explains"]]
-    prefill = [f for f in explaining if f["cause"] in ("prefill interference", "prefill-bound")]
-    assert prefill, summary["diagnosis"]
-    first = prefill[0]
-    slope = first["evidence"].get("stall_ms_per_1k_input_tokens") or first["evidence"].get(
-        "ms_per_1k_tokens"
-    )
-    assert slope and slope > 0, first["evidence"]
-    assert "ms per 1k" in first["text"]
-    assert first["engine_metrics"] in ("agree", "disagree", "absent")
-    assert "on llama.cpp" in first["action"]
-    assert "Why" in (out / "summary.md").read_text()
