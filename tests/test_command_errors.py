@@ -27,7 +27,7 @@ def unreachable() -> str:
 @pytest.mark.parametrize(
     ("args", "code", "says"),
     [
-        (("run", "chat", "--host", "ftp://x"), 2, "'ftp://x': expected http://"),
+        (("run", "chat", "--host", "ftp://x"), 2, "'ftp://x': expected [NAME=]http(s)://"),
         (("run", "chat", "--host", "http://127.0.0.1:99999"), 2, "out of range"),
         (("run", "chat", "--profile", "nope"), 2, "profile 'nope'"),
         (("run", "chat", "--max-lag-ms", "-1"), 2, "--max-lag-ms: expected a number > 0"),
