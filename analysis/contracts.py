@@ -241,9 +241,34 @@ class SliceSummary(StageSummary):
     slo: list[SloEntry]
 
 
+class Window(Contract):
+    """One window of a time series (``t_s`` seconds from the run's start,
+    warm-up included): the requests that ended in it, their rates and their
+    headline percentiles in ms (None: no request measured it)."""
+
+    t_s: float
+    window_s: float
+    requests_ok: int
+    requests_failed: int
+    errors: dict[str, int] = Field(default_factory=dict)
+    requests_per_s: float
+    output_tokens_per_s: float
+    input_tokens_per_s: float
+    ttft_p50_ms: Number = None
+    ttft_p99_ms: Number = None
+    itl_p50_ms: Number = None
+    itl_p99_ms: Number = None
+    tpot_p50_ms: Number = None
+    tpot_p99_ms: Number = None
+    e2e_p50_ms: Number = None
+    e2e_p99_ms: Number = None
+
+
 class ApartSummary(Contract):
     """One endpoint's (or replica's) share of a scenario: its rows add up to
-    the scenario's exactly, and it has its own verdict on the scenario's SLOs."""
+    the scenario's exactly, and it has its own verdict on the scenario's SLOs.
+    ``timeseries``: its windows; in each, the endpoints' (or replicas')
+    counts add up to the scenario's window in data/run.json."""
 
     verdict: VerdictName
     requests: Requests
@@ -252,6 +277,7 @@ class ApartSummary(Contract):
     throughput: Throughput
     prefix_cache: PrefixCache | None = None
     slo: list[SloEntry]
+    timeseries: list[Window] = Field(default_factory=list)
 
 
 class ScenarioSummary(Contract):
@@ -812,12 +838,14 @@ class RunMeta(Contract):
 
 
 class RunFile(Contract):
-    """data/run.json: the run's metadata, its time series rows and the engine's
-    scraped metrics (the histograms lie beside it, in buckets.json)."""
+    """data/run.json: the run's metadata, its time series rows (each
+    endpoint's and replica's apart, keyed ``endpoint`` or ``replica``) and the
+    engine's scraped metrics (the histograms lie beside it, in buckets.json)."""
 
     schema_: Literal[RUNDATA_SCHEMA] = Field(alias="schema")
     meta: RunMeta
     timeseries: list[dict[str, Any]] = Field(default_factory=list)
+    timeseries_apart: list[dict[str, Any]] = Field(default_factory=list)
     server_metrics: list[dict[str, Any]] = Field(default_factory=list)
 
 

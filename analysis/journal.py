@@ -20,6 +20,8 @@ bodies JSON unless said otherwise:
   gained, little-endian: only what changed since the last flush, found by
   comparing the counts array with its copy at the last flush;
 - ``W`` the time-series rows closed since the last flush;
+- ``A`` the endpoints' and replicas' time-series rows closed since the last
+  flush (``slogate.analysis.timeseries.apart_row``);
 - ``T`` the metadata keys whose value changed: it ends a flush; frames after
   the last ``T`` (a flush torn by the kill) are not replayed, so a replay
   always stands at a flush's end;
@@ -54,6 +56,7 @@ HEADER = b"H"
 COUNTERS = b"C"
 DELTA = b"D"
 WINDOWS = b"W"
+APART = b"A"
 TICK = b"T"
 COMPLETE = b"E"
 
@@ -152,7 +155,7 @@ class JournalWriter:
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self._deltas = HistogramDeltas()
         self._counters: dict[tuple[str, str], dict[str, Any]] = {}
-        self._rows = 0
+        self._rows = {WINDOWS: 0, APART: 0}
         self._meta = dict(meta)
         self._clean = clean or dict
         self._collected: list[bytes] = []
@@ -166,9 +169,11 @@ class JournalWriter:
         rows: list[dict[str, Any]],
         meta: dict[str, Any],
         pause: Callable[[], object] | None = None,
+        apart: list[dict[str, Any]] | None = None,
     ) -> int:
         """Append what changed since the last flush; the bytes written (0 once
-        closed: completed, or a write failed). ``pause``, called after each
+        closed: completed, or a write failed). ``rows`` and ``apart`` (the
+        endpoints' and replicas' rows) only grow. ``pause``, called after each
         histogram that changed, lets an event loop run meanwhile: the work between
         two calls stays in the tens of microseconds. What is recorded during a
         pause may reach some of the flush's histograms and not its counters;
@@ -197,9 +202,10 @@ class JournalWriter:
                     pause()
                     if self._generation != generation:
                         return 0  # a later flush took over (and writes what this one found)
-        if len(rows) > self._rows:
-            frames.append(frame(WINDOWS, _json(rows[self._rows :])))
-            self._rows = len(rows)
+        for kind, kept in ((WINDOWS, rows), (APART, apart or [])):
+            if len(kept) > self._rows[kind]:
+                frames.append(frame(kind, _json(kept[self._rows[kind] :])))
+                self._rows[kind] = len(kept)
         changed = {k: v for k, v in meta.items() if self._meta.get(k, _ABSENT) != v}
         self._meta.update(changed)
         frames.append(frame(TICK, _json(self._clean(changed))))
@@ -247,6 +253,7 @@ class _State:
     counters: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     counts: dict[HistogramKey, np.ndarray] = field(default_factory=dict)
     rows: list[dict[str, Any]] = field(default_factory=list)
+    apart_rows: list[dict[str, Any]] = field(default_factory=list)
 
     def apply(self, kind: bytes, body: bytes) -> None:
         if kind == COUNTERS:
@@ -256,6 +263,8 @@ class _State:
             self.add_delta(body)
         elif kind == WINDOWS:
             self.rows.extend(orjson.loads(body))
+        elif kind == APART:
+            self.apart_rows.extend(orjson.loads(body))
         elif kind == TICK:
             self.meta.update(orjson.loads(body))
         else:
@@ -323,6 +332,7 @@ def replay(path: Path) -> Replayed:
         "schema": RUNDATA_SCHEMA,
         "meta": state.meta,
         "timeseries": state.rows,
+        "timeseries_apart": state.apart_rows,
         "server_metrics": [],
     }
     return Replayed(document, buckets, complete)

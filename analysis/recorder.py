@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from slogate.analysis.bands import context_band, tpot_band, ttft_band
 from slogate.analysis.histograms import HistogramSet
@@ -26,6 +26,8 @@ OVERALL = "all"
 HEAD = "head:"  # ``--warmup auto``: the first half of the run, by segment, until the cut
 PROBE = "probe"  # ``--probes``: requests sent beside the load, in no bucket of its own
 SESSION_CACHE_HIT = "session_cache_hit"  # per mille, one sample per conversation
+K = TypeVar("K")
+W = TypeVar("W", tuple[str, int], tuple[str, str, int])  # a window's key: its index last
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,7 +377,10 @@ class Recorder:
     (computed on ``all``) exclude them. A measured request also goes to its
     endpoint's and its replica's bucket (:func:`apart`). Time windows are keyed by the index of
     the ``window_s``-long slice of wall time since ``origin_s`` in which the
-    request ended; wall time because workers in other processes share it.
+    request ended; wall time because workers in other processes share it. A
+    request also goes to its endpoint's and its replica's window
+    (``apart_windows``, keyed by scenario, span and index), warm-up included as
+    in the scenario's, so in each window those add up to the scenario's.
     """
 
     def __init__(
@@ -386,21 +391,17 @@ class Recorder:
         self.origin_s: float | None = None
         self.buckets: dict[tuple[str, str], Bucket] = {}
         self.windows: dict[tuple[str, int], Bucket] = {}
+        self.apart_windows: dict[tuple[str, str, int], Bucket] = {}
         self.timelines = Timelines()
 
     def bucket(self, scenario: str, span: str) -> Bucket:
-        key = (scenario, span)
-        found = self.buckets.get(key)
-        if found is None:
-            found = self.buckets[key] = Bucket()
-        return found
+        return _found(self.buckets, (scenario, span))
 
     def window(self, scenario: str, index: int) -> Bucket:
-        key = (scenario, index)
-        found = self.windows.get(key)
-        if found is None:
-            found = self.windows[key] = Bucket()
-        return found
+        return _found(self.windows, (scenario, index))
+
+    def apart_window(self, scenario: str, span: str, index: int) -> Bucket:
+        return _found(self.apart_windows, (scenario, span, index))
 
     def record(
         self,
@@ -422,6 +423,8 @@ class Recorder:
         if self.origin_s is not None:
             index = max(int((wall_s - self.origin_s) // self.window_s), 0)
             record_window(self.window(record.scenario, index), record, m, good)
+            for span in apart(record):
+                record_window(self.apart_window(record.scenario, span, index), record, m, good)
         self.timelines.add(record, m, wall_s, warmup)
         return m
 
@@ -502,20 +505,23 @@ class Recorder:
 
     def pop_windows(self, before: int) -> dict[tuple[str, int], Bucket]:
         """Remove and return the windows whose index is below ``before``: closed ones."""
-        closed = {key: b for key, b in self.windows.items() if key[1] < before}
-        for key in closed:
-            del self.windows[key]
-        return closed
+        return _pop_before(self.windows, before)
+
+    def pop_apart_windows(self, before: int) -> dict[tuple[str, str, int], Bucket]:
+        """The endpoints' and replicas' windows closed as :meth:`pop_windows`'s."""
+        return _pop_before(self.apart_windows, before)
 
     def drain(self) -> dict[str, Any]:
         """Everything recorded so far, encoded; the recorder starts empty again."""
         payload = {
             "buckets": [[s, span, b.encode()] for (s, span), b in self.buckets.items()],
             "windows": [[s, i, b.encode()] for (s, i), b in self.windows.items()],
+            "apart_windows": [[s, a, i, b.encode()] for (s, a, i), b in self.apart_windows.items()],
             "timelines": self.timelines.encode(),
         }
         self.buckets = {}
         self.windows = {}
+        self.apart_windows = {}
         self.timelines = Timelines()
         return payload
 
@@ -524,5 +530,23 @@ class Recorder:
             self.bucket(scenario, span).add(Bucket.decode(data))
         for scenario, index, data in payload["windows"]:
             self.window(scenario, index).add(Bucket.decode(data))
+        for scenario, span, index, data in payload.get("apart_windows", ()):
+            self.apart_window(scenario, span, index).add(Bucket.decode(data))
         if "timelines" in payload:
             self.timelines.extend(Timelines.decode(payload["timelines"]))
+
+
+def _found(buckets: dict[K, Bucket], key: K) -> Bucket:
+    """The bucket under ``key``, made empty on first use."""
+    found = buckets.get(key)
+    if found is None:
+        found = buckets[key] = Bucket()
+    return found
+
+
+def _pop_before(windows: dict[W, Bucket], before: int) -> dict[W, Bucket]:
+    """Remove and return the windows whose index (the key's last part) is below ``before``."""
+    closed = {key: b for key, b in windows.items() if key[-1] < before}
+    for key in closed:
+        del windows[key]
+    return closed

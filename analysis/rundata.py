@@ -6,7 +6,8 @@ histograms. Layout under ``results/<run-id>/data/``:
 
 - ``run.json``: metadata (run id, times, host, engine, model, tool version,
   completeness, load profile, generator health), the scenarios as run, the
-  time-series rows and the scraped server metrics;
+  time-series rows (``timeseries``; each endpoint's and replica's apart, in
+  ``timeseries_apart``) and the scraped server metrics;
 - ``buckets.json``: per scenario and span (``all``, ``stage:<name>``,
   ``slice:<i>``, ``endpoint:<name>``, ``replica:<name>``) the encoded
   histograms and counters;
@@ -43,6 +44,7 @@ class RunData:
     meta: dict[str, Any]
     buckets: dict[tuple[str, str], Bucket] = field(default_factory=dict)
     timeseries: list[dict[str, Any]] = field(default_factory=list)
+    timeseries_apart: list[dict[str, Any]] = field(default_factory=list)
     server_metrics: list[dict[str, Any]] = field(default_factory=list)
     timelines: Timelines | None = None
 
@@ -84,6 +86,7 @@ class RunData:
             "schema": SCHEMA,
             "meta": self.meta,
             "timeseries": self.timeseries,
+            "timeseries_apart": self.timeseries_apart,
             "server_metrics": self.server_metrics,
         }
         buckets = [[s, span, b.encode()] for (s, span), b in sorted(self.buckets.items())]
@@ -119,6 +122,7 @@ class RunData:
             meta=run.meta.model_dump(exclude_unset=True),
             buckets=buckets,
             timeseries=run.timeseries,
+            timeseries_apart=run.timeseries_apart,
             server_metrics=run.server_metrics,
             timelines=timelines,
         )

@@ -35,6 +35,7 @@ from slogate.analysis.slo import (
     lag_p99_ms,
     proportion_interval,
 )
+from slogate.analysis.timeseries import apart_series
 from slogate.analysis.versions import SUMMARY_SCHEMA
 
 SCHEMA = SUMMARY_SCHEMA
@@ -456,16 +457,17 @@ def slices_block(run: RunData, name: str, declared: Mapping[str, Any]) -> list[d
 
 
 def apart_blocks(
-    buckets: Mapping[str, Bucket],
-    name: str,
-    declared: Mapping[str, Any],
-    seconds: float | None,
-    health: ProcessHealth | None,
+    run: RunData, name: str, kind: str, health: ProcessHealth | None
 ) -> dict[str, dict[str, Any]]:
-    """One row per endpoint (or replica): every metric, the throughput, the
-    prefix cache and its own verdict on the scenario's SLOs. The rows' counts
-    and histograms add up to the scenario's exactly (each measured request is
-    in one row)."""
+    """One row per endpoint (``kind`` ``endpoint``) or replica: every metric,
+    the throughput, the prefix cache, its own verdict on the scenario's SLOs
+    and its time series. The rows' counts and histograms add up to the
+    scenario's exactly (each measured request is in one row), and so do their
+    windows' counts, window by window."""
+    declared = (run.meta.get("scenarios") or {}).get(name) or {}
+    seconds = run.meta.get("measured_s")
+    buckets = run.spans(name, f"{kind}:")
+    series = apart_series(run.timeseries_apart, name, kind)
     rows = {}
     for key, bucket in sorted(buckets.items()):
         results, verdict = judge_scenario(name, declared, bucket, seconds, health)
@@ -478,6 +480,7 @@ def apart_blocks(
             "throughput": throughput_block(c, seconds),
             "prefix_cache": prefix_cache_block(bucket),
             "slo": [slo_entry(r) for r in results],
+            "timeseries": series.get(key, []),
         }
     return rows
 
@@ -531,8 +534,8 @@ def scenario_block(run: RunData, name: str, verdict: RunVerdict) -> dict[str, An
             for stage, b in sorted(run.stages(name).items())
         },
         "slices": slices_block(run, name, declared),
-        "endpoints": apart_blocks(run.endpoints(name), name, declared, seconds, health),
-        "replicas": apart_blocks(run.replicas(name), name, declared, seconds, health),
+        "endpoints": apart_blocks(run, name, "endpoint", health),
+        "replicas": apart_blocks(run, name, "replica", health),
         "source": declared.get("source"),
         "api": declared.get("api"),
         "load": redact(load),

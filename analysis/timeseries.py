@@ -1,7 +1,9 @@
-"""Fixed windows of a run: throughput, headline percentiles, errors, load gauges."""
+"""Fixed windows of a run: throughput, headline percentiles, errors, load gauges;
+and each endpoint's and replica's share of them."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from slogate.analysis.recorder import Bucket
@@ -37,3 +39,28 @@ def window_row(
             row[f"{metric}_{key}_ms"] = value
     row.update(gauges)
     return row
+
+
+def apart_row(
+    scenario: str, span: str, index: int, window_s: float, bucket: Bucket
+) -> dict[str, Any]:
+    """One endpoint's (or replica's) row of a window: ``span`` is the
+    recorder's (``endpoint:NAME``, ``replica:NAME``), kept as the key
+    ``endpoint`` or ``replica``. No gauges: users and in-flight requests are
+    the load side's, not an endpoint's."""
+    kind, _, name = span.partition(":")
+    return {**window_row(scenario, index, window_s, bucket, {}), kind: name}
+
+
+def apart_series(
+    rows: Iterable[Mapping[str, Any]], scenario: str, kind: str
+) -> dict[str, list[dict[str, Any]]]:
+    """``scenario``'s rows of each endpoint (``kind`` ``endpoint``) or replica,
+    by its name, in time order; each row without the keys its place already says."""
+    series: dict[str, list[dict[str, Any]]] = {}
+    for row in sorted(rows, key=lambda r: r["t_s"]):
+        name = row.get(kind)
+        if row.get("scenario") == scenario and name is not None:
+            rest = {k: v for k, v in row.items() if k not in ("scenario", kind)}
+            series.setdefault(name, []).append(rest)
+    return series

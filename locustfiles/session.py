@@ -31,7 +31,7 @@ from slogate.analysis.saturation import Saturation
 from slogate.analysis.saturation import detect as detect_saturation
 from slogate.analysis.slo import SloResult, Verdict
 from slogate.analysis.summary import redact
-from slogate.analysis.timeseries import window_row
+from slogate.analysis.timeseries import apart_row, window_row
 from slogate.analysis.warmup import METHOD, WarmupCut, find_cut
 from slogate.client.engine_info import EngineInfo
 from slogate.locustfiles.context import LoadContext
@@ -121,6 +121,7 @@ class RunSession:
         self.auto_cut: WarmupCut | None = None  # --warmup auto, once the load ended
         self.collector: Recorder = ctx.recorder
         self.rows: list[dict[str, Any]] = []
+        self.apart_rows: list[dict[str, Any]] = []  # by endpoint and replica
         self.worker_gauges: dict[str, dict[str, float]] = {}
         self.worker_health: dict[str, dict[str, Any]] = {}
         self.finals: set[str] = set()
@@ -232,6 +233,10 @@ class RunSession:
             if self.slice_s:
                 k = int(index * self.ctx.window_s // self.slice_s)
                 self.collector.bucket(scenario, f"slice:{k}").add(bucket)
+        for (scenario, span, index), bucket in sorted(
+            self.collector.pop_apart_windows(before).items()
+        ):
+            self.apart_rows.append(apart_row(scenario, span, index, self.ctx.window_s, bucket))
 
     def progress(self) -> Progress:
         """The numbers the live view shows (:mod:`slogate.reports.progress`),
@@ -402,7 +407,9 @@ class RunSession:
         if self.journal is None:
             return
         try:
-            self.journal.flush(self.collector.buckets, self.rows, self.meta(False, None), pause)
+            self.journal.flush(
+                self.collector.buckets, self.rows, self.meta(False, None), pause, self.apart_rows
+            )
         except OSError as error:  # the journal closes itself: warned once
             log.warning("slogate: journal not written, none from now on: %s", error)
 
@@ -412,7 +419,7 @@ class RunSession:
         if self.journal is None:
             return
         try:
-            self.journal.flush(self.collector.buckets, self.rows, meta)
+            self.journal.flush(self.collector.buckets, self.rows, meta, apart=self.apart_rows)
             self.journal.complete()
         except OSError as error:
             log.warning("slogate: journal not closed: %s", error)
@@ -460,6 +467,7 @@ class RunSession:
             meta=redact(meta),
             buckets=self.collector.buckets,
             timeseries=self.rows,
+            timeseries_apart=self.apart_rows,
             server_metrics=samples,
             timelines=self.collector.timelines,
         )

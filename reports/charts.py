@@ -201,6 +201,39 @@ def timeseries_charts(
     return charts
 
 
+def apart_charts(
+    series: Mapping[str, Sequence[Mapping[str, Any]]],
+    kind: str,
+    slos: Sequence[SloEntry],
+    cut: Cut | None = None,
+) -> list[Markup]:
+    """The time series of a scenario by endpoint (``kind``) or replica, a line
+    each: where the load went and which one slowed down, window by window.
+    Requests per second, and TTFT p99 against the scenario's TTFT SLOs."""
+    if not series:
+        return []
+    time = Axis(label="time since start", time=True)
+    cuts = () if cut is None else (cut,)
+    rules = [Rule(r.y, r.label) for r in threshold_rules(slos, "ttft", 0.0)]
+    return [
+        line_chart(
+            [Series(name, column(rows, "requests_per_s")) for name, rows in series.items()],
+            title=f"Requests per second, by {kind}",
+            x=time,
+            y=Axis(label="req/s"),
+            cuts=cuts,
+        ),
+        line_chart(
+            [Series(name, column(rows, "ttft_p99_ms")) for name, rows in series.items()],
+            title=f"TTFT p99 per window (ms), by {kind}",
+            x=time,
+            y=Axis(label="ms"),
+            rules=rules,
+            cuts=cuts,
+        ),
+    ]
+
+
 def counter_rate(points: Sequence[tuple[float, float]]) -> list[tuple[float, float | None]]:
     """Per-second rate of a monotonic counter; a reset (a drop) leaves a gap."""
     rates: list[tuple[float, float | None]] = []

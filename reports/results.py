@@ -18,7 +18,14 @@ from slogate.analysis.compare import DEFAULT_TOLERANCE, Comparison
 from slogate.analysis.judge import judge
 from slogate.analysis.rundata import RunData
 from slogate.analysis.summary import build_summary
-from slogate.reports.charts import LABELS, percentile_charts, server_charts, timeseries_charts
+from slogate.analysis.timeseries import apart_series
+from slogate.reports.charts import (
+    LABELS,
+    apart_charts,
+    percentile_charts,
+    server_charts,
+    timeseries_charts,
+)
 from slogate.reports.html import render
 from slogate.reports.junit import junit_xml
 from slogate.reports.markdown import summary_markdown
@@ -108,6 +115,12 @@ def report_html(summary: Summary, run: RunData, baseline: RunData | None) -> str
                 "block": block,
                 "percentile_charts": percentile_charts(run, name, block.slo, baseline),
                 "timeseries_charts": timeseries_charts(rows, block.slo, cut),
+                "apart_charts": {
+                    kind: apart_charts(
+                        apart_series(run.timeseries_apart, name, kind), kind, block.slo, cut
+                    )
+                    for kind in ("endpoint", "replica")
+                },
             }
         )
     slo_rows = [(name, slo) for name, block in summary.scenarios.items() for slo in block.slo]

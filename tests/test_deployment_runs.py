@@ -125,8 +125,19 @@ def test_endpoint_and_replica_rows_add_up_to_the_scenario_exactly(tmp_path, depl
         finished = server["counters"]["requests_total"]
         assert 0 < finished <= block["replicas"][name]["requests"]["ok"] + 4, (name, server)
         assert {"running", "waiting", "kv_cache_usage"} <= set(server["gauges"])
-    assert "Replicas as their servers saw them" in (out / "report.html").read_text()
+    page = (out / "report.html").read_text()
+    assert "Replicas as their servers saw them" in page
     data = RunData.load(out)
+    # the time series too: in each window (warm-up included) the endpoints'
+    # and the replicas' counts add up to the scenario's
+    assert len(data.timeseries) >= 3
+    for kind in ("endpoints", "replicas"):
+        assert f"Requests per second, by {kind[:-1]}" in page
+        for whole in data.timeseries:
+            for key in ("requests_ok", "requests_failed"):
+                parts = [w for row in block[kind].values() for w in row["timeseries"]]
+                total = sum(w[key] for w in parts if w["t_s"] == whole["t_s"])
+                assert total == whole[key], (kind, whole["t_s"], key)
     merged = Bucket()
     for bucket in data.endpoints("rag").values():
         merged.add(bucket)

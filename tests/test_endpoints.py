@@ -12,11 +12,13 @@ from reportdata import run_of
 
 from slogate import scenarios
 from slogate.analysis.contracts import Summary, parse
+from slogate.analysis.journal import JOURNAL_FILE, JournalWriter
 from slogate.analysis.recorder import Bucket, Recorder
 from slogate.analysis.records import ErrorKind, RequestRecord
-from slogate.analysis.rundata import RunData
+from slogate.analysis.rundata import DATA_DIR, RunData
 from slogate.analysis.server_metrics import ScrapeTarget, parse_target
 from slogate.analysis.summary import build_summary
+from slogate.analysis.timeseries import apart_row, window_row
 from slogate.cli import build_parser
 from slogate.client.endpoints import (
     Endpoint,
@@ -24,6 +26,7 @@ from slogate.client.endpoints import (
     check_endpoints,
     parse_endpoint,
 )
+from slogate.reports import write_results
 from slogate.run_cmd import locust_command, take_endpoints
 from slogate.scenarios.model import EndpointSpec
 
@@ -137,6 +140,78 @@ def test_the_diagnosis_names_the_slow_replica_and_not_the_others() -> None:
     assert not [f for f in findings if f["cause"] == "slow_endpoint"]
     few = build_summary(run_data(recorded(each=5)))["diagnosis"]
     assert not [f for f in few if f["cause"] == "slow_replica"]  # under 8 requests each
+
+
+def windowed() -> tuple[RunData, Recorder]:
+    """Requests ending over three 5 s windows, a warm-up one in the first, the
+    windows closed and the endpoints' rows shipped through a worker's payload
+    (drained by one recorder, absorbed by another) as a distributed run does."""
+    worker = Recorder(window_s=5.0)
+    worker.origin_s = 100.0
+    ends = [(101.0, "a", None, 40), (102.0, "b", "r1", 60), (106.0, "b", "r2", 900)]
+    ends += [(107.0, "a", None, 50), (108.0, "a", None, 50), (112.0, "b", "r1", 70)]
+    for wall, endpoint, replica, ttft in ends:
+        worker.record(request(endpoint, replica, ttft), wall_s=wall)
+    worker.record(request("b", "r2", 900, ok=False), wall_s=111.0)
+    worker.record(request("a", None, 10), wall_s=100.5, warmup=True)
+    master = Recorder(window_s=5.0)
+    master.absorb(worker.drain())
+    run = run_data(master)
+    run.timeseries = [
+        window_row(s, i, 5.0, b, {}) for (s, i), b in sorted(master.pop_windows(3).items())
+    ]
+    run.timeseries_apart = [
+        apart_row(s, span, i, 5.0, b)
+        for (s, span, i), b in sorted(master.pop_apart_windows(3).items())
+    ]
+    return run, master
+
+
+def test_each_window_of_the_endpoints_and_replicas_adds_up_to_the_scenarios() -> None:
+    run, master = windowed()
+    assert not master.windows and not master.apart_windows  # all three closed
+    assert [(r["requests_ok"], r["requests_failed"]) for r in run.timeseries] == [
+        (3, 0), (3, 0), (1, 1)
+    ]  # fmt: skip
+    summary = build_summary(run)
+    parse(Summary, summary, "summary.json")
+    block = summary["scenarios"]["rag"]
+    assert sorted(block["endpoints"]) == ["a", "b"] and sorted(block["replicas"]) == ["r1", "r2"]
+
+    def window_sum(rows: dict, t_s: float, key: str) -> int:
+        return sum(w[key] for row in rows.values() for w in row["timeseries"] if w["t_s"] == t_s)
+
+    # every request went to an endpoint; only b's named their replica
+    b = {w["t_s"]: w for w in block["endpoints"]["b"]["timeseries"]}
+    for whole in run.timeseries:
+        for key in ("requests_ok", "requests_failed"):
+            assert window_sum(block["endpoints"], whole["t_s"], key) == whole[key]
+            assert window_sum(block["replicas"], whole["t_s"], key) == b[whole["t_s"]][key]
+    # the warm-up request is in endpoint a's first window (as in the scenario's), by hand:
+    a = block["endpoints"]["a"]["timeseries"]
+    assert [(w["t_s"], w["requests_ok"]) for w in a] == [(0.0, 2), (5.0, 2)]
+    assert a[1]["ttft_p50_ms"] == pytest.approx(50, rel=0.01)
+    r2 = block["replicas"]["r2"]["timeseries"]
+    assert [(w["t_s"], w["requests_ok"], w["requests_failed"]) for w in r2] == [
+        (5.0, 1, 0), (10.0, 0, 1)
+    ]  # fmt: skip
+    assert r2[0]["ttft_p99_ms"] == pytest.approx(900, rel=0.01)
+    assert r2[1]["errors"] == {"http_5xx": 1}
+
+
+def test_the_endpoints_rows_survive_the_journal_and_the_report_draws_them(
+    tmp_path: Path,
+) -> None:
+    run, _ = windowed()
+    writer = JournalWriter(tmp_path / "killed" / DATA_DIR / JOURNAL_FILE, run.meta)
+    writer.flush(run.buckets, run.timeseries[:1], run.meta, apart=run.timeseries_apart[:2])
+    writer.flush(run.buckets, run.timeseries, run.meta, apart=run.timeseries_apart)
+    assert RunData.load(tmp_path / "killed").timeseries_apart == run.timeseries_apart
+    write_results(tmp_path / "out", run)
+    page = (tmp_path / "out" / "report.html").read_text()
+    for kind in ("endpoint", "replica"):
+        assert f"Requests per second, by {kind}" in page
+        assert f"TTFT p99 per window (ms), by {kind}" in page
 
 
 def test_slogate_run_passes_several_hosts_on_as_endpoints() -> None:
