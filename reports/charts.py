@@ -214,23 +214,21 @@ def apart_charts(
         return []
     time = Axis(label="time since start", time=True)
     cuts = () if cut is None else (cut,)
-    rules = [Rule(r.y, r.label) for r in threshold_rules(slos, "ttft", 0.0)]
+    ttft_rules = [Rule(r.y, r.label) for r in threshold_rules(slos, "ttft", 0.0)]
+    drawn: tuple[tuple[str, str, str, list[Rule]], ...] = (
+        ("requests_per_s", "Requests per second", "req/s", []),
+        ("ttft_p99_ms", "TTFT p99 per window (ms)", "ms", ttft_rules),
+    )
     return [
         line_chart(
-            [Series(name, column(rows, "requests_per_s")) for name, rows in series.items()],
-            title=f"Requests per second, by {kind}",
+            [Series(name, column(rows, key)) for name, rows in series.items()],
+            title=f"{title}, by {kind}",
             x=time,
-            y=Axis(label="req/s"),
-            cuts=cuts,
-        ),
-        line_chart(
-            [Series(name, column(rows, "ttft_p99_ms")) for name, rows in series.items()],
-            title=f"TTFT p99 per window (ms), by {kind}",
-            x=time,
-            y=Axis(label="ms"),
+            y=Axis(label=unit),
             rules=rules,
             cuts=cuts,
-        ),
+        )
+        for key, title, unit, rules in drawn
     ]
 
 
