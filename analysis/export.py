@@ -35,6 +35,7 @@ def request_line(
         "scenario": record.scenario,
         "conversation": record.conversation,
         "turn": record.turn,
+        "user": record.user,
         "endpoint": record.endpoint,
         "served_by": record.served_by,
         "stage": stage,

@@ -47,6 +47,29 @@ class SessionRecord:
     tokens: int | None = None
 
 
+# Who sent a request (``RequestRecord.user``), in one int: the sender's kind,
+# its load process (the Locust worker's index) and its number there, so the
+# senders of different processes never share an id. A closed-loop user sends
+# its conversations one after another; an open-loop run has no users, so its
+# lane is the sending slot a request held (the dispatcher's pool, the lowest
+# free one), or for a replayed agent session, the session.
+SENDER_KINDS = ("user", "slot", "session")
+USER, SLOT, SESSION = range(len(SENDER_KINDS))
+_NUMBER_BITS, _PROCESS_BITS = 32, 16
+
+
+def sender(kind: int, process: int, number: int) -> int:
+    """The id of ``kind``'s ``number``-th sender of load process ``process``."""
+    return (kind << (_NUMBER_BITS + _PROCESS_BITS)) | (process << _NUMBER_BITS) | number
+
+
+def sender_parts(user: int) -> tuple[str, int, int]:
+    """An id's kind (as a word), process and number."""
+    kind = user >> (_NUMBER_BITS + _PROCESS_BITS)
+    process = (user >> _NUMBER_BITS) & ((1 << _PROCESS_BITS) - 1)
+    return SENDER_KINDS[kind], process, user & ((1 << _NUMBER_BITS) - 1)
+
+
 class CountMethod(str, Enum):
     """Where a request's output token counts came from, best first."""
 
@@ -88,6 +111,9 @@ class RequestRecord:
     ``connected_ns`` when it had a connection (``start_ns`` when an idle one
     was waiting) and ``sent_ns`` when its bytes were handed to the kernel
     (0: never written).
+
+    ``user`` is who sent it (:func:`sender`), set by the load side: the
+    request timeline draws each sender's requests in its own lane.
     """
 
     scenario: str
@@ -96,6 +122,7 @@ class RequestRecord:
     scheduled_ns: int | None = None
     conversation: int = 0
     turn: int = 0
+    user: int = 0
     chunk_ns: list[int] = field(default_factory=list)
     chunk_chars: list[int] = field(default_factory=list)
     chunk_tokens: list[int] = field(default_factory=list)

@@ -5,9 +5,10 @@ each one ran beside which others: a stream that stalled while another
 request's prompt was prefilled, a first token that waited behind a queue.
 So every finished request leaves a row here (its start on the run's shared
 wall clock, TTFT, E2E, token counts, prompt tokens served from the prefix
-cache where the server said, turn, TPOT) and its longest gaps between
-output chunks (where in the stream each ended, and how long it was).
-Conversation numbers are a user's own, so two users' may be equal. About
+cache where the server said, turn, TPOT, who sent it) and its longest gaps
+between output chunks (where in the stream each ended, and how long it was).
+Conversation numbers are a user's own, so two users' may be equal; a
+sender's id (``RequestRecord.user``) is unique in the run. About
 100 bytes a request, in flat arrays; past ``MAX_REQUESTS`` further requests
 are counted, not kept. The rows ship from Locust workers to the master with
 the histograms and are saved as ``data/timelines.json``.
@@ -29,6 +30,7 @@ GAPS_PER_REQUEST = 8
 GAP_OVER_MEAN = 2.0
 NS_PER_MS = 1e6
 UNKNOWN = -1.0
+UNKNOWN_USER = -1
 
 COLUMNS = (
     "start_s",
@@ -47,11 +49,14 @@ FLAGS = ("ok", "warmup")
 @dataclass
 class Timelines:
     """Per-request columns (``UNKNOWN`` where a value was not measured), the
-    scenario of each row by index into ``scenarios``, and the kept gaps as
-    (row, end of the gap in ms after the request's start, gap in ms)."""
+    scenario of each row by index into ``scenarios``, its sender (``user``:
+    ``UNKNOWN_USER`` in timelines saved before senders were recorded), and
+    the kept gaps as (row, end of the gap in ms after the request's start,
+    gap in ms)."""
 
     scenarios: list[str] = field(default_factory=list)
     scenario: array[int] = field(default_factory=lambda: array("i"))
+    user: array[int] = field(default_factory=lambda: array("q"))
     columns: dict[str, array[float]] = field(
         default_factory=lambda: {c: array("d") for c in COLUMNS}
     )
@@ -73,6 +78,7 @@ class Timelines:
             return
         row = len(self)
         self.scenario.append(self._scenario_index(record.scenario))
+        self.user.append(record.user)
         values = {
             "start_s": end_wall_s - m.e2e_ns / 1e9,
             "ttft_ms": _ms(m.ttft_ns),
@@ -116,6 +122,7 @@ class Timelines:
         offset = len(self)
         remap = [self._scenario_index(name) for name in other.scenarios]
         self.scenario.extend(remap[i] for i in other.scenario[:taken])
+        self.user.extend(other.user[:taken])
         for name in COLUMNS:
             self.columns[name].extend(other.columns[name][:taken])
         for name in FLAGS:
@@ -130,6 +137,7 @@ class Timelines:
         return {
             "scenarios": list(self.scenarios),
             "scenario": self.scenario.tolist(),
+            "user": self.user.tolist(),
             **{name: self.columns[name].tolist() for name in COLUMNS},
             **{name: self.flags[name].tolist() for name in FLAGS},
             "gaps": {
@@ -145,9 +153,11 @@ class Timelines:
         """The encoded form back; ValueError naming the column whose length or
         values do not fit."""
         rows = len(data["scenario"])
-        for name in (*COLUMNS, *FLAGS):
-            if len(data[name]) != rows:
-                raise ValueError(f"timelines: column {name} has {len(data[name])} rows, not {rows}")
+        columns = {name: data[name] for name in (*COLUMNS, *FLAGS)}
+        columns["user"] = data.get("user", [UNKNOWN_USER] * rows)
+        for name, column in columns.items():
+            if len(column) != rows:
+                raise ValueError(f"timelines: column {name} has {len(column)} rows, not {rows}")
         gaps = data["gaps"]
         if not len(gaps["row"]) == len(gaps["end_ms"]) == len(gaps["gap_ms"]):
             raise ValueError("timelines: the gaps' columns differ in length")
@@ -158,8 +168,9 @@ class Timelines:
         return cls(
             scenarios=list(data["scenarios"]),
             scenario=array("i", data["scenario"]),
-            columns={name: array("d", data[name]) for name in COLUMNS},
-            flags={name: array("b", data[name]) for name in FLAGS},
+            user=array("q", columns["user"]),
+            columns={name: array("d", columns[name]) for name in COLUMNS},
+            flags={name: array("b", columns[name]) for name in FLAGS},
             gap_row=array("i", gaps["row"]),
             gap_end_ms=array("d", gaps["end_ms"]),
             gap_ms=array("d", gaps["gap_ms"]),

@@ -1,9 +1,10 @@
 """Drawing the request timeline of the largest run the timelines keep.
 
 ``data/timelines.json`` holds at most 500,000 requests (analysis/timelines.py),
-each with up to 8 long gaps: this builds that many (sent 2 ms apart, random
-TTFT, E2E and TPOT, 8 gaps each, so 4 million gaps) and times
-``timeline_html``, which samples 2,000 of them and draws them. It runs inside
+each with up to 8 long gaps: this builds that many (sent 2 ms apart by 4,096
+closed-loop users in turn, random TTFT, E2E and TPOT, 8 gaps each, so 4
+million gaps) and times ``timeline_html``, which samples whole users and about
+2,000 of their requests and draws them in a lane per user. It runs inside
 ``write_results`` after every run, so it should take a second, not many.
 
     .venv/bin/python bench/bench_timeline.py [--requests 500000] [--repeat 3]
@@ -20,11 +21,14 @@ import time
 from slogate.analysis.timelines import COLUMNS, FLAGS, GAPS_PER_REQUEST, MAX_REQUESTS, Timelines
 from slogate.reports.request_timeline import timeline_html
 
+USERS = 4096  # each sends every 8.2 s, longer than any request's E2E (5 s)
+
 
 def largest(requests: int) -> Timelines:
     rng = random.Random(1)
     t = Timelines(scenarios=["chat"])
     t.scenario.extend([0] * requests)
+    t.user.extend(i % USERS for i in range(requests))
     drawn = {
         "start_s": [1.7e9 + i * 0.002 for i in range(requests)],
         "ttft_ms": [rng.uniform(20, 400) for _ in range(requests)],

@@ -9,6 +9,7 @@ with no clients: it only absorbs the workers' recorders.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import time
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 
 from slogate.analysis.export import request_line
 from slogate.analysis.recorder import GoodputLimits, Recorder
-from slogate.analysis.records import RequestRecord, SessionRecord
+from slogate.analysis.records import USER, RequestRecord, SessionRecord, sender
 from slogate.client.endpoints import Endpoint, Spread, WeightedRoundRobin
 from slogate.client.engine_info import remote_token_counter
 from slogate.client.streaming import StreamClient
@@ -39,6 +40,29 @@ def goodput_limits(scenarios: list[Scenario]) -> dict[str, GoodputLimits]:
                 ttft_ms=g.ttft_ms, ttfa_ms=g.ttfa_ms, tpot_ms=g.tpot_ms, e2e_ms=g.e2e_ms
             )
     return limits
+
+
+class Slots:
+    """A process's open-loop sending slots (its dispatchers share them): a
+    request takes the lowest free one and gives it back when it ends, so a
+    slot's requests never overlap and the slots are as many as were ever in
+    flight at once. A slot is the open-loop run's sender, as a user is the
+    closed-loop run's."""
+
+    __slots__ = ("_free", "_opened")
+
+    def __init__(self) -> None:
+        self._free: list[int] = []
+        self._opened = 0
+
+    def take(self) -> int:
+        if self._free:
+            return heapq.heappop(self._free)
+        self._opened += 1
+        return self._opened - 1
+
+    def give(self, slot: int) -> None:
+        heapq.heappush(self._free, slot)
 
 
 @dataclass
@@ -71,6 +95,9 @@ class LoadContext:
     _endpoint_of: dict[StreamClient, int] = field(default_factory=dict)
     _token_counters: dict[str | None, Callable[[str], int] | None] = field(default_factory=dict)
     _user_numbers: itertools.count = field(default_factory=itertools.count)
+    # open loop: who sends each request (analysis.records.sender)
+    slots: Slots = field(default_factory=Slots)
+    session_numbers: itertools.count = field(default_factory=itertools.count)
     _picker: WeightedRoundRobin = field(init=False)
     _dispatching: set[str] = field(default_factory=set)
 
@@ -115,14 +142,15 @@ class LoadContext:
             self.start_clock()
         return wall() - self.origin_s
 
-    def next_user(self, worker_index: int) -> tuple[Scenario, int]:
-        """The scenario of the next user started here and its planner stream.
+    def next_user(self, worker_index: int) -> tuple[Scenario, int, int]:
+        """The scenario of the next user started here, its planner stream and
+        its id as a sender (:func:`~slogate.analysis.records.sender`).
 
         Streams are disjoint across workers (worker index in the high bits),
-        so a distributed run never replays one conversation twice."""
+        so a distributed run never replays one conversation twice; so are ids."""
         number = next(self._user_numbers)
         scenario = self.scenarios[self._picker.next()]
-        return scenario, (worker_index << 20) | number
+        return scenario, (worker_index << 20) | number, sender(USER, worker_index, number)
 
     def claim_dispatcher(self) -> Scenario | None:
         """The next scenario of this process still without an open-loop

@@ -21,7 +21,7 @@ from locust import User, task
 from locust.exception import StopUser
 from locust.user.task import LOCUST_STATE_STOPPING
 
-from slogate.analysis.records import SessionRecord
+from slogate.analysis.records import SESSION, SLOT, SessionRecord, sender
 from slogate.client.protocol import user_message
 from slogate.client.streaming import (
     PROTOCOLS,
@@ -71,13 +71,14 @@ class _ScenarioUser(User):
     def on_start(self) -> None:
         self.ctx = current_context()
         worker = getattr(self.environment.runner, "worker_index", 0) or 0
-        self.scenario, self.stream = self.ctx.next_user(worker)
+        self.scenario, self.stream, self.user = self.ctx.next_user(worker)
         self.planner = self.ctx.planner(self.scenario, self.stream)
 
     def send(
         self,
         client: StreamClient,
         prepared: PreparedRequest,
+        user: int,
         due: Due | None = None,
         writing: Callable[[], None] | None = None,
         warm: bool = False,
@@ -87,7 +88,8 @@ class _ScenarioUser(User):
         sent is counted as cancelled at the stop, outside latencies and errors
         (one cut off while it waited for a connection or was being written
         never reached the server: it is not counted); one the scenario
-        cancels is recorded as such (Locust's statistics leave it out). ``due``:
+        cancels is recorded as such (Locust's statistics leave it out).
+        ``user``: who sent it (:func:`~slogate.analysis.records.sender`); ``due``:
         open loop, its instant and the dispatcher's wait for it; ``writing``: as
         :meth:`StreamClient.send_prepared` takes it; ``warm``: sent to warm the
         engine's cache, recorded with the warm-up's requests."""
@@ -101,6 +103,7 @@ class _ScenarioUser(User):
         finally:
             ctx.sending(client, -1)
         record = result.record
+        record.user = user
         if due is not None:
             record.prepare_wait_ns = due.waited_ns
         ctx.record(record, warm)
@@ -116,13 +119,13 @@ class _ScenarioUser(User):
         )
         return result
 
-    def play_tree(self, client: StreamClient, chat: bool, session: TreeSession) -> None:
+    def play_tree(self, client: StreamClient, chat: bool, session: TreeSession, user: int) -> None:
         """One replayed agent session, its subagents included
-        (:mod:`slogate.locustfiles.agent_sessions`)."""
+        (:mod:`slogate.locustfiles.agent_sessions`), sent as ``user``."""
         cache = _ConversationCache()
 
         def send(client: StreamClient, prepared: PreparedRequest, warm: bool) -> StreamResult:
-            return self.send(client, prepared, warm=warm)
+            return self.send(client, prepared, user, warm=warm)
 
         play = TreePlay(send, client, session, chat, cache)
         try:
@@ -147,7 +150,8 @@ class SlogateUser(_ScenarioUser):
         sticky = ctx.pick_endpoint()
         chat = PROTOCOLS[self.scenario.api].conversational
         if self.scenario.workload.kind == "agent-trace":
-            self.play_tree(ctx.client(self.scenario, users, sticky), chat, self.planner.session())
+            client = ctx.client(self.scenario, users, sticky)
+            self.play_tree(client, chat, self.planner.session(), self.user)
             return
         conversation = self.planner.conversation()
         history: list[dict] = []
@@ -164,7 +168,7 @@ class SlogateUser(_ScenarioUser):
                     result = self.agent_turn(client, turn, history, cache, session)
                 else:
                     messages = chat_messages(turn, history) if chat else None
-                    result = self.send(client, client.prepare(turn, messages, session))
+                    result = self.send(client, client.prepare(turn, messages, session), self.user)
                     cache.add(result)
                 session = result.record.session or session
                 if not result.record.ok:
@@ -193,7 +197,7 @@ class SlogateUser(_ScenarioUser):
         agent = self.scenario.agent
         assert agent is not None
         messages = chat_messages(turn, history)
-        result = self.send(client, client.prepare(turn, messages, session))
+        result = self.send(client, client.prepare(turn, messages, session), self.user)
         cache.add(result)
         start_ns = result.record.start_ns
         steps = 1
@@ -217,7 +221,7 @@ class SlogateUser(_ScenarioUser):
                 ),
             ]
             session = result.record.session or session
-            result = self.send(client, client.prepare(turn, messages, session))
+            result = self.send(client, client.prepare(turn, messages, session), self.user)
             cache.add(result)
             steps += 1
         if record.error is not None:
@@ -282,13 +286,21 @@ class OpenLoopUser(_ScenarioUser):
             until_ns=time.perf_counter_ns() + int((ctx.timeline.total_s - ctx.elapsed_s()) * 1e9),
             ready=ready,
         )
+        slots = ctx.slots
+
+        def send(client: StreamClient, prepared: PreparedRequest, due: Due, slot: int) -> None:
+            try:
+                self.send(client, prepared, sender(SLOT, self.shard, slot), due, ahead.written)
+            finally:
+                slots.give(slot)
+
         try:
             for due in ahead:
                 if self.draining:
                     break
                 pool.wait_available()
                 client, prepared = due.item
-                pool.spawn(self.send, client, prepared, due, ahead.written)
+                pool.spawn(send, client, prepared, due, slots.take())
             pool.join()
         finally:
             ahead.close()
@@ -310,7 +322,8 @@ class OpenLoopUser(_ScenarioUser):
                     break
                 gevent.sleep(max(0.0, started + arrival_s - time.perf_counter()))
                 pool.wait_available()
-                pool.spawn(self.play_tree, clients[ctx.pick_endpoint()], chat, session)
+                user = sender(SESSION, self.shard, next(ctx.session_numbers))
+                pool.spawn(self.play_tree, clients[ctx.pick_endpoint()], chat, session, user)
             pool.join()
         finally:
             pool.kill()

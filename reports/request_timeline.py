@@ -1,10 +1,13 @@
 """The request timeline: every request a bar from its send to its last token,
-in lanes, over the run, as vLLM's ``--plot-timeline`` draws a benchmark.
+in its sender's lane, over the run, as vLLM's ``--plot-timeline`` draws a
+benchmark.
 
 Percentiles say how slow the tail was; this page shows when and beside what:
 a stream whose bar darkens (a stall) while another request's first token
-lands is prefill interference, a run of long grey heads is a queue, lanes that
-all wait at once are head-of-line blocking. It is drawn from
+lands is prefill interference, a run of long grey heads is a queue, users that
+all wait at once are head-of-line blocking. A lane is one sender's
+(``RequestRecord.user``), so it shows a user's requests one after another,
+its think times between them. It is drawn from
 ``data/timelines.json``: the bar's grey head is the wait for the first token
 (marked with a tick), its body is coloured by the request's mean ITL (TPOT)
 against the scenario's ITL or TPOT limit, and its longest gaps between chunks
@@ -25,11 +28,13 @@ from typing import Any
 
 from markupsafe import Markup
 
-from slogate.analysis.timelines import UNKNOWN, Timelines
+from slogate.analysis.records import sender_parts
+from slogate.analysis.timelines import UNKNOWN, UNKNOWN_USER, Timelines
 from slogate.reports.html import num, render
 from slogate.reports.svg import clock, esc, time_ticks
 
 MAX_BARS = 2000
+MAX_LANES = 200  # senders drawn at most, so a lane stays 4 px high or more
 SLOWEST_KEPT = 50
 WIDTH, LEFT, RIGHT, TOP, BOTTOM = 1160, 44, 12, 8, 30
 # the body's colour: mean ITL under half the limit, under it, at or over it; unknown
@@ -40,37 +45,68 @@ UNDECLARED_LIMIT_X_MEDIAN = 2.0
 
 @dataclass(frozen=True, slots=True)
 class Sample:
-    """The rows drawn, in send order, and what the page says about the choice."""
+    """The rows drawn, in send order, and what the page says about the choice:
+    which senders (whole), then which of their requests."""
 
     rows: list[int]
     total: int
-    every: int  # 1: every request is drawn
+    senders: int  # drawn
+    senders_total: int
+    senders_every: int  # 1: every sender is drawn
+    senders_slowest: int  # senders kept besides every ``senders_every``-th: a slowest request's
+    every: int  # 1: every request of the drawn senders
     slowest: int  # rows kept besides every ``every``-th: the longest E2E
 
 
 def sample(
     starts: Sequence[float],
     e2e_ms: Sequence[float],
-    limit: int = MAX_BARS,
+    senders: Sequence[int],
+    bars: int = MAX_BARS,
+    lanes: int = MAX_LANES,
     slowest: int = SLOWEST_KEPT,
 ) -> Sample:
-    """Every request when they fit; else every k-th by send time and the
-    ``slowest`` by E2E besides, so the tail is never sampled away."""
+    """Senders whole, so a lane shows one sender's sequence: every one when
+    they fit in ``lanes``, else every k-th by first send and those of the
+    ``slowest`` requests (E2E) besides; then every request of theirs when they
+    fit in ``bars``, else every j-th of each sender's by send time and the
+    ``slowest`` besides, so the tail is never sampled away."""
     order = sorted(range(len(starts)), key=starts.__getitem__)
-    if len(order) <= limit:
-        return Sample(order, len(order), 1, 0)
-    every = math.ceil(len(order) / (limit - slowest))
-    kept = set(order[::every])
+    firsts = list(dict.fromkeys(map(senders.__getitem__, order)))  # in order of first send
     tail = heapq.nlargest(slowest, range(len(e2e_ms)), key=e2e_ms.__getitem__)
-    extra = [row for row in tail if row not in kept]
-    kept.update(extra)
-    return Sample(sorted(kept, key=starts.__getitem__), len(order), every, len(extra))
+    senders_every = 1 if len(firsts) <= lanes else math.ceil(len(firsts) / (lanes - slowest))
+    kept = set(firsts[::senders_every])
+    extra_senders = {senders[row] for row in tail} - kept
+    kept |= extra_senders
+    chosen = order if len(kept) == len(firsts) else [r for r in order if senders[r] in kept]
+    every = 1 if len(chosen) <= bars else math.ceil(len(chosen) / (bars - slowest))
+    drawn = chosen if every == 1 else nth_of_each(chosen, senders, every)
+    drawn_set = set(drawn)
+    extra = [row for row in tail if row not in drawn_set]
+    return Sample(
+        sorted([*drawn, *extra], key=starts.__getitem__), len(order), len(kept), len(firsts),
+        senders_every, len(extra_senders), every, len(extra),
+    )  # fmt: skip
+
+
+def nth_of_each(rows: Iterable[int], senders: Sequence[int], every: int) -> list[int]:
+    """Of ``rows``, each sender's first and then every ``every``-th."""
+    seen: dict[int, int] = {}
+    out = []
+    for row in rows:
+        key = senders[row]
+        n = seen.get(key, 0)
+        seen[key] = n + 1
+        if n % every == 0:
+            out.append(row)
+    return out
 
 
 def lanes(spans: Iterable[tuple[float, float]]) -> list[int]:
     """Each span (start, end), in start order, in the lowest lane free at its
-    start: a lane is a stream of requests that never overlapped, as a
-    closed-loop user's are, and the lanes are as many as were ever in flight."""
+    start: a sender's requests that overlapped (an agent's parallel
+    subagents) go side by side, and it takes as many lanes as it ever had in
+    flight at once."""
     busy: list[tuple[float, int]] = []
     free: list[int] = []
     out: list[int] = []
@@ -85,6 +121,47 @@ def lanes(spans: Iterable[tuple[float, float]]) -> list[int]:
         heapq.heappush(busy, (end, lane))
         out.append(lane)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Band:
+    """A sender's lanes: the first and how many."""
+
+    sender: int
+    top: int
+    lanes: int
+
+
+def sender_lanes(
+    senders: Sequence[int], spans: Sequence[tuple[float, float]]
+) -> tuple[list[int], list[Band]]:
+    """Each request's lane (``senders`` and ``spans`` in send order): every
+    sender gets lanes of its own, in the order of its first send, and its
+    requests are laid in them as :func:`lanes` lays them."""
+    members: dict[int, list[int]] = {}
+    for index, key in enumerate(senders):
+        members.setdefault(key, []).append(index)
+    lane_of = [0] * len(senders)
+    bands = []
+    top = 0
+    for key, indices in members.items():
+        own = lanes(spans[i] for i in indices)
+        for index, lane in zip(indices, own, strict=True):
+            lane_of[index] = top + lane
+        bands.append(Band(key, top, max(own) + 1))
+        top += max(own) + 1
+    return lane_of, bands
+
+
+def sender_label(user: int, processes: bool) -> tuple[str, str]:
+    """A sender's name, short (beside its lane) and long (on hover);
+    ``processes``: the run's senders came from more than one process."""
+    if user == UNKNOWN_USER:
+        return "?", "sender unknown (saved before senders were recorded)"
+    kind, process, number = sender_parts(user)
+    if not processes:
+        return f"{number}", f"{kind} {number}"
+    return f"{process}\u00b7{number}", f"{kind} {number} of load process {process}"
 
 
 def itl_class(tpot_ms: float, limit_ms: float | None) -> str:
@@ -134,7 +211,7 @@ def gaps_of_rows(t: Timelines, rows: Iterable[int]) -> dict[int, list[tuple[floa
 
 
 def request_numbers(
-    t: Timelines, row: int, t0: float, gaps: list[tuple[float, float]]
+    t: Timelines, row: int, t0: float, gaps: list[tuple[float, float]], processes: bool
 ) -> list[Any]:
     """What hovering a bar shows, in the order the page's script reads it."""
     c = t.columns
@@ -149,6 +226,7 @@ def request_numbers(
         value("output_tokens", 0), int(c["conversation"][row]), int(c["turn"][row]),
         bool(t.flags["ok"][row]), bool(t.flags["warmup"][row]), len(gaps),
         round(max(g for _, g in gaps), 1) if gaps else None,
+        sender_label(t.user[row], processes)[1],
     ]  # fmt: skip
 
 
@@ -208,8 +286,9 @@ def bar_svg(
     return "".join(parts)
 
 
-def axis_svg(frame: Frame, ticks: Sequence[float], height: float) -> str:
-    """Gridlines and labels of the time axis, in seconds since the run's start."""
+def axis_svg(frame: Frame, ticks: Sequence[float], height: float, senders: str) -> str:
+    """Gridlines and labels of the time axis, in seconds since the run's start;
+    ``senders`` names what the lanes' labels count."""
     base = height - BOTTOM
     parts = [
         f'<line x1="{x:.2f}" x2="{x:.2f}" y1="{TOP}" y2="{base + 4:.1f}" class="g"/>'
@@ -219,9 +298,30 @@ def axis_svg(frame: Frame, ticks: Sequence[float], height: float) -> str:
     ]
     parts.append(
         f'<text x="{WIDTH - RIGHT}" y="{height - 2:.1f}" class="al">time since the run started'
-        f'</text><text x="4" y="{TOP + 10}" class="al0">lane</text>'
+        f'</text><text x="4" y="{height - 2:.1f}" class="al0">{esc(senders)}</text>'
     )
     return "".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Senders:
+    """What the drawn senders were: their kind as a word (users, slots or
+    sessions; senders when a mix has several kinds), and whether they came
+    from more than one process."""
+
+    word: str
+    processes: bool
+
+    @classmethod
+    def of(cls, users: Iterable[int]) -> Senders:
+        parts = [sender_parts(u) for u in set(users) if u != UNKNOWN_USER]
+        kinds = {kind for kind, _, _ in parts}
+        word = kinds.pop() if len(kinds) == 1 else "sender"
+        return cls(word, len({process for _, process, _ in parts}) > 1)
+
+    @property
+    def axis(self) -> str:
+        return f"process\u00b7{self.word}" if self.processes else self.word
 
 
 def bars_svg(
@@ -230,15 +330,17 @@ def bars_svg(
     t0: float,
     limits: dict[str, tuple[float, str]],
     gaps_of: dict[int, list[tuple[float, float]]],
+    senders: Senders,
 ) -> Markup:
-    """The lanes and their bars over a time axis."""
+    """Each sender's lanes and their bars over a time axis, the sender named
+    beside its lanes when they are tall enough to read."""
     c = t.columns
     spans = []
     for row in drawn.rows:
         start = c["start_s"][row] - t0
         spans.append((start, start + c["e2e_ms"][row] / 1000.0))
-    lane_of = lanes(spans)
-    count = max(lane_of, default=-1) + 1
+    lane_of, bands = sender_lanes([t.user[r] for r in drawn.rows], spans)
+    count = sum(band.lanes for band in bands)
     lane_h = min(16.0, max(4.0, 640.0 / max(count, 1)))
     height = TOP + count * lane_h + BOTTOM
     lo, hi, ticks = time_ticks(
@@ -248,13 +350,24 @@ def bars_svg(
     parts = [
         f'<svg class="timeline" viewBox="0 0 {WIDTH} {height:.0f}" width="{WIDTH}" '
         f'height="{height:.0f}" role="img" aria-label="request timeline">',
-        axis_svg(frame, ticks, height),
+        axis_svg(frame, ticks, height, senders.axis),
     ]
+    bars: dict[int, list[str]] = {}
     for index, (row, span, lane) in enumerate(zip(drawn.rows, spans, lane_of, strict=True)):
         limit = limits.get(t.scenarios[t.scenario[row]])
         kind = itl_class(c["tpot_ms"][row], limit[0] if limit else None)
         gaps = gaps_of.get(row, ())
-        parts.append(bar_svg(t, row, index, span, frame.y(lane), frame, kind, gaps))
+        bar = bar_svg(t, row, index, span, frame.y(lane), frame, kind, gaps)
+        bars.setdefault(lane, []).append(bar)
+    for band in bands:
+        short, long = sender_label(band.sender, senders.processes)
+        parts.append(f'<g class="sender" data-sender="{esc(long)}">')
+        if lane_h >= 9:
+            y = frame.y(band.top) + lane_h * 0.75
+            parts.append(f'<text x="{LEFT - 4}" y="{y:.1f}" class="ul">{esc(short)}</text>')
+        for lane in range(band.top, band.top + band.lanes):
+            parts.extend(bars[lane])
+        parts.append("</g>")
     parts.append("</svg>")
     return Markup("".join(parts))
 
@@ -268,35 +381,59 @@ def script_json(value: Any) -> Markup:
     return Markup(text)
 
 
-def sample_text(drawn: Sample) -> str:
-    if drawn.every == 1:
-        return f"all {num(drawn.total)} requests"
-    ordinal = {2: "2nd", 3: "3rd"}.get(drawn.every, f"{drawn.every}th")
-    return (
-        f"{num(len(drawn.rows))} of {num(drawn.total)} requests: every {ordinal} by send time, "
-        f"and the {num(drawn.slowest)} slowest (E2E) besides, so the tail is always drawn"
-    )
+def ordinal(n: int) -> str:
+    return {2: "2nd", 3: "3rd"}.get(n, f"{n}th")
+
+
+def counted(n: int, noun: str) -> str:
+    return f"{num(n)} {noun}" + ("" if n == 1 else "s")
+
+
+def sample_text(drawn: Sample, senders: str) -> str:
+    """Which senders and requests the page draws, ``senders`` naming them."""
+    if drawn.every == 1 and drawn.senders_every == 1:
+        return f"all {counted(drawn.total, 'request')} of {counted(drawn.senders, senders)}"
+    text = f"{num(len(drawn.rows))} of {num(drawn.total)} requests, "
+    if drawn.senders_every == 1:
+        text += f"of all {counted(drawn.senders, senders)}"
+    else:
+        text += (
+            f"of {num(drawn.senders)} of {counted(drawn.senders_total, senders)} (each drawn "
+            f"whole: every {ordinal(drawn.senders_every)} by first send, and the "
+            f"{num(drawn.senders_slowest)} that sent one of the {SLOWEST_KEPT} slowest requests "
+            "besides)"
+        )
+    if drawn.every > 1:
+        text += (
+            f"; of each one's requests every {ordinal(drawn.every)} by send time, and the "
+            f"{num(drawn.slowest)} slowest (E2E) besides, so the tail is always drawn"
+        )
+    return text
 
 
 def timeline_html(
     t: Timelines, meta: dict[str, Any], slos: dict[str, Sequence[Any]], verdict: str
 ) -> str:
-    """The page: the lanes, the legend, what was sampled, and each drawn
-    request's numbers for the hover."""
+    """The page: the senders' lanes, the legend, what was sampled, and each
+    drawn request's numbers for the hover."""
     c = t.columns
-    drawn = sample(c["start_s"], c["e2e_ms"])
+    drawn = sample(c["start_s"], c["e2e_ms"], t.user)
     t0 = origin(meta.get("started_at"), c["start_s"])
     limits = itl_limits(t, slos)
     gaps_of = gaps_of_rows(t, drawn.rows)
+    senders = Senders.of(t.user[row] for row in drawn.rows)
     return render(
         "timeline.html.j2",
         run_id=meta.get("run_id") or "",
         verdict=verdict,
-        svg=bars_svg(t, drawn, t0, limits, gaps_of),
-        sampled=sample_text(drawn),
+        svg=bars_svg(t, drawn, t0, limits, gaps_of, senders),
+        sampled=sample_text(drawn, senders.word),
         limits={name: (num(limit), why) for name, (limit, why) in limits.items()},
         dropped=t.dropped,
         numbers=script_json(
-            [request_numbers(t, row, t0, gaps_of.get(row, [])) for row in drawn.rows]
+            [
+                request_numbers(t, row, t0, gaps_of.get(row, []), senders.processes)
+                for row in drawn.rows
+            ]
         ),
     )

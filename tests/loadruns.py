@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import http.server
 import io
+import itertools
 import json
 import socket
 import subprocess
@@ -154,3 +155,26 @@ def stop_workers(workers: list[subprocess.Popen]) -> None:
             w.wait(timeout=30)
         except subprocess.TimeoutExpired:
             w.kill()
+
+
+def requests_by_sender(out: Path) -> dict[str, dict[tuple[int, int], int]]:
+    """The run's requests per sender, as ``data/timelines.json`` recorded them:
+    {kind: {(process, number): requests}}; each sender's requests one after
+    another (a closed-loop user's, an open-loop slot's never overlap)."""
+    from slogate.analysis.records import sender_parts
+    from slogate.analysis.rundata import RunData
+
+    t = RunData.load(out).timelines
+    assert t is not None
+    spans: dict[int, list[tuple[float, float]]] = {}
+    for row, user in enumerate(t.user):
+        start = t.columns["start_s"][row]
+        spans.setdefault(user, []).append((start, start + t.columns["e2e_ms"][row] / 1000))
+    found: dict[str, dict[tuple[int, int], int]] = {}
+    for user, own in spans.items():
+        own.sort()
+        overlaps = [(a, b) for a, b in itertools.pairwise(own) if b[0] < a[1] - 1e-3]
+        assert not overlaps, f"sender {sender_parts(user)}: requests overlap: {overlaps[:3]}"
+        kind, process, number = sender_parts(user)
+        found.setdefault(kind, {})[(process, number)] = len(own)
+    return found

@@ -17,9 +17,16 @@ from slogate.analysis.causes import (
     timeline_findings,
     ttft_findings,
 )
-from slogate.analysis.records import RequestRecord
+from slogate.analysis.records import SLOT, USER, RequestRecord, sender, sender_parts
 from slogate.analysis.request_metrics import request_metrics
-from slogate.analysis.timelines import COLUMNS, FLAGS, MAX_REQUESTS, Timelines, long_gaps
+from slogate.analysis.timelines import (
+    COLUMNS,
+    FLAGS,
+    MAX_REQUESTS,
+    UNKNOWN_USER,
+    Timelines,
+    long_gaps,
+)
 
 MS = 1_000_000
 
@@ -38,6 +45,7 @@ def timelines(rows: list[dict], gaps: list[tuple[int, float, float]] = ()) -> Ti
     for row in rows:
         values = {**defaults, "turn": 0, **row}
         t.scenario.append(0)
+        t.user.append(row.get("user", 0))
         for name in COLUMNS:
             t.columns[name].append(float(values[name]))
         t.flags["ok"].append(True)
@@ -251,15 +259,30 @@ def test_a_record_leaves_its_row_and_its_stalls():
 
 def test_timelines_round_trip_and_merge_with_their_scenarios_remapped():
     a = timelines([{"start_s": 0.0, "ttft_ms": 1, "e2e_ms": 2}])
+    other = sender(USER, 1, 0)  # the first user of a second load process
     b = Timelines.decode(
-        {**timelines([{"start_s": 5.0, "ttft_ms": 3, "e2e_ms": 4}], [(0, 1.0, 2.0)]).encode()}
+        timelines(
+            [{"start_s": 5.0, "ttft_ms": 3, "e2e_ms": 4, "user": other}], [(0, 1.0, 2.0)]
+        ).encode()
     )
     b.scenarios = ["code"]
     a.extend(b)
     assert a.scenarios == ["chat", "code"] and list(a.scenario) == [0, 1]
+    assert list(a.user) == [0, other] and sender_parts(other) == ("user", 1, 0)
     assert list(a.columns["start_s"]) == [0.0, 5.0]
     assert list(a.gap_row) == [1]
     assert Timelines.decode(a.encode()).encode() == a.encode()
+
+
+def test_a_record_leaves_its_sender_and_timelines_saved_without_senders_still_read():
+    t = Timelines()
+    rec = record(0, [100 * MS, 110 * MS, 120 * MS])
+    rec.user = sender(SLOT, 0, 3)
+    t.add(rec, request_metrics(rec), end_wall_s=50.0, warmup=False)
+    assert list(t.user) == [sender(SLOT, 0, 3)] and t.encode()["user"] == [2**48 + 3]
+    saved = timelines([{"start_s": 0.0, "ttft_ms": 1, "e2e_ms": 2}] * 2).encode()
+    del saved["user"]
+    assert list(Timelines.decode(saved).user) == [UNKNOWN_USER] * 2
 
 
 def test_timelines_past_the_cap_are_counted_not_kept():
@@ -277,6 +300,7 @@ def test_timelines_past_the_cap_are_counted_not_kept():
     [
         ({"ttft_ms": [1.0, 2.0]}, "column ttft_ms has 2 rows, not 1"),
         ({"scenario": [3]}, "scenario index out of range"),
+        ({"user": [0, 1]}, "column user has 2 rows, not 1"),
         ({"gaps": {"row": [5], "end_ms": [1.0], "gap_ms": [1.0]}}, "a gap of a row"),
     ],
 )

@@ -15,6 +15,7 @@ from loadruns import (
     assert_every_request_accounted,
     free_port,
     locust_command,
+    requests_by_sender,
     scenario_file,
     slogate,
     stop_workers,
@@ -22,6 +23,7 @@ from loadruns import (
     wait_until_served,
 )
 
+from slogate.analysis.records import USER, sender
 from slogate.engines.exact import ExactEngine
 
 pytestmark = pytest.mark.slow
@@ -79,6 +81,12 @@ def test_processes_2_counts_every_request_the_server_answered(engine, tmp_path):
     assert len(per_process) == 2 and all(p["cpu_s"] > 0 for p in per_process.values())
     assert len({p["pid"] for p in per_process.values()}) == 2
     assert_requests_saved(tmp_path / "out")
+    # the users of the two processes stay distinct: 3 users each, numbered 0-2 in each
+    users = requests_by_sender(tmp_path / "out")
+    assert list(users) == ["user"]
+    assert sorted(users["user"]) == [(w, n) for w in (0, 1) for n in range(3)]
+    saved = {line["user"] for line in map(json.loads, (tmp_path / "out" / "requests.jsonl").open())}
+    assert saved == {sender(USER, w, n) for w, n in users["user"]}
 
 
 def assert_requests_saved(out) -> None:

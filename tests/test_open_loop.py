@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 import pytest
-from loadruns import ROOT, scenario_file, summary
+from loadruns import ROOT, requests_by_sender, scenario_file, summary
 
 from slogate.engines.exact import ExactEngine
 
@@ -102,3 +102,6 @@ def test_a_server_stall_shows_in_scheduled_latency_not_in_send_based(tmp_path):
     assert metrics["lag_dispatch_ms"]["p99"] == pytest.approx(causes["dispatcher_late"])
     (reason,) = [r for r in s["invalid_reasons"] if "lag p99" in r]
     assert "the lag was mostly dispatcher late" in reason
+    # each request's sender is the sending slot it held: 4 at most, all taken in the freeze
+    slots = requests_by_sender(tmp_path / "out")
+    assert list(slots) == ["slot"] and sorted(slots["slot"]) == [(0, n) for n in range(4)]
