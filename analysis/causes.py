@@ -46,6 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -164,7 +165,8 @@ class Requests:
         """The measured, successful requests of one scenario."""
         if scenario not in self.names:
             return np.zeros(len(self.start), dtype=bool)
-        return (self.scenario == self.names.index(scenario)) & self.ok & self.measured
+        mine: np.ndarray = (self.scenario == self.names.index(scenario)) & self.ok & self.measured
+        return mine
 
 
 # -- counting and fitting ----------------------------------------------------------
@@ -270,7 +272,7 @@ def shares(
 def wait_finding(
     cause: str,
     text: str,
-    evidence: dict,
+    evidence: dict[str, Any],
     scenario: str,
     part: np.ndarray,
     rows: np.ndarray,
@@ -443,7 +445,7 @@ def prefill_tokens(r: Requests, rows: np.ndarray) -> np.ndarray:
     per user, so several users' may match; the latest is the likeliest). A
     request's whole input where no turn before it is found, or the one found
     sent more than this request's input (another user's)."""
-    tokens = r.input_tokens.copy()
+    tokens = np.copy(r.input_tokens)
     later = np.flatnonzero(rows & (r.turn > 0))
     if not len(later):
         return tokens
@@ -549,17 +551,17 @@ def ttft_findings(r: Requests, scenario: str, limits: Mapping[str, float]) -> li
     queue = fit(in_flight[rows].astype(float), r.ttft[rows])
     if queue is not None and queue.rising:
         part = queue.slope * (in_flight - queue.low)
+        low, high = (float(x) for x in np.percentile(in_flight[rows], [10, 90]))
         evidence = {
             "ms_per_request_in_flight": round(queue.slope, 1),
             "rank_correlation": round(queue.rho, 2),
-            "in_flight_p10_p90": [float(x) for x in np.percentile(in_flight[rows], [10, 90])],
+            "in_flight_p10_p90": [low, high],
             "growth": round(queue.growth, 2),
         }
         text = (
             f"Queueing: TTFT rises with the requests in flight when a request is sent, "
             f"{queue.slope:.0f} ms per request in flight (rank correlation {queue.rho:.2f}; "
-            f"x{queue.growth:.1f} from {evidence['in_flight_p10_p90'][0]:g} to "
-            f"{evidence['in_flight_p10_p90'][1]:g} in flight): requests wait for the ones "
+            f"x{queue.growth:.1f} from {low:g} to {high:g} in flight): requests wait for the ones "
             "ahead of them."
         )
         findings.append(wait_finding("queueing", text, evidence, scenario, part, rows, limits, r))
@@ -648,19 +650,19 @@ def decode_bound(r: Requests, scenario: str, limits: Mapping[str, float]) -> Fin
     share = shares(rows, limits, {"tpot_ms": part}, r)
     if "itl_ms" in limits:
         share["itl_ms"] = round(share_of_miss(r.tpot[rows], part[rows], limits["itl_ms"]), 3)
+    low, high = (round(float(x), 1) for x in np.percentile(beside[rows], [10, 90]))
     evidence = {
         "ms_per_stream": round(line.slope, 2),
         "intercept_ms": round(line.intercept, 2),
         "rank_correlation": round(line.rho, 2),
         "growth": round(line.growth, 2),
-        "streams_p10_p90": [round(float(x), 1) for x in np.percentile(beside[rows], [10, 90])],
+        "streams_p10_p90": [low, high],
     }
     text = (
         f"Decode-bound ITL: TPOT rises with the streams decoding beside a request, "
         f"{line.slope:.2f} ms per stream over {line.intercept:.1f} ms (rank correlation "
-        f"{line.rho:.2f}; x{line.growth:.1f} from {evidence['streams_p10_p90'][0]:g} to "
-        f"{evidence['streams_p10_p90'][1]:g} streams): every step decodes the whole batch, so "
-        "a larger batch makes each token slower."
+        f"{line.rho:.2f}; x{line.growth:.1f} from {low:g} to {high:g} streams): every step "
+        "decodes the whole batch, so a larger batch makes each token slower."
     )
     return Finding(
         "decode-bound",

@@ -21,11 +21,11 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from slogate.analysis.versions import (
-    EXPERIMENT_SCHEMA,
-    REPEATS_SCHEMA,
-    RUNDATA_SCHEMA,
-    SUMMARY_SCHEMA,
-    SWEEP_SCHEMA,
+    ExperimentSchema,
+    RepeatsSchema,
+    RundataSchema,
+    SummarySchema,
+    SweepSchema,
 )
 
 VerdictName = Literal["pass", "fail", "inconclusive", "invalid"]
@@ -616,7 +616,7 @@ class Probes(Contract):
 class Summary(Contract):
     """summary.json: a run's verdict, exit code and numbers per scenario."""
 
-    schema_: Literal[SUMMARY_SCHEMA] = Field(alias="schema")
+    schema_: SummarySchema = Field(alias="schema")
     verdict: VerdictName
     exit_code: int
     invalid_reasons: list[str] = Field(default_factory=list)
@@ -718,7 +718,7 @@ class Sweep(Contract):
     """sweep.json: each load level's trials, the maximum under SLO and the knee;
     with ``slo_tiers`` in the scenario, the maximum under each tier."""
 
-    schema_: Literal[SWEEP_SCHEMA] = Field(alias="schema")
+    schema_: SweepSchema = Field(alias="schema")
     mode: str
     unit: str
     scenario: str
@@ -751,7 +751,7 @@ class ExperimentTrend(Contract):
 class Experiment(Contract):
     """experiment.json: one factor varied, the points measured and the trends read."""
 
-    schema_: Literal[EXPERIMENT_SCHEMA] = Field(alias="schema")
+    schema_: ExperimentSchema = Field(alias="schema")
     factor: str
     title: str
     x_label: str
@@ -812,7 +812,7 @@ class Repeats(Contract):
     """A repeat set's summary.json (``slogate run --repeat N``): each run and the
     combined verdict on the spread of each SLO statistic across them."""
 
-    schema_: Literal[REPEATS_SCHEMA] = Field(alias="schema")
+    schema_: RepeatsSchema = Field(alias="schema")
     verdict: VerdictName
     exit_code: int
     invalid_reasons: list[str] = Field(default_factory=list)
@@ -842,7 +842,7 @@ class RunFile(Contract):
     endpoint's and replica's apart, keyed ``endpoint`` or ``replica``) and the
     engine's scraped metrics (the histograms lie beside it, in buckets.json)."""
 
-    schema_: Literal[RUNDATA_SCHEMA] = Field(alias="schema")
+    schema_: RundataSchema = Field(alias="schema")
     meta: RunMeta
     timeseries: list[dict[str, Any]] = Field(default_factory=list)
     timeseries_apart: list[dict[str, Any]] = Field(default_factory=list)

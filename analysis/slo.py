@@ -480,6 +480,10 @@ def evaluate_run(run: RunData) -> RunVerdict:
     ]
     reasons = invalid_reasons(run)
     if distrusted:
-        reasons += [*distrusted, generator_reason(per_process)]
+        reasons += distrusted
+        # Stalled reads void a verdict on their own: the loop's numbers may be unmeasured.
+        loop = generator_reason(per_process)
+        if loop is not None:
+            reasons.append(loop)
     verdict = Verdict.INVALID if reasons else worst_of(scenarios.values())
     return RunVerdict(verdict, tuple(results), scenarios, tuple(reasons))

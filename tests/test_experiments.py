@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from slogate.analysis.contracts import EXPERIMENT_SCHEMA
 from slogate.analysis.recorder import Recorder
 from slogate.analysis.records import RequestRecord
 from slogate.analysis.rundata import RunData
+from slogate.analysis.versions import EXPERIMENT_SCHEMA
 from slogate.reports.experiments import write_experiment
 from slogate.studies.points import (
     FALLS,

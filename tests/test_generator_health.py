@@ -150,6 +150,23 @@ def test_chunks_read_together_while_stalled_void_itl_when_they_reach_the_limit()
     assert got == [Verdict.PASS, Verdict.FAIL, Verdict.PASS]
 
 
+def test_stalled_reads_void_itl_without_a_measured_loop_and_say_only_why():
+    """A results folder without the generator's health (an older one, or a run
+    stopped before its measured window) whose stalled reads reach the limit:
+    the verdict is invalid, and its reasons are the SLO's note alone, no line
+    of loop numbers that were never measured."""
+    chat = bucket({"ttft": TTFT_MS, "itl": [0.0] * 80 + [20.0] * 3840 + [40.0] * 80})
+    chat.counters.chunk_gaps, chat.counters.same_read_gaps = 4000, 80
+    chat.counters.same_read_stalled_gaps = 80
+    run = run_of({"chat": chat}, slo={"chat": [itl_p99(30.0)]}, generator={"max_lag_ms": 50.0})
+    verdict = evaluate_run(run)
+    assert verdict.verdict is Verdict.INVALID and verdict.exit_code == 3
+    (reason,) = verdict.reasons
+    assert reason.startswith("chat: itl_ms p99 <= 30: 80 of 4000 chunk gaps (2.00%) were read")
+    summary = build_summary(run)
+    assert summary["invalid_reasons"] == [reason]
+
+
 def test_the_likely_cause_names_collector_cpu_or_outside():
     gc_paused = health({0.1: 1000, 40.0: 1}, gc_max_pause_ns=38_000_000, cpu_s=1, wall_s=10)
     busy = health({0.1: 1000, 40.0: 1}, cpu_s=9.5, wall_s=10)
