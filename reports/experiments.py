@@ -302,7 +302,7 @@ def write_experiment(out: Path, doc: Experiment | Mapping[str, Any]) -> dict[str
 def latency_slos(sweep: Sweep) -> list[tuple[str, str, float | None]]:
     """The scenario's latency SLOs on a percentile (what a sweep plots against):
     metric, stat and threshold; TTFT and TPOT p99 without a threshold when none."""
-    slos = [
+    slos: list[tuple[str, str, float | None]] = [
         (s.metric, s.stat, s.threshold)
         for s in sweep.slo
         if is_latency_percentile(s.metric, s.stat)

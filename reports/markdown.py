@@ -263,8 +263,8 @@ def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> 
     summary = as_model(Summary, summary, "summary")
     verdict, run = summary.verdict, summary.run
     engine = run.engine or {}
-    compared = isinstance(summary.baseline, Comparison)
-    gate = summary.baseline.verdict if compared else "no regression"
+    baseline = summary.baseline
+    gate = baseline.verdict if isinstance(baseline, Comparison) else "no regression"
     mark = VERDICT_MARK.get(verdict)
     if verdict == "pass" and gate != "no regression":
         mark = VERDICT_MARK["fail" if gate == "regression" else "invalid"]
@@ -282,11 +282,11 @@ def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> 
     ]
     if context_fit(engine):
         lines.append(f"Context: {md(context_fit(engine))}.")
-    found = run.saturation and run.saturation.found
-    if found:
+    saturation = run.saturation
+    if saturation is not None and saturation.found is not None:
         lines += [
             "",
-            f"**Past saturation** (--saturation {run.saturation.mode}): {md(found.reason)}.",
+            f"**Past saturation** (--saturation {saturation.mode}): {md(saturation.found.reason)}.",
         ]
     if run.stopped_early is not None:
         stop = run.stopped_early

@@ -126,15 +126,14 @@ class SummaryCollector:
                 if rate is not None:
                     throughput.add_metric([*target, what], rate)
             for kind in ("output", "input", "goodput"):
-                price = block.cost and getattr(block.cost, f"per_million_{kind}_tokens")
+                price = getattr(block.cost, f"per_million_{kind}_tokens", None)
                 if price is not None:
                     cost.add_metric([*target, kind], price)
             for sl in block.slices:
                 states = {v: v == sl.verdict for v in VERDICTS}
                 slice_verdict.add_metric([*target, f"{sl.start_s:g}"], states)
-            fraction = block.goodput and block.goodput.fraction
-            if fraction is not None:
-                goodput.add_metric(target, fraction)
+            if block.goodput is not None and block.goodput.fraction is not None:
+                goodput.add_metric(target, block.goodput.fraction)
             if compared is not None:
                 regressions.add_metric(target, regressed.get(name, 0))
                 cannot_tell.add_metric(target, untold.get(name, 0))
@@ -199,8 +198,9 @@ class SummaryCollector:
                 drift.add_metric([*run, metric], stat.client_minus_engine / 1000)
         bounds = (s.generator.error_bound_ms or {}).get("ttft_ms") or {}
         for stat, quantile in QUANTILES.items():
-            if bounds.get(stat) is not None:
-                bound.add_metric([*run, quantile], bounds[stat] / 1000)
+            at = bounds.get(stat)
+            if at is not None:
+                bound.add_metric([*run, quantile], at / 1000)
         energy = self.gauge(
             "energy_joules", "GPU energy of the measured window, per unit", ("per",), run_wide=True
         )

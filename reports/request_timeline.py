@@ -21,7 +21,7 @@ import heapq
 import json
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -170,7 +170,7 @@ def itl_class(tpot_ms: float, limit_ms: float | None) -> str:
     return ITL_CLASSES[(tpot_ms >= limit_ms / 2) + (tpot_ms >= limit_ms)]
 
 
-def itl_limits(t: Timelines, slos: dict[str, Sequence[Any]]) -> dict[str, tuple[float, str]]:
+def itl_limits(t: Timelines, slos: Mapping[str, Sequence[Any]]) -> dict[str, tuple[float, str]]:
     """Per scenario the mean-ITL limit its bars are coloured against and where
     it came from: the lowest ITL or TPOT limit it declares, else twice the
     run's median TPOT."""
@@ -412,7 +412,7 @@ def sample_text(drawn: Sample, senders: str) -> str:
 
 
 def timeline_html(
-    t: Timelines, meta: dict[str, Any], slos: dict[str, Sequence[Any]], verdict: str
+    t: Timelines, meta: dict[str, Any], slos: Mapping[str, Sequence[Any]], verdict: str
 ) -> str:
     """The page: the senders' lanes, the legend, what was sampled, and each
     drawn request's numbers for the hover."""

@@ -18,6 +18,7 @@ from slogate.analysis.compare import DEFAULT_TOLERANCE, Comparison
 from slogate.analysis.judge import judge
 from slogate.analysis.rundata import RunData
 from slogate.analysis.summary import build_summary
+from slogate.analysis.timelines import Timelines
 from slogate.analysis.timeseries import apart_series
 from slogate.reports.charts import (
     LABELS,
@@ -87,8 +88,9 @@ def write_atomic(path: Path, content: str | bytes) -> Path:
     return path
 
 
-def has_timeline(run: RunData) -> bool:
-    return run.timelines is not None and len(run.timelines) > 0
+def kept_timelines(run: RunData) -> Timelines | None:
+    """The requests' timelines, None where the run kept none (no page for them)."""
+    return run.timelines if run.timelines is not None and len(run.timelines) > 0 else None
 
 
 def warmup_cut(summary: Summary) -> Cut | None:
@@ -133,7 +135,7 @@ def report_html(summary: Summary, run: RunData, baseline: RunData | None) -> str
         total_requests=total,
         labels=METRIC_LABELS,
         server_charts=server_charts(run.server_metrics),
-        timeline=TIMELINE_FILE if has_timeline(run) else None,
+        timeline=TIMELINE_FILE if kept_timelines(run) is not None else None,
     )
 
 
@@ -185,9 +187,10 @@ def write_files(
         "markdown": write_atomic(out / MARKDOWN_FILE, summary_markdown(contract, REPORT_FILE)),
         "metrics": write_atomic(out / METRICS_FILE, openmetrics_text(contract)),
     }
-    if has_timeline(run):
+    timelines = kept_timelines(run)
+    if timelines is not None:
         slos = {name: block.slo for name, block in contract.scenarios.items()}
-        page = timeline_html(run.timelines, run.meta, slos, contract.verdict)
+        page = timeline_html(timelines, run.meta, slos, contract.verdict)
         files["timeline"] = write_atomic(out / TIMELINE_FILE, page)
     return Outcome(contract.verdict, contract.exit_code, out, files, summary, comparison)
 
@@ -212,6 +215,6 @@ def rerender(out_dir: str | os.PathLike[str], tolerance: float = DEFAULT_TOLERAN
     try:
         baseline = RunData.load(baseline_path)
     except (OSError, ValueError) as exc:
-        error = f"baseline {baseline_path}: {exc}"
-        return render_run(Path(out_dir), run, None, tolerance, baseline_error=error)
+        unread = f"baseline {baseline_path}: {exc}"
+        return render_run(Path(out_dir), run, None, tolerance, baseline_error=unread)
     return write_results(out_dir, run, baseline, tolerance)

@@ -103,7 +103,7 @@ def thin(points: Sequence[Point], limit: int) -> list[Point]:
     size = math.ceil(2 * len(points) / limit)
     out: list[Point] = []
     for start in range(0, len(points), size):
-        group = [p for p in points[start : start + size] if p[1] is not None]
+        group = [(x, y) for x, y in points[start : start + size] if y is not None]
         if not group:
             out.append((points[start][0], None))
             continue
@@ -134,7 +134,7 @@ def time_ticks(lo: float, hi: float) -> tuple[float, float, list[float]]:
     span = max(hi - lo, 1.0)
     step = next((s for s in steps if span / s <= 7), 86400 * math.ceil(span / 86400 / 7))
     start = math.floor(lo / step) * step
-    ticks = [start + i * step for i in range(math.floor((hi - start) / step) + 1)]
+    ticks: list[float] = [start + i * step for i in range(math.floor((hi - start) / step) + 1)]
     return start, max(hi, start + step), ticks
 
 
@@ -287,7 +287,8 @@ def path(
     py: Callable[[float], float],
 ) -> str:
     """One series as a polyline broken at missing values; a lone point as a dot."""
-    segments, current = [], []
+    segments: list[list[tuple[float, float]]] = []
+    current: list[tuple[float, float]] = []
     for x_value, y_value in pts:
         if y_value is None:
             if current:

@@ -44,6 +44,7 @@ def percentile_row(
 
 
 def percentile_rows(summary: Summary) -> Iterable[dict[str, Any]]:
+    d: Distribution | QuickDistribution
     for name, block in summary.scenarios.items():
         for metric, d in block.metrics.items():
             yield percentile_row(name, "all", metric, d)
