@@ -6,6 +6,8 @@ client's."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from gevent.pool import Pool
 
@@ -36,12 +38,15 @@ def turn(i: int) -> PlannedTurn:
     )
 
 
-def burst_lateness_ms() -> list[list[float]]:
+def burst_lateness_ms(engine_cpus: set[int] | None = None) -> list[list[float]]:
     """Send ``BURSTS`` bursts of ``SIZE`` same-instant requests to the exact
-    server; for each burst, how late (ms) each request's last byte reached the
-    server after the burst's instant (the server's kernel receive timestamps).
+    server (its process on ``engine_cpus`` when given); for each burst, how
+    late (ms) each request's last byte reached the server after the burst's
+    instant (the server's kernel receive timestamps).
     ``bench/bench_burst_arrivals.py`` holds these to the 2 ms target."""
     with ExactEngine({"ttft_ms": 5, "itl_ms": 2}) as engine:
+        if engine_cpus is not None and engine.pid is not None:
+            os.sched_setaffinity(engine.pid, engine_cpus)
         client = StreamClient(
             engine.url, "chat", engine.model, RequestOptions(), Timeouts(), BURSTS * SIZE
         )
