@@ -96,10 +96,11 @@ def _gaps(
         return rng.gamma(shape, 1.0 / (rate.rps * shape), BATCH)
     if rate.arrival == "constant":
         return np.full(BATCH, 1.0 / rate.rps)
-    if trace is None:
-        raise ValueError("arrival: trace needs a trace workload")
+    if trace is None or trace.times_s is None:
+        raise ValueError("arrival: trace needs a trace workload with times")
     rows = np.arange(event, event + BATCH) % trace.rows
-    gaps = np.where(rows == 0, trace.mean_gap_s, trace.times_s[rows] - trace.times_s[rows - 1])
+    times = trace.times_s
+    gaps = np.where(rows == 0, trace.mean_gap_s, times[rows] - times[rows - 1])
     if first:
         gaps[0] = 0.0
     return gaps * (trace.rate_rps / rate.rps)

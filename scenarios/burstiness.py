@@ -99,7 +99,7 @@ def replayed_trace(scenario: Scenario) -> tuple[Trace, float] | None:
     """The trace a scenario replays at its recorded times (``arrival: trace``)
     and the speed-up of its first such stage; None when it replays none."""
     workload = scenario.workload
-    if not isinstance(workload, TraceWorkload) or not workload.trace.has_times:
+    if not isinstance(workload, TraceWorkload) or workload.trace.times_s is None:
         return None
     for segment in segments(scenario.load):
         if segment.rate is not None and segment.rate.arrival == "trace":
@@ -108,5 +108,9 @@ def replayed_trace(scenario: Scenario) -> tuple[Trace, float] | None:
 
 
 def trace_burstiness(trace: Trace, speed: float) -> list[Burstiness]:
-    """The trace at each of ``SPEEDS`` and at ``speed``, slowest first."""
-    return [burstiness(trace.times_s, trace.input_tokens, s) for s in sorted({*SPEEDS, speed})]
+    """The trace at each of ``SPEEDS`` and at ``speed``, slowest first; none for a
+    trace without times."""
+    times = trace.times_s
+    if times is None:
+        return []
+    return [burstiness(times, trace.input_tokens, s) for s in sorted({*SPEEDS, speed})]

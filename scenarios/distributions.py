@@ -102,14 +102,10 @@ class Uniform(Dist):
     """Uniform on [min, max]; integer draws give each integer equal weight."""
 
     def draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        return rng.uniform(self.min, self.max, size)
+        return rng.uniform(self.lower, self.upper, size)
 
     def sample_int(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        return rng.integers(math.ceil(self.min), math.floor(self.max) + 1, size)
-
-    @property
-    def upper(self) -> float:
-        return self.max
+        return rng.integers(math.ceil(self.lower), math.floor(self.upper) + 1, size)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

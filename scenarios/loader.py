@@ -403,7 +403,7 @@ def _load_mix(file: Path, raw: dict, notes: dict[str, str]) -> list[Scenario]:
     mix_reader = Reader(str(file), file.parent, notes)
     f = mix_reader.section(raw, "", MIX_FIELDS)
     if f is None:
-        mix_reader.finish()
+        raise ScenarioError(mix_reader.problems)
     members = []
     for path, item in mix_reader.items(f["scenarios"], "scenarios", "scenario entries"):
         entry = mix_reader.section(item, path, MEMBER_FIELDS)

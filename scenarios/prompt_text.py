@@ -204,8 +204,16 @@ def tokenized_corpus(kind: str, tokenizer_path: str) -> TokenizedCorpus:
     if cached is not None:
         return cached
     corpus = _tokenize_corpus(text, load_tokenizer(tokenizer_path))
-    arrays = {"char_at": corpus.char_at, "starts": corpus.starts, "ends": corpus.ends}
-    store(path, lambda f: np.savez(f, join_tokens=np.int64(corpus.join_tokens), **arrays))
+    store(
+        path,
+        lambda f: np.savez(
+            f,
+            join_tokens=np.int64(corpus.join_tokens),
+            char_at=corpus.char_at,
+            starts=corpus.starts,
+            ends=corpus.ends,
+        ),
+    )
     return corpus
 
 
@@ -355,9 +363,10 @@ class Writer:
                 break
             if not exact:
                 points.append((size, count))
-            size = _next_size(points, size, count, total)
-            if size is None:
+            following = _next_size(points, size, count, total)
+            if following is None:
                 break
+            size = following
         _, text, count = min(tries, key=lambda t: t[0])
         return text, count
 

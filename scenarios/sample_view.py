@@ -6,14 +6,11 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slogate.scenarios.arrivals import has_arrivals
 from slogate.scenarios.model import PlannedTurn, Scenario
 from slogate.scenarios.planner import Planner
-
-if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
-    pass
 
 PREVIEW_CHARS = 80
 MIX_TAG = 3
@@ -28,15 +25,21 @@ def sample_requests(
     if not scenarios:
         return
     planners = [Planner(s, s.seed if seed is None else seed) for s in scenarios]
+    turns: Iterator[PlannedTurn]
     if has_arrivals(scenarios[0].load):
         turns = heapq.merge(
             *(p.arrivals(rate_scale=p.scenario.weight) for p in planners if p.scenario.weight),
-            key=lambda t: t.arrival_s,
+            key=_arrival,
         )
     else:
         turns = _conversations(planners, 0 if seed is None else seed)
     for turn in itertools.islice(turns, n):
         yield describe(turn)
+
+
+def _arrival(turn: PlannedTurn) -> float:
+    assert turn.arrival_s is not None  # Planner.arrivals sets it on every turn
+    return turn.arrival_s
 
 
 def _conversations(planners: list[Planner], seed: int) -> Iterator[PlannedTurn]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from slogate.scenarios.errors import Problem, ScenarioError
+from slogate.scenarios.errors import Problem
 from slogate.scenarios.limits import MAX_SECONDS
 from slogate.scenarios.units import DURATION_PATTERN, parse_duration
 
@@ -318,10 +318,6 @@ class Reader:
             self.problem(path, f"expected a non-empty list of {what}, got {value!r}")
             return []
         return [(join(path, i), item) for i, item in enumerate(value)]
-
-    def finish(self) -> None:
-        if self.problems:
-            raise ScenarioError(self.problems)
 
 
 def _unknown_key(key: str, fields: Mapping[str, Field]) -> str:

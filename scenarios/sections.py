@@ -202,7 +202,7 @@ def read_rate(reader: Reader, value: Any, path: str, trace: Trace | None) -> Rat
     if len(reader.problems) > before:
         return None
     rps = f["rps"]
-    if arrival == "trace":
+    if arrival == "trace" and trace is not None:  # checked above
         rps = rps or trace.rate_rps * (f["speedup"] or 1.0)
     return RateSpec(rps=rps, arrival=arrival, cv=f["cv"] or 1.0)
 
@@ -590,7 +590,7 @@ def read_endpoints(reader: Reader, value: Any, path: str) -> tuple[EndpointSpec,
     if not isinstance(value, list) or not value:
         reader.problem(path, "expected a non-empty list of {name, url, weight}")
         return None
-    endpoints = []
+    endpoints: list[EndpointSpec] = []
     for index, item in enumerate(value):
         f = reader.section(item, join(path, index), ENDPOINT_FIELDS)
         if f is None:

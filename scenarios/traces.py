@@ -133,8 +133,12 @@ def load_trace(
         raise TraceError(f"{path.name} has no rows")
     named = layout is not None
     names = _columns(table, columns or TraceColumns(), named)
-    inputs = np.asarray(table.numbers(names.input_tokens, _key("input_tokens", named), MAX_TOKENS))
-    outputs = np.asarray(
+    # _columns raises where a token column is neither named nor found
+    assert names.input_tokens is not None and names.output_tokens is not None
+    inputs = np.frombuffer(
+        table.numbers(names.input_tokens, _key("input_tokens", named), MAX_TOKENS)
+    )
+    outputs = np.frombuffer(
         table.numbers(names.output_tokens, _key("output_tokens", named), MAX_TOKENS)
     )
     times = None if names.time is None else _times(table, names.time, time_unit, named)

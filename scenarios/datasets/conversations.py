@@ -143,6 +143,12 @@ def records_of(path: Path) -> list[tuple[int, Any]]:
     return json_lines(path)
 
 
+def _after_space(text: str, pos: int) -> int:
+    """Where the whitespace from ``pos`` on ends (``_BETWEEN`` matches anywhere)."""
+    space = _BETWEEN.match(text, pos)
+    return pos if space is None else space.end()
+
+
 def _json_list(name: str, text: str) -> list[tuple[int, Any]]:
     """The items of a JSON list, each with the line it starts on (lines are
     counted as the reading moves on, once per character)."""
@@ -158,13 +164,13 @@ def _json_list(name: str, text: str) -> list[tuple[int, Any]]:
         return line
 
     while True:
-        pos = _BETWEEN.match(text, pos).end()
+        pos = _after_space(text, pos)
         if text.startswith("]", pos):
             return out
         if out:
             if not text.startswith(",", pos):
                 raise DatasetError(f"{name} line {line_at(pos)}: not JSON (expected ',' or ']')")
-            pos = _BETWEEN.match(text, pos + 1).end()
+            pos = _after_space(text, pos + 1)
         try:
             item, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:

@@ -243,7 +243,9 @@ class ConversationsPlanner:
 
     def _output(self, recorded: int) -> int:
         spec = self.spec
-        output = recorded if spec.output_tokens == RECORDED else self.ctx.draw(spec.output_tokens)
+        output = (
+            self.ctx.draw(spec.output_tokens) if isinstance(spec.output_tokens, Dist) else recorded
+        )
         if spec.max_output_tokens is not None:
             output = min(output, spec.max_output_tokens)
         return max(1, output)
