@@ -460,12 +460,26 @@ class EngineMetrics(Contract):
     gauges: dict[str, GaugeStat] = Field(default_factory=dict)
 
 
+class RouterRoute(Contract):
+    """A router's account of one replica over the measured window: requests
+    it sent there and failures (counters' growth), requests in flight,
+    queued, and per second (gauges' mean and peak); absent where the router
+    does not export it."""
+
+    dispatched_total: Number = None
+    errors_total: Number = None
+    in_flight: GaugeStat | None = None
+    waiting: GaugeStat | None = None
+    qps: GaugeStat | None = None
+
+
 class ServerView(EngineMetrics):
     """One named replica's own metrics (``--metrics-url NAME=URL``), its tier
     (prefill, decode) when prefill and decode run apart."""
 
     tier: Literal["prefill", "decode"] | None = None
     time_ms: dict[str, float] = Field(default_factory=dict)  # mean per request, by phase
+    routes: dict[str, RouterRoute] | None = None  # a router's (``--metrics-url router=URL``)
 
 
 class LoopStall(Contract):

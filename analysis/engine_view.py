@@ -23,6 +23,7 @@ from typing import Any
 from hdrh.histogram import HdrHistogram
 
 from slogate.analysis.recorder import Bucket
+from slogate.analysis.router_metrics import ROUTER_COUNTERS, ROUTER_GAUGES
 from slogate.analysis.rundata import RunData
 from slogate.analysis.server_metrics import (
     COUNTERS,
@@ -107,6 +108,35 @@ def servers_view(run: RunData) -> dict[str, dict[str, Any]]:
         found = engine_metrics(run, name)
         if found is not None:
             view[name] = {**found, "tier": tier, "time_ms": phase_means(run, name)}
+            routes = router_view(run, name)
+            if routes is not None:
+                view[name]["routes"] = routes
+    return view
+
+
+def router_view(run: RunData, source: str) -> dict[str, dict[str, Any]] | None:
+    """A router's own account of each replica over the measured window
+    (``slogate.analysis.router_metrics``): its counters' growth (requests it
+    sent there, failures) and its gauges' mean and peak (in flight, queued);
+    None for a source that is not a router."""
+    measured = measured_scrapes(run, with_histograms=False, source=source)
+    routed = [s["routes"] for s in measured if "routes" in s]
+    if not routed:
+        return None
+    first, last = routed[0], routed[-1]
+    view: dict[str, dict[str, Any]] = {}
+    for replica in sorted({name for routes in routed for name in routes}):
+        row: dict[str, Any] = {}
+        for name in ROUTER_COUNTERS:
+            before = (first.get(replica) or {}).get(name, 0.0)
+            after = (last.get(replica) or {}).get(name)
+            if after is not None and after >= before and len(routed) > 1:
+                row[name] = round(after - before, 6)
+        for name in ROUTER_GAUGES:
+            values = [r[replica][name] for r in routed if name in r.get(replica, {})]
+            if values:
+                row[name] = {"mean": round(sum(values) / len(values), 6), "max": max(values)}
+        view[replica] = row
     return view
 
 

@@ -46,22 +46,26 @@ from typing import Any, Literal, NamedTuple
 from prometheus_client.parser import text_string_to_metric_families
 
 TIERS = ("prefill", "decode")
+ROUTER = "router"
 
 
 @dataclass(frozen=True)
 class ScrapeTarget:
     """One metrics endpoint of a run: ``name`` None is the engine (or the
     router) at the run's host; a named one is a replica, of a ``tier`` when
-    prefill and decode run apart."""
+    prefill and decode run apart, or a ``router`` whose series per replica
+    are read too (``slogate.analysis.router_metrics``)."""
 
     name: str | None
     url: str
     tier: str | None = None
+    router: bool = False
 
 
 def parse_target(text: str) -> ScrapeTarget | None:
-    """``--metrics-url``: ``off`` (None), ``URL`` or ``[TIER:]NAME=URL``;
-    ValueError naming what is wrong."""
+    """``--metrics-url``: ``off`` (None), ``URL`` or ``[TIER:]NAME=URL``, where
+    the name ``router`` or the prefix ``router:`` marks the deployment's
+    router; ValueError naming what is wrong."""
     if text == "off":
         return None
     head, sep, url = text.partition("=")
@@ -70,11 +74,12 @@ def parse_target(text: str) -> ScrapeTarget | None:
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"{text!r}: expected off, URL or [TIER:]NAME=URL with an http(s) URL")
     tier, colon, name = head.rpartition(":")
-    if colon and tier not in TIERS:
-        raise ValueError(f"{text!r}: tier {tier!r}: expected {' or '.join(TIERS)}")
+    if colon and tier not in (*TIERS, ROUTER):
+        raise ValueError(f"{text!r}: tier {tier!r}: expected {', '.join(TIERS)} or {ROUTER}")
     if (sep and not head.strip()) or (head and (not name or any(c.isspace() for c in name))):
         raise ValueError(f"{text!r}: a name without spaces before '='")
-    return ScrapeTarget(name or None, url, tier or None)
+    router = ROUTER in (tier, name)
+    return ScrapeTarget(name or None, url, None if router else tier or None, router)
 
 
 Combine = Literal["sum", "mean"]

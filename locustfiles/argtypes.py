@@ -160,7 +160,8 @@ def _parses(text: str, parse: Callable[[str], object]) -> str:
 
 
 def metrics_target(text: str) -> str:
-    """``off``, a URL, or ``[TIER:]NAME=URL`` (``slogate.analysis.server_metrics``)."""
+    """``off``, a URL, or ``[TIER:]NAME=URL``, ``router=URL`` a router's
+    (``slogate.analysis.server_metrics``)."""
     return _parses(text, parse_target)
 
 

@@ -353,7 +353,8 @@ OPTIONS = (
     Option(
         "--metrics-url",
         "engine Prometheus URL (default HOST/metrics; 'off' disables); repeat it as "
-        "[TIER:]NAME=URL for each replica (TIER: prefill or decode) beside the router's",
+        "[TIER:]NAME=URL for each replica (TIER: prefill or decode) beside the router's; "
+        "router=URL reads a router's per-replica series",
         metrics_target,
         example="replica-0=http://127.0.0.1:9000/metrics",
         metavar="[[TIER:]NAME=]URL",

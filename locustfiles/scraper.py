@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from slogate.analysis.router_metrics import router_routes
 from slogate.analysis.server_metrics import DCGM, Dialect, ScrapeTarget, snapshot
 
 ENGINE = "engine"
@@ -40,6 +41,7 @@ class Target:
     url: str
     dialect: Dialect | None
     tier: str | None = None
+    router: bool = False
 
 
 class MetricsScraper:
@@ -48,7 +50,9 @@ class MetricsScraper:
     Each sample is ``{"t_s": seconds since origin_s, "source": "engine"|"dcgm"
     or a replica's name (``members``, with its ``"tier"`` when it has one),
     "engine": dialect name, "series": {canonical: value}, "counters": {raw
-    counter: value}, "histograms": {canonical: Histogram.as_dict()}}``.
+    counter: value}, "histograms": {canonical: Histogram.as_dict()}}``; a
+    router's has ``"routes": {replica: {canonical: value}}`` too
+    (``slogate.analysis.router_metrics``).
     ``origin_s`` is the run's wall-clock origin, so scrape times line up with
     the client's time series.
     """
@@ -75,7 +79,7 @@ class MetricsScraper:
             if member.name is None or member.name in taken:
                 raise ValueError(f"metrics of {member.name!r}: a replica needs a name of its own")
             taken.add(member.name)
-            self.targets.append(Target(member.name, member.url, None, member.tier))
+            self.targets.append(Target(member.name, member.url, None, member.tier, member.router))
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self.origin_s = origin_s
@@ -170,6 +174,7 @@ class MetricsScraper:
         try:
             text = fetch_text(target.url, self.timeout_s)
             snap = snapshot(text, target.dialect)
+            routes = router_routes(text) if target.router else {}
         except Exception as exc:  # any failure of a scrape is an error count, never a crash
             with self._lock:
                 self.errors[target.source] += 1
@@ -185,6 +190,8 @@ class MetricsScraper:
         }
         if target.tier is not None:
             sample["tier"] = target.tier
+        if target.router:
+            sample["routes"] = routes
         with self._lock:
             self.scrapes[target.source] += 1
             self._samples.append(sample)

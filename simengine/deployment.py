@@ -141,7 +141,8 @@ class Deployment:
         return app
 
     def collect(self) -> Iterator[Metric]:
-        """The router's own series: its decisions and its queue, per replica."""
+        """The router's own series: its decisions, its queue and the server
+        errors it saw, per replica."""
         decisions = CounterMetricFamily(
             "slogate_router_requests",
             "Requests the router sent to each replica, by the reason it chose that one.",
@@ -152,6 +153,11 @@ class Deployment:
             "Requests the router sent to each replica that have not finished.",
             labels=["replica"],
         )
+        errors = CounterMetricFamily(
+            "slogate_router_errors",
+            "Requests each replica answered with a server error (5xx).",
+            labels=["replica"],
+        )
         routers = (
             [self.router] if self.prefill_router is None else [self.prefill_router, self.router]
         )
@@ -159,8 +165,10 @@ class Deployment:
             for reason, count in sorted(load.decisions.items()):
                 decisions.add_metric([load.name, reason], count)
             in_flight.add_metric([load.name], load.in_flight)
+            errors.add_metric([load.name], load.errors)
         yield decisions
         yield in_flight
+        yield errors
 
     def idle(self) -> bool:
         return not any(r.state.engine.scheduler.has_work() for r in self.replicas)
@@ -185,13 +193,19 @@ def _routed(handler: Handler) -> Handler:
                 prompt = server.prompt_text(body, api)
         decision = deployment.router.choose(prompt, request.headers.get(SESSION_HEADER))
         decoder = deployment.decode[decision.index].state
+        failed = False  # a client that went away is no server error
         try:
             if deployment.prefill_router is not None and api is not None:
                 await _prefill(deployment, request, api, prompt, decoder)
             request[server.ROUTED] = decoder
-            return await handler(request)
+            response = await handler(request)
+            failed = response.status >= 500
+            return response
+        except Exception:
+            failed = True  # aiohttp answers it with a 500
+            raise
         finally:
-            deployment.router.finished(decision.index)
+            deployment.router.finished(decision.index, failed)
 
     return route
 

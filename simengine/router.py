@@ -74,11 +74,13 @@ def token_replica(token: str) -> str | None:
 @dataclass
 class ReplicaLoad:
     """What the router knows of one replica: requests in flight, requests sent
-    by reason, and the prompt blocks it sent there (oldest first)."""
+    by reason, those it answered with a server error, and the prompt blocks
+    it sent there (oldest first)."""
 
     name: str
     capacity_blocks: int
     in_flight: int = 0
+    errors: int = 0
     decisions: dict[str, int] = field(default_factory=dict)
     blocks: OrderedDict[int, None] = field(default_factory=OrderedDict)
 
@@ -127,8 +129,10 @@ class Router:
         replica.decisions[decision.reason] = replica.decisions.get(decision.reason, 0) + 1
         return decision
 
-    def finished(self, index: int) -> None:
+    def finished(self, index: int, failed: bool = False) -> None:
+        """The chosen replica is done; ``failed``: with a server error (5xx)."""
         self.replicas[index].in_flight -= 1
+        self.replicas[index].errors += failed
 
     def _decide(self, prompt: str, token: str | None) -> Decision:
         by_name = {r.name: i for i, r in enumerate(self.replicas)}

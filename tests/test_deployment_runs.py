@@ -191,6 +191,31 @@ def test_a_slow_replica_fails_its_own_row_and_the_diagnosis_names_it(tmp_path, d
     assert "replica-1" in slow[0]["text"]
 
 
+@pytest.mark.parametrize(
+    "deployment", [(3, "least-loaded", {"replica-1": {"http_500_rate": 0.3}})], indirect=True
+)
+def test_the_routers_dispatch_counts_agree_with_the_served_by_headers(tmp_path, deployment) -> None:
+    """The router's own metrics (``--metrics-url router=URL``): the requests it
+    sent each replica over the run equal the requests the client saw each
+    replica serve, and the server errors it counted those the client got from
+    each (replica-1 fails 30% of its requests with HTTP 500). No warm-up and a
+    drain: every request the router sent is measured."""
+    out = tmp_path / "out"
+    extra = ("--metrics-url", f"router={deployment.url}/metrics", "--drain", "20s")
+    s = run(rag(tmp_path, users=4), out, deployment.url, extra=(*lasting(10, "0s"), *extra))
+    rows = s["scenarios"]["rag"]["replicas"]
+    assert sorted(rows) == REPLICAS
+    routes = s["servers"]["router"]["routes"]
+    assert sorted(routes) == REPLICAS
+    for name in REPLICAS:
+        assert routes[name]["dispatched_total"] == rows[name]["requests"]["total"], (name, routes)
+        assert routes[name]["errors_total"] == rows[name]["requests"]["failed"], (name, routes)
+        assert routes[name]["in_flight"]["max"] <= 4
+    assert sum(r["dispatched_total"] for r in routes.values()) >= 12
+    assert routes["replica-1"]["errors_total"] > 0
+    assert "The router's view: router" in (out / "report.html").read_text()
+
+
 def served_by_conversation(out: Path) -> dict[int, list[str]]:
     """Each conversation's replicas, turn by turn (one user: conversations are unique)."""
     turns: dict[int, list[tuple[int, str]]] = defaultdict(list)

@@ -15,8 +15,9 @@ from slogate.analysis.contracts import Summary, parse
 from slogate.analysis.journal import JOURNAL_FILE, JournalWriter
 from slogate.analysis.recorder import Bucket, Recorder
 from slogate.analysis.records import ErrorKind, RequestRecord
+from slogate.analysis.router_metrics import router_routes
 from slogate.analysis.rundata import DATA_DIR, RunData
-from slogate.analysis.server_metrics import ScrapeTarget, parse_target
+from slogate.analysis.server_metrics import MetricsParseError, ScrapeTarget, parse_target
 from slogate.analysis.summary import build_summary
 from slogate.analysis.timeseries import apart_row, window_row
 from slogate.cli import build_parser
@@ -240,14 +241,79 @@ def test_a_metrics_target_is_off_the_engine_or_a_named_replica_of_a_tier() -> No
     assert parse_target("http://h:1/metrics") == ScrapeTarget(None, "http://h:1/metrics")
     assert parse_target("r0=http://h:2/metrics") == ScrapeTarget("r0", "http://h:2/metrics")
     assert parse_target("decode:d1=http://h:3/m") == ScrapeTarget("d1", "http://h:3/m", "decode")
+    assert parse_target("router=http://h:4/m") == ScrapeTarget(
+        "router", "http://h:4/m", router=True
+    )
+    assert parse_target("router:gw=http://h:5/m") == ScrapeTarget("gw", "http://h:5/m", router=True)
     for bad, why in (
         ("h:1/metrics", "http"),
-        ("middle:r=http://h/m", "tier 'middle'"),
+        ("middle:r=http://h/m", "tier 'middle': expected prefill, decode or router"),
         ("=http://h/m", "a name"),
         ("my replica=http://h/m", "a name"),
     ):
         with pytest.raises(ValueError, match=why):
             parse_target(bad)
+
+
+ROUTERS = """\
+# TYPE slogate_router_requests counter
+slogate_router_requests_total{reason="round-robin",replica="replica-0"} 7
+slogate_router_requests_total{reason="session",replica="replica-0"} 3
+slogate_router_requests_total{reason="round-robin",replica="replica-1"} 9
+# TYPE slogate_router_requests_in_flight gauge
+slogate_router_requests_in_flight{replica="replica-0"} 2
+# TYPE slogate_router_errors counter
+slogate_router_errors_total{replica="replica-1"} 1
+# TYPE sgl_router_processed_requests counter
+sgl_router_processed_requests_total{worker="http://10.0.0.1:8000"} 40
+# TYPE sgl_router_running_requests gauge
+sgl_router_running_requests{worker="http://10.0.0.1:8000"} 5
+# TYPE sgl_router_cb_outcomes counter
+sgl_router_cb_outcomes_total{outcome="success",worker="http://10.0.0.1:8000"} 38
+sgl_router_cb_outcomes_total{outcome="failure",worker="http://10.0.0.1:8000"} 2
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{server="http://10.0.0.2:8000"} 4
+vllm:num_requests_waiting 99
+# TYPE vllm:current_qps gauge
+vllm:current_qps{server="http://10.0.0.2:8000"} 1.5
+# TYPE inference_pool_per_pod_queue_size gauge
+inference_pool_per_pod_queue_size{model_server_pod="pod-a",name="pool"} 6
+"""
+
+
+def test_a_routers_series_are_read_per_replica_in_each_routers_spelling() -> None:
+    """slogate's, SGLang's, vLLM production-stack's and llm-d EPP's names, by
+    hand: reasons summed, a failure outcome kept apart, an unlabelled engine
+    series (no replica) ignored."""
+    assert router_routes(ROUTERS) == {
+        "replica-0": {"dispatched_total": 10.0, "in_flight": 2.0},
+        "replica-1": {"dispatched_total": 9.0, "errors_total": 1.0},
+        "http://10.0.0.1:8000": {"dispatched_total": 40.0, "in_flight": 5.0, "errors_total": 2.0},
+        "http://10.0.0.2:8000": {"waiting": 4.0, "qps": 1.5},
+        "pod-a": {"waiting": 6.0},
+    }
+    with pytest.raises(MetricsParseError):
+        router_routes("not { metrics")
+
+
+def test_the_routers_view_is_its_growth_and_gauges_over_the_measured_window() -> None:
+    run = run_data()
+    run.meta["warmup_s"] = 5.0
+    scrape = {"source": "router", "engine": "unknown", "series": {}, "counters": {}}
+    readings = [  # (t_s, sent to r0, in flight on r0, errors of r1)
+        (0.0, 3, 9, 0), (5.0, 10, 2, 1), (10.0, 25, 4, 1), (15.0, 40, 0, 4)
+    ]  # fmt: skip
+    run.server_metrics = [
+        {**scrape, "t_s": t, "routes": {"r0": {"dispatched_total": sent, "in_flight": busy},
+                                        "r1": {"errors_total": errors}}}
+        for t, sent, busy, errors in readings
+    ]  # fmt: skip
+    summary = build_summary(run)
+    parse(Summary, summary, "summary.json")
+    routes = summary["servers"]["router"]["routes"]
+    # the scrape at 0 s is warm-up: growth from 5 s to 15 s, gauges over 5, 10, 15 s
+    assert routes["r0"] == {"dispatched_total": 30.0, "in_flight": {"mean": 2.0, "max": 4.0}}
+    assert routes["r1"] == {"errors_total": 3.0}
 
 
 SCENARIO = """
