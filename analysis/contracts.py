@@ -268,7 +268,9 @@ class ApartSummary(Contract):
     """One endpoint's (or replica's) share of a scenario: its rows add up to
     the scenario's exactly, and it has its own verdict on the scenario's SLOs.
     ``timeseries``: its windows; in each, the endpoints' (or replicas')
-    counts add up to the scenario's window in data/run.json."""
+    counts add up to the scenario's window in data/run.json. A conversation's
+    own prefix-cache rate and an agent session count where their last
+    request went."""
 
     verdict: VerdictName
     requests: Requests
@@ -276,6 +278,7 @@ class ApartSummary(Contract):
     metrics: dict[str, Distribution]
     throughput: Throughput
     prefix_cache: PrefixCache | None = None
+    sessions: Sessions | None = None
     slo: list[SloEntry]
     timeseries: list[Window] = Field(default_factory=list)
 

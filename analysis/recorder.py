@@ -10,6 +10,7 @@ their data to the master, and how the master's totals come out exact.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -414,9 +415,7 @@ class Recorder:
         m = request_metrics(record)
         limits = self.goodput.get(record.scenario)
         good = record.ok and (limits is None or limits.met_by(m))
-        targets = self._targets(record.scenario, stage, warmup, head)
-        if not warmup:
-            targets += [self.bucket(record.scenario, span) for span in apart(record)]
+        targets = self._targets(record.scenario, stage, warmup, head, apart(record))
         for bucket in targets:
             record_into(bucket, record, m, good)
             bucket.counters.note_end(wall_s)
@@ -442,10 +441,12 @@ class Recorder:
         stage: str | None = None,
         warmup: bool = False,
         head: int | None = None,
+        spans: Sequence[str] = (),
     ) -> None:
-        """One agent session, into the buckets a request ending now would go to:
-        the steps it took and, when it ended with an answer, the time to it."""
-        for bucket in self._targets(scenario, stage, warmup, head):
+        """One agent session, into the buckets a request ending now would go to
+        (``spans``: where its last request went, :func:`apart`): the steps it
+        took and, when it ended with an answer, the time to it."""
+        for bucket in self._targets(scenario, stage, warmup, head, spans):
             c = bucket.counters
             c.sessions += 1
             c.sessions_failed += session.outcome == "failed"
@@ -468,26 +469,35 @@ class Recorder:
         stage: str | None = None,
         warmup: bool = False,
         head: int | None = None,
+        spans: Sequence[str] = (),
     ) -> None:
         """One conversation's prefix-cache hit rate (its cached prompt tokens over
         its prompt tokens, in per mille), into the buckets a request ending now
-        would go to."""
+        would go to (``spans``: where its last request went, :func:`apart`)."""
         if prompt_tokens <= 0:
             return
         permille = round(1000 * min(cached_tokens, prompt_tokens) / prompt_tokens)
-        for bucket in self._targets(scenario, stage, warmup, head):
+        for bucket in self._targets(scenario, stage, warmup, head, spans):
             bucket.histograms.record_us(SESSION_CACHE_HIT, permille)
 
     def _targets(
-        self, scenario: str, stage: str | None, warmup: bool, head: int | None = None
+        self,
+        scenario: str,
+        stage: str | None,
+        warmup: bool,
+        head: int | None = None,
+        spans: Sequence[str] = (),
     ) -> list[Bucket]:
         """The buckets something ending now goes to: the run's (after warm-up;
-        with ``--warmup auto`` its ``head`` segment's until the cut is known)
-        and its stage's."""
+        with ``--warmup auto`` its ``head`` segment's until the cut is known),
+        its stage's, and after warm-up those of its endpoint and replica
+        (``spans``, :func:`apart`)."""
         run = OVERALL if head is None else f"{HEAD}{head}"
         targets = [] if warmup else [self.bucket(scenario, run)]
         if stage is not None:
             targets.append(self.bucket(scenario, f"stage:{stage}"))
+        if not warmup:
+            targets += [self.bucket(scenario, span) for span in spans]
         return targets
 
     def apply_cut(self, first_kept: int, cut_s: float) -> None:

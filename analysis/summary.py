@@ -460,10 +460,12 @@ def apart_blocks(
     run: RunData, name: str, kind: str, health: ProcessHealth | None
 ) -> dict[str, dict[str, Any]]:
     """One row per endpoint (``kind`` ``endpoint``) or replica: every metric,
-    the throughput, the prefix cache, its own verdict on the scenario's SLOs
-    and its time series. The rows' counts and histograms add up to the
-    scenario's exactly (each measured request is in one row), and so do their
-    windows' counts, window by window."""
+    the throughput, the prefix cache (each conversation's own rate too), the
+    agent sessions, its own verdict on the scenario's SLOs and its time
+    series. A conversation or session counts where its last request went.
+    The rows' counts and histograms add up to the scenario's exactly (each
+    measured request is in one row), and so do their windows' counts, window
+    by window."""
     declared = (run.meta.get("scenarios") or {}).get(name) or {}
     seconds = run.meta.get("measured_s")
     buckets = run.spans(name, f"{kind}:")
@@ -479,6 +481,7 @@ def apart_blocks(
             "metrics": metrics_block(bucket, DETAILED),
             "throughput": throughput_block(c, seconds),
             "prefix_cache": prefix_cache_block(bucket),
+            "sessions": sessions_block(bucket),
             "slo": [slo_entry(r) for r in results],
             "timeseries": series.get(key, []),
         }

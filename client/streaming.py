@@ -101,6 +101,13 @@ class StreamResult:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # the reply's, assembled
 
 
+def new_conversation_id() -> str:
+    """A conversation's own id, as the client chooses it for a router that
+    routes by it (Dynamo's ``X-Dynamo-Session-ID``): random, so no two
+    conversations of any user or process share one."""
+    return os.urandom(16).hex()
+
+
 def error_kind_for_status(status: int) -> ErrorKind:
     if status == 429:
         return ErrorKind.HTTP_429
@@ -266,16 +273,22 @@ class StreamClient:
         turn: PlannedTurn,
         messages: list[dict[str, Any]] | None = None,
         session: str | None = None,
+        conversation_id: str | None = None,
     ) -> PreparedRequest:
         """The whole HTTP request for ``turn``, encoded: open loop builds it ahead
         of the request's instant (:mod:`slogate.locustfiles.lookahead`).
         ``session``: the router's session token from the conversation's last
-        reply, sent back in the scenario's ``session_header``."""
+        reply, sent back in the scenario's ``session_header``;
+        ``conversation_id``: the client's own id of the conversation, sent in
+        its ``session_id_header`` (a plain token: :func:`new_conversation_id`)."""
         payload = orjson.dumps(self.body(turn, messages))
         head = self._head
-        header = self.options.session_header
-        if session is not None and header is not None:
-            head += f"{header}: {session}\r\n".encode("latin-1")
+        for header, value in (
+            (self.options.session_header, session),
+            (self.options.session_id_header, conversation_id),
+        ):
+            if value is not None and header is not None:
+                head += f"{header}: {value}\r\n".encode("latin-1")
         request = head + b"Content-Length: %d\r\n\r\n" % len(payload) + payload
         return PreparedRequest(turn, request)
 

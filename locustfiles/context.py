@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from slogate.analysis.export import request_line
@@ -228,7 +228,10 @@ class LoadContext:
         if self.request_log is not None:
             self.request_log.close()
 
-    def record_session(self, scenario: str, session: SessionRecord) -> None:
+    def record_session(
+        self, scenario: str, session: SessionRecord, where: Sequence[str] = ()
+    ) -> None:
+        """A finished agent session; ``where``: its endpoint and replica spans."""
         elapsed = self.elapsed_s()
         self.recorder.record_session(
             scenario,
@@ -236,10 +239,14 @@ class LoadContext:
             stage=self.timeline.stage_name(elapsed),
             warmup=self.timeline.in_warmup(elapsed),
             head=self.timeline.head_segment(elapsed),
+            spans=where,
         )
 
-    def record_conversation_cache(self, scenario: str, cached: int, prompt: int) -> None:
-        """A finished conversation's prefix-cache tokens: cached of prompt."""
+    def record_conversation_cache(
+        self, scenario: str, cached: int, prompt: int, where: Sequence[str] = ()
+    ) -> None:
+        """A finished conversation's prefix-cache tokens: cached of prompt;
+        ``where``: its endpoint and replica spans."""
         elapsed = self.elapsed_s()
         self.recorder.record_conversation_cache(
             scenario,
@@ -248,6 +255,7 @@ class LoadContext:
             stage=self.timeline.stage_name(elapsed),
             warmup=self.timeline.in_warmup(elapsed),
             head=self.timeline.head_segment(elapsed),
+            spans=where,
         )
 
     def record_probe(self, record: RequestRecord) -> None:

@@ -21,6 +21,7 @@ from locust import User, task
 from locust.exception import StopUser
 from locust.user.task import LOCUST_STATE_STOPPING
 
+from slogate.analysis.recorder import apart
 from slogate.analysis.records import SESSION, SLOT, SessionRecord, sender
 from slogate.client.protocol import user_message
 from slogate.client.streaming import (
@@ -30,6 +31,7 @@ from slogate.client.streaming import (
     StreamClient,
     StreamResult,
     chat_messages,
+    new_conversation_id,
 )
 from slogate.locustfiles.agent_sessions import TreePlay
 from slogate.locustfiles.lookahead import Due, LookAhead
@@ -43,16 +45,20 @@ TOOL_RESULT = "The tool ran and found what was asked for; use it in the answer."
 
 class _ConversationCache:
     """A conversation's prompt tokens and those its replies said were cached;
-    ``reported`` once a reply said so (a server that never does has no rate)."""
+    ``reported`` once a reply said so (a server that never does has no rate);
+    ``where``: the endpoint and replica of its last reply (``apart``), whose
+    rows its per-conversation numbers go to."""
 
-    __slots__ = ("cached", "prompt", "reported")
+    __slots__ = ("cached", "prompt", "reported", "where")
 
     def __init__(self) -> None:
         self.cached = self.prompt = 0
         self.reported = False
+        self.where: list[str] = []
 
     def add(self, result: StreamResult) -> None:
         record = result.record
+        self.where = apart(record)
         if record.ok and record.input_tokens:
             self.prompt += record.input_tokens
             self.cached += record.cached_tokens or 0
@@ -131,10 +137,16 @@ class _ScenarioUser(User):
         try:
             record = play.play()
             if record is not None:
-                self.ctx.record_session(self.scenario.name, record)
+                self.ctx.record_session(self.scenario.name, record, cache.where)
         finally:
-            if cache.reported:
-                self.ctx.record_conversation_cache(self.scenario.name, cache.cached, cache.prompt)
+            self.record_cache(cache)
+
+    def record_cache(self, cache: _ConversationCache) -> None:
+        """A finished conversation's (or session's) own prefix-cache hit rate."""
+        if cache.reported:
+            self.ctx.record_conversation_cache(
+                self.scenario.name, cache.cached, cache.prompt, cache.where
+            )
 
 
 class SlogateUser(_ScenarioUser):
@@ -144,7 +156,9 @@ class SlogateUser(_ScenarioUser):
     def converse(self) -> None:
         """One conversation, on one endpoint (unless the run's affinity is per
         request), sending back the router's session token when the scenario
-        names its header; a replayed agent tree as a whole, on one endpoint."""
+        names its header, and the conversation's own id on every turn when it
+        names a ``session_id_header``; a replayed agent tree as a whole, on
+        one endpoint."""
         ctx = self.ctx
         users = ctx.timeline.max_users()
         sticky = ctx.pick_endpoint()
@@ -157,6 +171,7 @@ class SlogateUser(_ScenarioUser):
         history: list[dict] = []
         cache = _ConversationCache()
         session: str | None = None
+        own = new_conversation_id() if self.scenario.request.session_id_header else None
         try:
             for turn in conversation.turns:
                 if turn.think_time_s > 0:
@@ -165,10 +180,12 @@ class SlogateUser(_ScenarioUser):
                     return
                 client = ctx.client(self.scenario, users, ctx.turn_endpoint(sticky))
                 if self.scenario.agent is not None:
-                    result = self.agent_turn(client, turn, history, cache, session)
+                    result = self.agent_turn(client, turn, history, cache, session, own)
                 else:
                     messages = chat_messages(turn, history) if chat else None
-                    result = self.send(client, client.prepare(turn, messages, session), self.user)
+                    result = self.send(
+                        client, client.prepare(turn, messages, session, own), self.user
+                    )
                     cache.add(result)
                 session = result.record.session or session
                 if not result.record.ok:
@@ -177,8 +194,7 @@ class SlogateUser(_ScenarioUser):
                     history.append(user_message(turn))
                     history.append({"role": "assistant", "content": result.text})
         finally:
-            if cache.reported:
-                self.ctx.record_conversation_cache(self.scenario.name, cache.cached, cache.prompt)
+            self.record_cache(cache)
 
     def agent_turn(
         self,
@@ -187,6 +203,7 @@ class SlogateUser(_ScenarioUser):
         history: list[dict],
         cache: _ConversationCache,
         session: str | None,
+        own: str | None,
     ) -> StreamResult:
         """One user message played as an agent: every reply that calls tools is
         answered after the step's tool latency (the calls of one reply run in
@@ -197,7 +214,7 @@ class SlogateUser(_ScenarioUser):
         agent = self.scenario.agent
         assert agent is not None
         messages = chat_messages(turn, history)
-        result = self.send(client, client.prepare(turn, messages, session), self.user)
+        result = self.send(client, client.prepare(turn, messages, session, own), self.user)
         cache.add(result)
         start_ns = result.record.start_ns
         steps = 1
@@ -221,7 +238,7 @@ class SlogateUser(_ScenarioUser):
                 ),
             ]
             session = result.record.session or session
-            result = self.send(client, client.prepare(turn, messages, session), self.user)
+            result = self.send(client, client.prepare(turn, messages, session, own), self.user)
             cache.add(result)
             steps += 1
         if record.error is not None:
@@ -231,7 +248,7 @@ class SlogateUser(_ScenarioUser):
         else:
             outcome = "answered"
         self.ctx.record_session(
-            self.scenario.name, SessionRecord(steps, start_ns, record.end_ns, outcome)
+            self.scenario.name, SessionRecord(steps, start_ns, record.end_ns, outcome), cache.where
         )
         return result
 

@@ -118,9 +118,12 @@ class RequestOptions:
     tools: tuple[dict[str, Any], ...] = ()
     # behind a router: the response header naming the replica that served a
     # request, and the router's session header, sent back on a conversation's
-    # later turns so they stay on its replica (docs/load.md, "Behind a router")
+    # later turns so they stay on its replica (docs/load.md, "Behind a router");
+    # and a header the client fills with its own id of each conversation, on
+    # every turn (Dynamo's X-Dynamo-Session-ID)
     served_by_header: str | None = None
     session_header: str | None = None
+    session_id_header: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

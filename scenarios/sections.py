@@ -334,6 +334,7 @@ REQUEST_FIELDS = {
     "tools": optional(integer(ge=0, le=128), 0),
     "served_by_header": optional(HEADER_NAME),
     "session_header": optional(HEADER_NAME),
+    "session_id_header": optional(HEADER_NAME),
 }
 
 

@@ -6,7 +6,8 @@ serves, in one process, N simulated engines (each its own port, its own
 main port that sends each request to one of them (:mod:`.router`), names
 the replica in the reply's ``x-served-by`` header, hands out a session token
 (``x-session-token``) that brings a conversation's later turns back to the
-same replica, and exports its own decisions and queue per replica on its
+same replica (as does an id the client chose, in ``x-dynamo-session-id``),
+and exports its own decisions and queue per replica on its
 ``/metrics``.
 
 One process, one event loop, and the router calls the chosen replica's
@@ -38,7 +39,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from slogate.simengine import server
 from slogate.simengine.config import EngineConfig
 from slogate.simengine.engine import FULL_GC_INTERVAL_S
-from slogate.simengine.router import SESSION_HEADER, Router, session_token
+from slogate.simengine.router import SESSION_HEADER, SESSION_ID_HEADER, Router, session_token
 from slogate.simengine.simulate import kv_transfer_seconds
 
 REPLICA_PREFIX = "SIMENGINE_REPLICA "  # one stderr line per replica: name and URL
@@ -191,7 +192,10 @@ def _routed(handler: Handler) -> Handler:
                 body = None  # the replica answers 400
             if isinstance(body, dict):
                 prompt = server.prompt_text(body, api)
-        decision = deployment.router.choose(prompt, request.headers.get(SESSION_HEADER))
+        headers = request.headers
+        decision = deployment.router.choose(
+            prompt, headers.get(SESSION_HEADER), headers.get(SESSION_ID_HEADER)
+        )
         decoder = deployment.decode[decision.index].state
         failed = False  # a client that went away is no server error
         try:

@@ -24,7 +24,11 @@ The policies of the routers teams put in front of their replicas, kept pure
 
 Every policy honours session affinity first: a request carrying the session
 token the router gave an earlier reply (:data:`SESSION_HEADER`, as llm-d's
-session-affinity scorer does) goes back to that replica.
+session-affinity scorer does) goes back to that replica; so does one carrying
+an id the client chose for its conversation (:data:`SESSION_ID_HEADER`, as
+Dynamo's router binds ``X-Dynamo-Session-ID``): its first request is routed by
+the policy and binds the id to that replica (the most recent
+:data:`MAX_SESSION_IDS` ids are kept).
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ MAX_BLOCKS = 256  # the prompt's first 16 KiB of text decide
 BALANCE_THRESHOLD = 32
 MATCH_SHARE = 0.1  # a match of less of the prompt (a shared system prompt) decides nothing
 SESSION_HEADER = "x-session-token"
+SESSION_ID_HEADER = "x-dynamo-session-id"
+MAX_SESSION_IDS = 100_000
 CHARS_PER_TOKEN = 4  # English prose, for sizing a replica's remembered blocks
 
 
@@ -120,10 +126,23 @@ class Router:
         self.policy = policy
         self.replicas = [ReplicaLoad(name, capacity) for name in names]
         self._next = 0
+        self._bound: OrderedDict[str, int] = OrderedDict()  # client's session id -> replica
 
-    def choose(self, prompt: str, token: str | None = None) -> Decision:
-        """The replica for a request with this prompt text (and session token)."""
-        decision = self._decide(prompt, token)
+    def choose(
+        self, prompt: str, token: str | None = None, session_id: str | None = None
+    ) -> Decision:
+        """The replica for a request with this prompt text (and session token,
+        or the client's own session id)."""
+        bound = self._bound.get(session_id) if session_id else None
+        if session_id and bound is not None:
+            self._bound.move_to_end(session_id)
+            decision = Decision(bound, "session")
+        else:
+            decision = self._decide(prompt, token)
+            if session_id:
+                self._bound[session_id] = decision.index
+                if len(self._bound) > MAX_SESSION_IDS:
+                    self._bound.popitem(last=False)
         replica = self.replicas[decision.index]
         replica.in_flight += 1
         replica.decisions[decision.reason] = replica.decisions.get(decision.reason, 0) + 1

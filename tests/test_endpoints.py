@@ -13,8 +13,8 @@ from reportdata import run_of
 from slogate import scenarios
 from slogate.analysis.contracts import Summary, parse
 from slogate.analysis.journal import JOURNAL_FILE, JournalWriter
-from slogate.analysis.recorder import Bucket, Recorder
-from slogate.analysis.records import ErrorKind, RequestRecord
+from slogate.analysis.recorder import Bucket, Recorder, apart
+from slogate.analysis.records import ErrorKind, RequestRecord, SessionRecord
 from slogate.analysis.router_metrics import router_routes
 from slogate.analysis.rundata import DATA_DIR, RunData
 from slogate.analysis.server_metrics import MetricsParseError, ScrapeTarget, parse_target
@@ -141,6 +141,39 @@ def test_the_diagnosis_names_the_slow_replica_and_not_the_others() -> None:
     assert not [f for f in findings if f["cause"] == "slow_endpoint"]
     few = build_summary(run_data(recorded(each=5)))["diagnosis"]
     assert not [f for f in few if f["cause"] == "slow_replica"]  # under 8 requests each
+
+
+def test_conversations_and_sessions_count_where_their_last_request_went() -> None:
+    """Each conversation's own cache-hit rate and each agent session in its
+    endpoint's and replica's rows (warm-up ones in none), adding up to the
+    scenario's; the rates by hand."""
+    recorder = recorded()
+    ends = [  # (endpoint, replica, cached, prompt, steps, outcome)
+        ("a", None, 50, 100, 2, "answered"),
+        ("a", None, 0, 100, 3, "answered"),
+        ("b", "r1", 90, 100, 1, "failed"),
+        ("b", "r2", 30, 100, 4, "unfinished"),
+    ]
+    for endpoint, replica, cached, prompt, steps, outcome in ends:
+        where = apart(request(endpoint, replica, 40))
+        recorder.record_conversation_cache("rag", cached, prompt, spans=where)
+        session = SessionRecord(steps, 0, steps * 100 * MS, outcome)
+        recorder.record_session("rag", session, spans=where)
+    recorder.record_conversation_cache("rag", 100, 100, warmup=True, spans=["endpoint:a"])
+    block = build_summary(run_data(recorder))["scenarios"]["rag"]
+    assert block["sessions"]["count"] == 4
+    a, b = block["endpoints"]["a"], block["endpoints"]["b"]
+    assert (a["sessions"]["count"], a["sessions"]["answered"]) == (2, 2)
+    assert a["sessions"]["wall_ms"]["max"] == pytest.approx(300, rel=0.01)
+    assert (b["sessions"]["failed"], b["sessions"]["unfinished"]) == (1, 1)
+    assert a["prefix_cache"]["conversations"]["count"] == 2
+    assert a["prefix_cache"]["conversations"]["max"] == pytest.approx(0.5, abs=0.001)
+    assert b["prefix_cache"]["conversations"]["count"] == 2
+    replicas = block["replicas"]
+    assert replicas["r1"]["prefix_cache"]["conversations"]["p50"] == pytest.approx(0.9, abs=0.001)
+    assert replicas["r2"]["sessions"]["steps"]["max"] == 4
+    whole = block["prefix_cache"]["conversations"]["count"]
+    assert whole == sum(r["prefix_cache"]["conversations"]["count"] for r in (a, b)) == 4
 
 
 def windowed() -> tuple[RunData, Recorder]:

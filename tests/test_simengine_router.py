@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from slogate.simengine import router as router_module
 from slogate.simengine.router import (
     BALANCE_THRESHOLD,
     BLOCK_CHARS,
@@ -97,6 +98,28 @@ def test_a_session_token_brings_the_request_back_to_its_replica() -> None:
     assert router.replicas[2].decisions == {"session": 3}
     assert router.choose("p", session_token("replica-9")).index == 0  # unknown: the policy
     assert router.choose("p", "%%%not-base64").reason == "round-robin"
+
+
+def test_a_clients_session_id_binds_its_conversation_to_the_first_replica() -> None:
+    """Dynamo's way: the client names the conversation; its first request goes
+    by the policy (round-robin) and the id keeps the rest there."""
+    router = Router(NAMES, "round-robin", CAPACITY)
+    first = [router.choose("p", session_id=f"conv-{i}").index for i in range(3)]
+    assert first == [0, 1, 2]
+    again = [router.choose("p", session_id=f"conv-{i}") for i in (2, 0, 1, 2)]
+    assert [(d.index, d.reason) for d in again] == [(2, "session"), (0, "session"),
+                                                   (1, "session"), (2, "session")]  # fmt: skip
+    assert router.choose("p").index == 0  # no id: round-robin goes on where it was
+    assert router.choose("p", session_id="").reason == "round-robin"
+
+
+def test_a_router_forgets_the_oldest_session_ids_past_its_bound(monkeypatch) -> None:
+    monkeypatch.setattr(router_module, "MAX_SESSION_IDS", 2)
+    router = Router(NAMES, "round-robin", CAPACITY)
+    for i in range(3):
+        router.choose("p", session_id=f"conv-{i}")  # conv-0 on 0, conv-1 on 1, conv-2 on 2
+    assert router.choose("p", session_id="conv-2").reason == "session"
+    assert router.choose("p", session_id="conv-0").reason == "round-robin"  # forgotten
 
 
 def test_a_router_refuses_an_unknown_policy() -> None:
