@@ -10,9 +10,11 @@ SLO's miss it accounts for (``Finding.share``), so the report can rank them.
 - **prefill interference**: stalls inside running streams that end when
   another request gets its first token (its prompt was prefilled in the batch
   the stalled streams waited on), more often than chance would place them,
-  and longer the longer those prompts;
+  and longer the more of those prompts the engine computed (the input less
+  the server's reported prefix-cache hits);
 - **prefill-bound TTFT**: TTFT rising with the tokens to prefill (a least
-  squares fit, its slope in ms per 1k tokens), told apart from
+  squares fit, its slope in ms per 1k tokens; the input, or the part the
+  server did not serve from its cache), told apart from
 - **queueing**: TTFT rising with the requests in flight when it was sent;
 - **concurrency ceiling**: the streams decoding at once held at a ceiling
   while more requests were in flight, waiting for a slot (a batch or memory
@@ -309,7 +311,7 @@ def find_stalls(r: Requests, itl_ms: float) -> Stalls:
     has_first = np.isfinite(r.first)
     order = np.argsort(r.first[has_first])
     firsts = r.first[has_first][order]
-    inputs = np.nan_to_num(r.input_tokens[has_first][order])
+    inputs = np.nan_to_num(computed_tokens(r)[has_first][order])
     cumulative = np.concatenate([[0.0], np.cumsum(inputs)])
     tolerance_s = max(COINCIDE_OVER_ITL * itl_ms, COINCIDE_MIN_MS) / 1000.0
     ends = r.gap_end[index]
@@ -373,8 +375,8 @@ def interference(
         evidence["stall_ms_per_1k_input_tokens"] = round(scaling.slope, 1)
         evidence["stall_input_rank_correlation"] = round(scaling.rho, 2)
         scaled = (
-            f" Stalls grow with those prompts' length: {scaling.slope:.0f} ms per 1k input "
-            f"tokens (rank correlation {scaling.rho:.2f})."
+            f" Stalls grow with those prompts' length: {scaling.slope:.0f} ms per 1k prompt "
+            f"tokens prefilled (rank correlation {scaling.rho:.2f})."
         )
     text = (
         f"Prefill interference: {evidence['coinciding']} of {evidence['stalls']} stalls inside "
@@ -437,16 +439,27 @@ def preemption(
     )
 
 
+def computed_tokens(r: Requests) -> np.ndarray:
+    """Per request, the prompt tokens the engine computed: its input less the
+    ones the server said it served from its prefix cache, where it said so. An
+    engine that keeps each slot's prompt (llama.cpp) or a prefix cache makes a
+    request's whole input a poor measure of its prefill."""
+    return np.where(np.isfinite(r.cached_tokens), r.input_tokens - r.cached_tokens, r.input_tokens)
+
+
 def prefill_tokens(r: Requests, rows: np.ndarray) -> np.ndarray:
-    """Per request, the tokens the turn before it in its conversation had not
-    sent already: its input less that turn's input and output. The turn before
-    is the request of the same scenario and conversation number one turn
-    earlier that ended last before this one started (conversation numbers are
-    per user, so several users' may match; the latest is the likeliest). A
-    request's whole input where no turn before it is found, or the one found
-    sent more than this request's input (another user's)."""
-    tokens = np.copy(r.input_tokens)
-    later = np.flatnonzero(rows & (r.turn > 0))
+    """Per request, the tokens it left the engine to prefill: where the server
+    reported its cached prompt tokens, its input less those
+    (``computed_tokens``); elsewhere the tokens the turn before it in its
+    conversation had not sent already: its input less that turn's input and
+    output. The turn before is the request of the same scenario and
+    conversation number one turn earlier that ended last before this one
+    started (conversation numbers are per user, so several users' may match;
+    the latest is the likeliest). A request's whole input where neither is
+    known, or the turn found sent more than this request's input (another
+    user's)."""
+    tokens = computed_tokens(r)
+    later = np.flatnonzero(rows & (r.turn > 0) & ~np.isfinite(r.cached_tokens))
     if not len(later):
         return tokens
     earlier = np.flatnonzero(rows)
@@ -536,7 +549,7 @@ def ttft_findings(r: Requests, scenario: str, limits: Mapping[str, float]) -> li
     findings = []
     whole, new = r.input_tokens, prefill_tokens(r, rows)
     fits = {"whole": fit(whole[rows] / 1000.0, r.ttft[rows])}
-    if np.nanmax(r.turn[rows]) > 0:
+    if np.nanmax(r.turn[rows]) > 0 or np.isfinite(r.cached_tokens[rows]).any():
         fits["uncached"] = fit(new[rows] / 1000.0, r.ttft[rows])
     usable = {k: f for k, f in fits.items() if f is not None}
     if usable:
@@ -579,7 +592,12 @@ def prefill_bound(
         "tokens": which,
         "requests": int(rows.sum()),
     }
-    what = "input tokens" if which == "whole" else "input tokens not sent by an earlier turn"
+    what = (
+        "input tokens"
+        if which == "whole"
+        else "prompt tokens left to prefill (less the server's prefix-cache hits, or what an "
+        "earlier turn sent)"
+    )
     text = (
         f"Prefill-bound TTFT: TTFT rises with the {what}, {line.slope:.0f} ms per 1k tokens "
         f"over {line.intercept:.0f} ms (least squares over {evidence['requests']} requests; rank "

@@ -88,7 +88,7 @@ def test_stalls_ending_at_other_requests_first_tokens_are_prefill_interference()
     assert (e["stall_ms_max"], e["stall_ms_median"]) == (400.0, 400.0)
     # of the 4 stalls over 250 ms, 3 coincide
     assert found.share == {"itl_ms": 0.75}
-    assert "3 of 4 stalls" in found.text and "100 ms per 1k input tokens" in found.text
+    assert "3 of 4 stalls" in found.text and "100 ms per 1k prompt tokens" in found.text
 
 
 def test_stalls_no_first_token_explains_are_no_interference_claim():
@@ -116,6 +116,54 @@ def test_ttft_linear_in_input_length_is_prefill_bound_with_its_slope():
     # each missing request's excess over TTFT's 5th percentile (195 ms) is all
     # slope x (its length - length's 5th percentile, 1.45k)
     assert found.share == {"ttft_ms": 1.0}
+
+
+def test_ttft_linear_in_the_tokens_the_server_did_not_cache_is_prefill_bound():
+    # a slot keeps its prompt (llama.cpp): every input is 2k tokens, of which the
+    # server reports 2k - 200 k cached; TTFT = 30 ms + 2000 ms per 1k computed
+    # tokens, so it follows the 200 k computed tokens, not the (constant) input
+    rows = [
+        {
+            "start_s": 10.0 * i,
+            "ttft_ms": 30 + 400 * k,
+            "e2e_ms": 5000,
+            "input_tokens": 2000,
+            "cached_tokens": 2000 - 200 * k,
+        }
+        for i, k in enumerate(range(1, 11))
+    ]
+    [found] = ttft_findings(Requests.of(timelines(rows)), "chat", {"ttft_ms": 1000.0})
+    assert found.cause == "prefill-bound"
+    e = found.evidence
+    assert e["tokens"] == "uncached"
+    assert (e["ms_per_1k_tokens"], e["intercept_ms"], e["rank_correlation"]) == (2000.0, 30.0, 1.0)
+    # computed tokens' 10th and 90th percentiles 380 and 1820: 790 -> 3670 ms
+    assert e["growth"] == 4.65
+    assert "2000 ms per 1k tokens" in found.text and "prefix-cache hits" in found.text
+
+
+def test_stalls_scale_with_the_prompt_tokens_the_server_computed():
+    # INTERFERING's first tokens, the server reporting 2.5k and 3.8k of r1's and
+    # r2's inputs cached: the stalls (300, 400, 400 ms) ending at them grew with
+    # the 500 and 200 tokens computed, so the fit runs over those
+    t = timelines(
+        [
+            {"start_s": 0.0, "ttft_ms": 100, "e2e_ms": 3000, "input_tokens": 100},
+            {"start_s": 0.7, "ttft_ms": 300, "e2e_ms": 2000, "input_tokens": 3000,
+             "cached_tokens": 2500},
+            {"start_s": 1.6, "ttft_ms": 400, "e2e_ms": 1000, "input_tokens": 4000,
+             "cached_tokens": 3800},
+        ],
+        [(0, 1000, 300), (0, 2000, 400), (1, 1300, 400), (2, 900, 300)],
+    )  # fmt: skip
+    r = Requests.of(t)
+    stalls = find_stalls(r, itl_ms=10.0)
+    assert list(stalls.coinciding_inputs) == [500, 200, 200, 0]
+    found = interference(r, "chat", {"itl_ms": 250.0}, stalls)
+    assert found is not None
+    # stalls 300, 400, 400 ms against 0.5k, 0.2k, 0.2k tokens: falling, so no
+    # scaling is claimed
+    assert "stall_ms_per_1k_input_tokens" not in found.evidence
 
 
 def test_ttft_linear_in_requests_in_flight_is_queueing():
