@@ -12,7 +12,7 @@ WINDOW_PERCENTILES = {"p50": 50.0, "p99": 99.0}
 
 
 def window_row(
-    scenario: str, index: int, window_s: float, bucket: Bucket, gauges: dict[str, float]
+    scenario: str, index: int, window_s: float, bucket: Bucket, gauges: Mapping[str, float]
 ) -> dict[str, Any]:
     """One row of the time series: rates over the window and its percentiles in ms.
 

@@ -11,12 +11,15 @@ import argparse
 import math
 from collections.abc import Callable
 from datetime import timedelta
+from typing import TypeVar
 
 from slogate.analysis.saturation import MODES as SATURATION_MODES
 from slogate.analysis.server_metrics import parse_target
 from slogate.client.endpoints import AFFINITIES, SPREADS, parse_endpoint
 from slogate.scenarios.limits import MAX_PROBE_RPS, MAX_PROCESSES, MAX_REPEATS
 from slogate.scenarios.units import parse_duration
+
+Num = TypeVar("Num", int, float)
 
 
 def duration(text: str) -> float:
@@ -47,7 +50,8 @@ def age(text: str) -> timedelta:
     return timedelta(seconds=duration(text))
 
 
-def _checked(text: str, kind: type, ok: Callable[[float], bool], what: str) -> int | float:
+def _checked(text: str, kind: Callable[[str], Num], ok: Callable[[Num], bool], what: str) -> Num:
+    value: Num | None
     try:
         value = kind(text)
     except ValueError:

@@ -138,9 +138,12 @@ class LoadContext:
         return self.origin_s
 
     def elapsed_s(self) -> float:
-        if self.origin_s is None:
-            self.start_clock()
-        return wall() - self.origin_s
+        return self._since_origin()[1]
+
+    def _since_origin(self) -> tuple[float, float]:
+        """The run's origin (fixed now if it is not yet) and the seconds since."""
+        origin = self.origin_s if self.origin_s is not None else self.start_clock()
+        return origin, wall() - origin
 
     def next_user(self, worker_index: int) -> tuple[Scenario, int, int]:
         """The scenario of the next user started here, its planner stream and
@@ -260,9 +263,9 @@ class LoadContext:
 
     def record_probe(self, record: RequestRecord) -> None:
         """A probe (``--probes``) that ended after warm-up, as the scenario's requests are."""
-        elapsed = self.elapsed_s()
+        origin, elapsed = self._since_origin()
         if not self.timeline.in_warmup(elapsed):
-            self.recorder.record_probe(record, wall_s=self.origin_s + elapsed)
+            self.recorder.record_probe(record, wall_s=origin + elapsed)
 
     def record(self, record: RequestRecord, warm: bool = False) -> None:
         """One finished request; ``warm`` ones (sent to warm the engine's cache)
@@ -272,8 +275,8 @@ class LoadContext:
         if together:
             record.stalled_same_reads = self.watch.stalled_reads(together)
         self.finished += 1
-        elapsed = self.elapsed_s()
-        wall = self.origin_s + elapsed
+        origin, elapsed = self._since_origin()
+        wall = origin + elapsed
         stage = self.timeline.stage_name(elapsed)
         warmup = warm or self.timeline.in_warmup(elapsed)
         head = self.timeline.head_segment(elapsed)

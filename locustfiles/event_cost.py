@@ -8,6 +8,8 @@ an OpenAI-compatible engine (vLLM's chunk form) sends for a chat stream.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import orjson
 
 from slogate.analysis.records import RequestRecord
@@ -45,7 +47,9 @@ def chat_stream(tokens: int, prompt_tokens: int = 9) -> list[bytes]:
     return reads
 
 
-def parse_stream(reads: list[bytes], scenario: str = "calibration") -> RequestRecord:
+def parse_stream(
+    reads: Sequence[bytes | bytearray], scenario: str = "calibration"
+) -> RequestRecord:
     """One request's record from its reads, a chunk every ``CHUNK_GAP_NS``."""
     record = RequestRecord(scenario, 1)
     interpreter = StreamInterpreter(record)

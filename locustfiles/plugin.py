@@ -35,7 +35,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import gevent
 from locust import events
@@ -43,11 +43,11 @@ from locust.runners import STATE_INIT, MasterRunner, WorkerRunner
 
 from slogate import scenarios
 from slogate.analysis.costs import Pricing
+from slogate.analysis.exitcodes import EXIT_CONFIG, EXIT_INVALID
 from slogate.analysis.history import auto_baseline, results_folder, unwritable
 from slogate.analysis.neutral import neutralise_logs
 from slogate.analysis.rundata import RunData
 from slogate.analysis.server_metrics import parse_target
-from slogate.analysis.slo import EXIT_CONFIG, EXIT_INVALID
 from slogate.client.endpoints import Endpoint, check_endpoints, parse_endpoint
 from slogate.client.engine_info import EngineError, RouteNotServed, discover, probe_route
 from slogate.client.streaming import PROTOCOLS
@@ -74,6 +74,9 @@ from slogate.scenarios.context_fit import ContextFit, Overflow, sampled_overflow
 from slogate.scenarios.loader import resolve
 from slogate.scenarios.model import Scenario
 
+if TYPE_CHECKING:
+    from slogate.locustfiles.scraper import MetricsScraper
+
 log = logging.getLogger("slogate")
 
 # Locust prints its statistics tables through this logger.
@@ -97,8 +100,12 @@ def use(default_scenario: str) -> None:
 
 
 def scenario_path(options: Any) -> Path:
-    """``--scenario`` (or SLOGATE_SCENARIO), else the locustfile's own scenario."""
-    return resolve(options.scenario or _default_scenario)
+    """``--scenario`` (or SLOGATE_SCENARIO), else the locustfile's own scenario;
+    a ValueError for a locustfile that names none (it never called ``use``)."""
+    named = options.scenario or _default_scenario
+    if not named:
+        raise ValueError("no scenario: pass --scenario FILE (or set SLOGATE_SCENARIO)")
+    return resolve(named)
 
 
 events.init_command_line_parser.add_listener(add_locust_options)
@@ -434,7 +441,7 @@ def on_test_start(environment: Any, **_: Any) -> None:
     _session.start(origin)
     if not isinstance(runner, MasterRunner):
         _session.ctx.watch_loop()
-    _session.scraper = start_scraper(options)
+    _session.scraper = start_scraper(options, _session.start_wall)
     gevent.spawn(housekeeping, environment, _session)
     if options.probes:
         gevent.spawn(send_probes, _session, options.probes)
@@ -452,9 +459,9 @@ def prepare_process(ctx: LoadContext) -> None:
     release_freed_memory()
 
 
-def start_scraper(options: Any) -> Any:
+def start_scraper(options: Any, origin_s: float | None) -> MetricsScraper | None:
     """The engine's metrics (``--metrics-url``, else HOST/metrics; ``off``:
-    none) and each named replica's beside them."""
+    none) and each named replica's beside them, on the run's clock (``origin_s``)."""
     given = [parse_target(text) for text in options.metrics_url or ()]
     if None in given:
         return None
@@ -466,7 +473,7 @@ def start_scraper(options: Any) -> Any:
         url,
         dcgm_url=options.dcgm_url or None,
         members=[t for t in targets if t.name is not None],
-        origin_s=_session.start_wall,
+        origin_s=origin_s,
     )
     scraper.start()
     return scraper
@@ -562,9 +569,9 @@ def on_test_stop(environment: Any, **_: Any) -> None:
         send_final(environment)
     elif isinstance(runner, MasterRunner) and _session is not None:
         wait_for_finals(_session, _coordinator, environment.stop_timeout or 0)
-    web_ui_run = environment.web_ui is not None and _session is not None
-    if web_ui_run and _session.finished_code is None and _session.ctx.timeline_done:
-        finish_run(environment, _session)
+    web_run = _session if environment.web_ui is not None else None
+    if web_run is not None and web_run.finished_code is None and web_run.ctx.timeline_done:
+        finish_run(environment, web_run)
 
 
 def wait_for_finals(session: RunSession, coordinator: Coordinator | None, drain_s: float) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from slogate.scenarios.distributions import Dist
 from slogate.scenarios.limits import MAX_TOKENS
 from slogate.scenarios.model import Scenario
 from slogate.scenarios.workloads import ConversationsWorkload, EmbedWorkload, TraceWorkload
@@ -52,7 +53,7 @@ class ProcessPlan:
     reason: str
 
 
-def _mean(dist: object, integer: bool) -> float:
+def _mean(dist: Dist, integer: bool) -> float:
     rng = np.random.default_rng(0)
     draws = dist.sample_int(rng, SAMPLES) if integer else dist.sample(rng, SAMPLES)
     return float(np.mean(draws))

@@ -42,10 +42,8 @@ from slogate.scenarios.context_fit import Overflow
 from slogate.scenarios.model import Scenario
 
 if TYPE_CHECKING:
+    from slogate.locustfiles.scraper import MetricsScraper
     from slogate.reports import Outcome
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger("slogate")
 
@@ -122,7 +120,7 @@ class RunSession:
         self.collector: Recorder = ctx.recorder
         self.rows: list[dict[str, Any]] = []
         self.apart_rows: list[dict[str, Any]] = []  # by endpoint and replica
-        self.worker_gauges: dict[str, dict[str, float]] = {}
+        self.worker_gauges: dict[str, dict[str, int]] = {}
         self.worker_health: dict[str, dict[str, Any]] = {}
         self.finals: set[str] = set()
         self.missing_finals: list[str] = []
@@ -133,7 +131,7 @@ class RunSession:
         self.users = 0
         self.started_at: str | None = None
         self.start_wall: float | None = None
-        self.scraper = None
+        self.scraper: MetricsScraper | None = None
         self.finished_code: int | None = None
         self.verdict_table: str | None = None
         self.selftest: dict[str, Any] | None = None
@@ -178,7 +176,7 @@ class RunSession:
         own = self.ctx.watch.health()
         return {"local": own.to_dict()} if own.measured else {}
 
-    def gauges(self) -> dict[str, float]:
+    def gauges(self) -> dict[str, int]:
         if self.worker_gauges:
             in_flight = sum(g["in_flight"] for g in self.worker_gauges.values())
         else:

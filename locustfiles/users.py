@@ -102,7 +102,7 @@ class _ScenarioUser(User):
         ctx = self.ctx
         ctx.sending(client, 1)
         try:
-            result = client.send_prepared(prepared, due and due.due_ns, writing)
+            result = client.send_prepared(prepared, None if due is None else due.due_ns, writing)
         except CutOff as cut:
             ctx.cancelled += cut.sent
             raise
@@ -120,7 +120,7 @@ class _ScenarioUser(User):
             name=self.scenario.name,
             response_time=(record.end_ns - record.start_ns) / 1e6,
             response_length=record.output_tokens or len(record.chunk_ns),
-            exception=None if record.ok else RuntimeError(record.error.value),
+            exception=None if record.error is None else RuntimeError(record.error.value),
             context={},
         )
         return result
@@ -266,9 +266,10 @@ class OpenLoopUser(_ScenarioUser):
     def on_start(self) -> None:
         self.ctx = current_context()
         self.shard = getattr(self.environment.runner, "worker_index", 0) or 0
-        self.scenario = self.ctx.claim_dispatcher()
-        if self.scenario is None:
+        claimed = self.ctx.claim_dispatcher()
+        if claimed is None:
             raise StopUser()
+        self.scenario = claimed
         self.planner = self.ctx.planner(self.scenario, self.shard)
 
     @task

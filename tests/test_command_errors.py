@@ -79,6 +79,24 @@ def test_plain_locust_rejects_bad_flags_before_any_load(engine, tmp_path, flags,
     assert engine.truth() == []
 
 
+def test_a_locustfile_that_names_no_scenario_asks_for_one(engine, tmp_path) -> None:
+    """A locustfile of the user's own that loads the plugin but never calls
+    ``use``, run without --scenario: a bad configuration (2), not a crash."""
+    locustfile = tmp_path / "mine.py"
+    locustfile.write_text(
+        "import slogate.locustfiles.plugin\n"
+        "from slogate.locustfiles.shape import SlogateShape\n"
+        "from slogate.locustfiles.users import SlogateUser\n"
+    )
+    command = locust_command("--headless", "-u", "1", "-t", "5s", "--host", engine.url)
+    command[command.index("-f") + 1] = str(locustfile)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "no scenario: pass --scenario FILE (or set SLOGATE_SCENARIO)" in done.stderr
+    assert "Traceback" not in done.stderr and "TypeError" not in done.stderr
+    assert engine.truth() == []
+
+
 def error_line(stderr: str) -> str:
     """argparse's message, without the program's name (``locust``, ``slogate run``)."""
     return next(line for line in stderr.splitlines() if ": error: " in line).split(": error: ")[1]
