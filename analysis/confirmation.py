@@ -73,6 +73,20 @@ def preemption_answer(samples: Sequence[dict[str, Any]]) -> Answer:
     return (AGREE if grown > 0 else DISAGREE), f"engine preemptions: {grown:g}{full}"
 
 
+def prompt_time(samples: Sequence[dict[str, Any]]) -> str:
+    """The engine's own prompt time per 1k prompt tokens it computed over the
+    run, to read beside the client's fitted ms per 1k tokens; '' when it
+    exports no prompt-time counter (llama.cpp does) or computed no prompt."""
+    seconds = rise(series(samples, "prompt_seconds_total"))
+    tokens = rise(series(samples, "prompt_tokens_total"))
+    if seconds is None or not tokens:
+        return ""
+    return (
+        f"; engine prompt time: {1e6 * seconds / tokens:.0f} ms per 1k prompt tokens "
+        f"computed ({tokens:g} tokens in {seconds:.1f} s, summed over requests)"
+    )
+
+
 def interference_answer(samples: Sequence[dict[str, Any]]) -> Answer:
     """Prefill stalls need other streams in the batch and no preemptions (which
     stall streams too)."""
@@ -83,17 +97,17 @@ def interference_answer(samples: Sequence[dict[str, Any]]) -> Answer:
     if not running:
         return ABSENT, "the engine exports no running-batch gauge"
     text = f"engine running batch: up to {max(running):g} requests decoded together"
-    return (AGREE if max(running) >= 2 else DISAGREE), text
+    return (AGREE if max(running) >= 2 else DISAGREE), text + prompt_time(samples)
 
 
 def prefill_answer(samples: Sequence[dict[str, Any]]) -> Answer:
     """TTFT that is prefill, not queue: the engine's queue mostly empty."""
     waiting = series(samples, "waiting")
     if not waiting:
-        return ABSENT, "the engine exports no waiting-queue gauge"
+        return ABSENT, "the engine exports no waiting-queue gauge" + prompt_time(samples)
     queued = sum(w >= 1 for w in waiting)
     text = f"engine waiting queue non-empty in {queued} of {len(waiting)} scrapes"
-    return (AGREE if queued < len(waiting) / 2 else DISAGREE), text
+    return (AGREE if queued < len(waiting) / 2 else DISAGREE), text + prompt_time(samples)
 
 
 def batch_answer(samples: Sequence[dict[str, Any]]) -> Answer:

@@ -16,6 +16,8 @@ Canonical series (gauges are instantaneous, ``*_total`` are monotonic counters):
 - ``preemptions_total``: requests evicted and recomputed (SGLang: retractions);
 - ``requests_total``: requests finished (vLLM: successes by finish reason);
 - ``prefix_cache_hits_total``, ``prefix_cache_queries_total``: tokens;
+- ``prompt_seconds_total``: seconds the engine spent computing prompts, each
+  request's from the start of its prompt to its first token (llama.cpp);
 - ``gpu_utilization`` (0..1, mean over GPUs), ``gpu_memory_used_bytes`` (sum over
   GPUs): from NVIDIA's DCGM exporter.
 
@@ -99,6 +101,7 @@ COUNTERS = (
     "preemptions_total",
     "prefix_cache_hits_total",
     "prefix_cache_queries_total",
+    "prompt_seconds_total",
 )
 MIB = 1024 * 1024
 
@@ -240,6 +243,7 @@ LLAMACPP = Dialect(
         Rule("waiting", ("llamacpp:requests_deferred",)),
         Rule("kv_cache_usage", ("llamacpp:kv_cache_usage_ratio",), combine="mean"),
         Rule("prompt_tokens_total", ("llamacpp:prompt_tokens_total",)),
+        Rule("prompt_seconds_total", ("llamacpp:prompt_seconds_total",)),
         Rule("generation_tokens_total", ("llamacpp:tokens_predicted_total",)),
         Rule("prefix_cache_hits_total", ("llamacpp:prompt_tokens_cached_total",)),
         Rule(

@@ -273,3 +273,22 @@ def test_the_why_section_ranks_what_explains_with_share_engine_and_action(tmp_pa
     assert why.index("<b>queueing</b>") < why.index("<b>capacity-bound</b>")
     assert f"{round(100 * first.share['ttft_ms'])}% of the ttft_ms miss" in why
     assert "engine metrics agree" in why and "Try on vLLM" in why
+
+
+def test_prefill_findings_read_llama_cpps_own_prompt_time():
+    from slogate.analysis.confirmation import confirm
+
+    # 4,000 prompt tokens computed in 10 s between the first and last scrape:
+    # 2,500 ms per 1k; the queue empty, two requests decoding together
+    samples = [
+        engine_sample(t, running=2, waiting=0, prompt_tokens_total=tokens, prompt_seconds_total=s)
+        for t, tokens, s in ((0, 1000, 2.0), (5, 3000, 7.0), (10, 5000, 12.0))
+    ]
+    for cause in ("prefill-bound", "prefill interference"):
+        state, text = confirm(cause, samples)
+        assert state == "agree"
+        assert "engine prompt time: 2500 ms per 1k prompt tokens computed" in text
+        assert "(4000 tokens in 10.0 s, summed over requests)" in text
+    # an engine without the counter says nothing of it
+    state, text = confirm("prefill-bound", [engine_sample(t, waiting=0) for t in (0, 5)])
+    assert state == "agree" and "prompt time" not in text

@@ -249,6 +249,8 @@ def test_a_failing_chat_run_is_diagnosed_as_prefill(
             assert evidence["ms_per_1k_tokens"] > 0 and evidence["rank_correlation"] >= 0.5
             assert "ms per 1k tokens" in finding["text"]
         assert finding["engine_metrics"] in ("agree", "disagree", "absent"), finding
+        # llama.cpp's own prompt time, beside the client's numbers
+        assert "ms per 1k prompt tokens computed" in finding["engine_text"], finding
         assert "on llama.cpp" in finding["action"], finding
     why = (out / "summary.md").read_text().split("### Why", 1)[-1]
     html = (out / "report.html").read_text()

@@ -188,6 +188,7 @@ def test_llamacpp_prefix_cache_queries_add_cached_and_computed_prompt_tokens() -
         "running": 4.0,
         "waiting": 2.0,
         "prompt_tokens_total": 320.0,
+        "prompt_seconds_total": 0.68359,
         "generation_tokens_total": 88.0,
         "prefix_cache_hits_total": 80.0,
         "prefix_cache_queries_total": 400.0,
