@@ -4,6 +4,7 @@ with the recorded block sharing."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -12,12 +13,21 @@ import pytest
 
 from slogate import scenarios
 from slogate.scenarios.datasets.agent_trees import Agent, AgentCall, AgentTree, implied_hit_rate
-from slogate.scenarios.prompt_text import LOCAL_TOKENIZER, tokenizer_counter
+from slogate.scenarios.prompt_text import LOCAL_TOKENIZER, TokenCounter, tokenizer_counter
 
 DATA = Path(__file__).resolve().parent.parent / "scenarios" / "data" / "agents"
 WEKA = DATA / "coding-session.weka.json"
 OTEL = DATA / "coding-session.otel.json"
-count = tokenizer_counter(str(LOCAL_TOKENIZER))
+
+
+def count(text: str) -> int:
+    """Tokens of ``text``; the tokenizer is loaded on first use, not at collection."""
+    return counter()(text)
+
+
+@functools.cache
+def counter() -> TokenCounter:
+    return tokenizer_counter(str(LOCAL_TOKENIZER))
 
 
 def scenario(tmp_path: Path, file: Path, **workload: object) -> scenarios.model.Scenario:

@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from slogate.scenarios.distributions import (
     Z90,
@@ -28,6 +27,8 @@ def rng() -> np.random.Generator:
 
 
 def test_z90_is_the_normal_quantile():
+    from scipy import stats  # here, not at the top: seconds of collection on every worker
+
     assert stats.norm.ppf(0.9) == pytest.approx(Z90, abs=1e-12)
 
 
@@ -65,6 +66,8 @@ def test_uniform_integers_are_equally_likely():
     x = Uniform(min=1, max=4).sample_int(rng(), N)
     counts = np.bincount(x, minlength=5)[1:]
     assert counts.sum() == N and counts.min() > 0.23 * N and counts.max() < 0.27 * N
+    from scipy import stats
+
     assert stats.chisquare(counts).pvalue > 0.001
 
 

@@ -265,6 +265,7 @@ def test_dcgm_utilisation_is_a_mean_fraction_and_memory_a_sum_in_bytes() -> None
         (DCGM_TEXT, "dcgm"),
         ("# TYPE go_goroutines gauge\ngo_goroutines 12\n", "unknown"),
     ],
+    ids=["vllm", "sglang", "tgi", "llamacpp", "nim", "dcgm", "unknown"],  # the text has timestamps
 )
 def test_engine_is_detected_from_metric_names(text: str, engine: str) -> None:
     assert snapshot(text).engine == engine

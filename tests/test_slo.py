@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pytest
 from reportdata import bucket, run_of
-from scipy.stats import binomtest
 
 from slogate.analysis.percentiles import binomial_quantile, min_samples
 from slogate.analysis.recorder import Bucket
@@ -97,6 +96,8 @@ def test_max_and_mean() -> None:
 
 
 def test_error_rate_uses_the_exact_binomial_interval() -> None:
+    from scipy.stats import binomtest  # here, not at the top: seconds of collection
+
     b = bucket({"e2e": [10.0] * 97}, failed={"http_5xx": 3})
     result = evaluate("s", Threshold("error_rate", "max", 0.01), b, 60.0)
     exact = binomtest(3, 100).proportion_ci(confidence_level=0.95, method="exact")
