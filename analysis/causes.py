@@ -441,10 +441,12 @@ def preemption(
 
 def computed_tokens(r: Requests) -> np.ndarray:
     """Per request, the prompt tokens the engine computed: its input less the
-    ones the server said it served from its prefix cache, where it said so. An
-    engine that keeps each slot's prompt (llama.cpp) or a prefix cache makes a
-    request's whole input a poor measure of its prefill."""
-    return np.where(np.isfinite(r.cached_tokens), r.input_tokens - r.cached_tokens, r.input_tokens)
+    ones the server said it served from its prefix cache, where it said so (at
+    least 0: an input counted by a tokenizer may fall short of the server's
+    count). An engine that keeps each slot's prompt (llama.cpp) or a prefix
+    cache makes a request's whole input a poor measure of its prefill."""
+    less = np.maximum(r.input_tokens - r.cached_tokens, 0.0)
+    return np.where(np.isfinite(r.cached_tokens), less, r.input_tokens)
 
 
 def prefill_tokens(r: Requests, rows: np.ndarray) -> np.ndarray:

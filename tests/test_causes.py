@@ -10,6 +10,7 @@ import pytest
 from slogate.analysis.causes import (
     Requests,
     cache_effect,
+    computed_tokens,
     concurrency_ceiling,
     find_stalls,
     interference,
@@ -159,6 +160,8 @@ def test_stalls_scale_with_the_prompt_tokens_the_server_computed():
     r = Requests.of(t)
     stalls = find_stalls(r, itl_ms=10.0)
     assert list(stalls.coinciding_inputs) == [500, 200, 200, 0]
+    # r0 reported nothing cached: its whole input
+    assert list(computed_tokens(r)) == [100, 500, 200]
     found = interference(r, "chat", {"itl_ms": 250.0}, stalls)
     assert found is not None
     # stalls 300, 400, 400 ms against 0.5k, 0.2k, 0.2k tokens: falling, so no
@@ -356,3 +359,10 @@ def test_malformed_timelines_are_refused_naming_what(change, message):
     data = {**timelines([{"start_s": 0.0, "ttft_ms": 1, "e2e_ms": 2}]).encode(), **change}
     with pytest.raises(ValueError, match=message):
         Timelines.decode(data)
+
+
+def test_computed_tokens_never_fall_below_zero():
+    # an input counted by a tokenizer (480) short of the server's cached count (500)
+    t = timelines([{"start_s": 0.0, "ttft_ms": 50, "e2e_ms": 500, "input_tokens": 480,
+                    "cached_tokens": 500}])  # fmt: skip
+    assert list(computed_tokens(Requests.of(t))) == [0]
