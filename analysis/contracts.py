@@ -244,7 +244,8 @@ class SliceSummary(StageSummary):
 class Window(Contract):
     """One window of a time series (``t_s`` seconds from the run's start,
     warm-up included): the requests that ended in it, their rates and their
-    headline percentiles in ms (None: no request measured it)."""
+    headline percentiles in ms (None: no request measured it; ITL is not kept
+    in an endpoint's or replica's windows, for its per-token cost)."""
 
     t_s: float
     window_s: float

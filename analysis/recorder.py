@@ -288,23 +288,29 @@ def record_answer(hist: HistogramSet, answer: AnswerMetrics) -> None:
         hist.record_us("answer_tokens", answer.answer_tokens)
 
 
-def record_headline(hist: HistogramSet, m: RequestMetrics) -> None:
-    """E2E, TTFT, TPOT and per-token ITL: what every bucket and window keeps."""
+def record_headline(hist: HistogramSet, m: RequestMetrics, itl: bool = True) -> None:
+    """E2E, TTFT, TPOT and per-token ITL (unless not ``itl``): what every
+    bucket and window keeps."""
     hist.record_ns("e2e", m.e2e_ns)
     if m.ttft_ns is not None:
         hist.record_ns("ttft", m.ttft_ns)
     if m.tpot_ns is not None:
         hist.record_ns("tpot", m.tpot_ns)
-    if m.itl_ns:  # each chunk's per-token gap, weighted by its tokens, in one batch
+    if itl and m.itl_ns:  # each chunk's per-token gap, weighted by its tokens, in one batch
         gaps, tokens = zip(*m.itl_ns, strict=True)
         hist.record_many_ns("itl", gaps, tokens)
 
 
-def record_window(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: bool) -> None:
-    """A time window keeps only the headline latencies: it lives a few seconds."""
+def record_window(
+    bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: bool, itl: bool = True
+) -> None:
+    """A time window keeps only the headline latencies: it lives a few seconds.
+    An endpoint's or replica's window leaves ITL out (``itl`` False): its
+    per-token cost would double a request's recording (bench/bench_apart.py),
+    and the endpoint's whole-run row has it."""
     count_into(bucket.counters, record, m, good)
     if record.ok:
-        record_headline(bucket.histograms, m)
+        record_headline(bucket.histograms, m, itl)
 
 
 def record_into(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: bool) -> None:
@@ -423,7 +429,8 @@ class Recorder:
             index = max(int((wall_s - self.origin_s) // self.window_s), 0)
             record_window(self.window(record.scenario, index), record, m, good)
             for span in apart(record):
-                record_window(self.apart_window(record.scenario, span, index), record, m, good)
+                window = self.apart_window(record.scenario, span, index)
+                record_window(window, record, m, good, itl=False)
         self.timelines.add(record, m, wall_s, warmup)
         return m
 

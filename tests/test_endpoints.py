@@ -225,6 +225,9 @@ def test_each_window_of_the_endpoints_and_replicas_adds_up_to_the_scenarios() ->
     a = block["endpoints"]["a"]["timeseries"]
     assert [(w["t_s"], w["requests_ok"]) for w in a] == [(0.0, 2), (5.0, 2)]
     assert a[1]["ttft_p50_ms"] == pytest.approx(50, rel=0.01)
+    # ITL is kept in the scenario's windows only (its per-token cost)
+    assert a[1]["itl_p50_ms"] is None
+    assert run.timeseries[1]["itl_p50_ms"] == pytest.approx(20, rel=0.01)
     r2 = block["replicas"]["r2"]["timeseries"]
     assert [(w["t_s"], w["requests_ok"], w["requests_failed"]) for w in r2] == [
         (5.0, 1, 0), (10.0, 0, 1)
