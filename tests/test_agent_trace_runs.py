@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from loadruns import slogate, summary
+from loadruns import requests_by_sender, slogate, summary
 from test_agent_traces import OTEL, WEKA, common_tokens, count
 from test_conversation_history_runs import REPLY, recording_engine
 
@@ -91,6 +91,10 @@ def test_open_loop_starts_trees_on_the_schedule(tmp_path):
     assert 19 <= len(starts) <= 20  # 4 a second for 5 s, whatever the sessions before them did
     s = summary(tmp_path / "out")["scenarios"]["agents"]
     assert s["sessions"]["count"] >= 15 and s["sessions"]["failed"] == 0
+    # each request's sender is its session, one per tree started
+    senders = requests_by_sender(tmp_path / "out")
+    assert list(senders) == ["session"] and {p for p, _ in senders["session"]} == {0}
+    assert s["sessions"]["count"] <= len(senders["session"]) <= len(starts)
 
 
 def test_a_warm_start_warms_with_the_call_before_it_and_measures_the_rest(tmp_path):
