@@ -59,6 +59,8 @@ class MaxSearch:
     floor: float | None = None
     ceiling: float | None = None
     trials: list[Trial] = field(default_factory=list)
+    # The floor searched to: ``floor``, else 1 for integer loads, start / 64 for others.
+    _least: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.start > 0:
@@ -67,10 +69,10 @@ class MaxSearch:
             raise ValueError(f"tolerance must lie in (0, 1), got {self.tolerance}")
         if not self.growth > 1:
             raise ValueError(f"growth must be above 1, got {self.growth}")
-        if self.floor is None:
-            self.floor = 1.0 if self.integer else self.start / 64
-        if self.ceiling is not None and self.ceiling < self.floor:
-            raise ValueError(f"ceiling {self.ceiling} lies below floor {self.floor}")
+        default = 1.0 if self.integer else self.start / 64
+        self._least = default if self.floor is None else self.floor
+        if self.ceiling is not None and self.ceiling < self._least:
+            raise ValueError(f"ceiling {self.ceiling} lies below floor {self._least}")
         self.start = self._clamp(self.start)
 
     def record(self, value: float, passed: bool, confirmation: bool = False) -> None:
@@ -110,7 +112,7 @@ class MaxSearch:
         lo, hi = self.highest_pass, self.lowest_fail
         if lo is None:
             assert hi is not None
-            if hi <= self.floor:
+            if hi <= self._least:
                 return None
             return NextTrial(self._clamp(hi / self.growth), False)
         if hi is None:
@@ -143,7 +145,7 @@ class MaxSearch:
     def _clamp(self, value: float) -> float:
         if self.integer:
             value = float(round(value))
-        value = max(value, self.floor)
+        value = max(value, self._least)
         if self.ceiling is not None:
             value = min(value, self.ceiling)
         return value

@@ -18,7 +18,6 @@ from slogate.analysis.costs import Pricing, cost_block, kv_formula, kv_plan
 from slogate.simengine.profiles import Profile, ProfileError, load_profile
 from slogate.simengine.simulate import simulate_closed_loop
 
-WORKED_EXAMPLE = {"model": "llama-2-7b", "gpu": "l4", "dtype": "fp16", "batch": 4, "context": 4096}
 DEFAULT_CONTEXT = 4096
 ESTIMATE_MAX_CONCURRENCY = 1024
 MIN_TABLE_CONTEXT = 512
@@ -45,8 +44,15 @@ class PlanRequest:
 
     def worked_example(self) -> PlanRequest:
         """The textbook KV-cache example filling whatever was not given."""
-        given = {k: v for k, v in WORKED_EXAMPLE.items() if getattr(self, k) is None}
+        given = {
+            f.name: getattr(WORKED_EXAMPLE, f.name)
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) is None
+        }
         return dataclasses.replace(self, **given)
+
+
+WORKED_EXAMPLE = PlanRequest(model="llama-2-7b", gpu="l4", dtype="fp16", batch=4, context=4096)
 
 
 def request_profile(request: PlanRequest) -> Profile:

@@ -136,8 +136,8 @@ def direction(
         spearmanr,  # imported here: scipy.stats costs every load process about 70 MB
     )
 
-    rho = float(spearmanr(xs, ys).statistic) if len(set(ys)) > 1 else 0.0
-    rho = None if math.isnan(rho) else rho
+    correlation = float(spearmanr(xs, ys).statistic) if len(set(ys)) > 1 else 0.0
+    rho = None if math.isnan(correlation) else correlation
     if spread - 1 <= flat_within:
         return FLAT, ratio, spread, rho
     if rho is not None and rho >= MIN_RANK_CORRELATION and ratio > 1:

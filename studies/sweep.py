@@ -253,8 +253,8 @@ def limiting_of(result: TrialResult) -> str | None:
 def knee_of(points: list[dict[str, Any]], metric: str, stat: str) -> dict[str, Any] | None:
     """Where ``metric`` ``stat`` turns from flat to steep along the points' loads."""
     stat = stat if stat in KNEE_STATS else "p99"
-    known = [(p["x"], lookup(p, ("metrics", metric, stat))) for p in points]
-    known = [(x, y) for x, y in known if y is not None]
+    looked_up = [(p["x"], lookup(p, ("metrics", metric, stat))) for p in points]
+    known = [(x, y) for x, y in looked_up if y is not None]
     index = knee_index([x for x, _ in known], [y for _, y in known])
     if index is None:
         return None
