@@ -113,11 +113,8 @@ def _prompt_tokens(body: dict[str, Any]) -> int:
     """Whitespace-separated words of the prompt: the server's token count."""
     messages = body.get("messages")
     if isinstance(messages, list):
-        return sum(
-            len(m.get("content").split())
-            for m in messages
-            if isinstance(m, dict) and isinstance(m.get("content"), str)
-        )
+        contents = [m.get("content") for m in messages if isinstance(m, dict)]
+        return sum(len(content.split()) for content in contents if isinstance(content, str))
     prompt = body.get("prompt")
     return len(prompt.split()) if isinstance(prompt, str) else 0
 
@@ -158,7 +155,7 @@ class ExactServer:
         listener = socket.create_server((host, port), backlog=4096)
         listener.setblocking(False)
         self._listener = listener
-        self.watch(listener.fileno(), _IN, self._accept)
+        self.watch(listener.fileno(), _IN, functools.partial(self._accept, listener))
         self.watch(self._timer.fd, _IN, self._fire)
         return listener.getsockname()[:2]
 
@@ -196,10 +193,10 @@ class ExactServer:
         entries, self.log = self.log, []
         return [entry.to_dict() for entry in entries]
 
-    def _accept(self, events: int) -> None:
+    def _accept(self, listener: socket.socket, events: int) -> None:
         while True:
             try:
-                sock, _ = self._listener.accept()
+                sock, _ = listener.accept()
             except BlockingIOError:
                 return
             _Connection(self, sock)

@@ -10,7 +10,7 @@ be read, and tested, as data; and since the bytes depend on nothing but
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -110,7 +110,7 @@ class _Encoder:
             choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
-        obj = {**self.head, "choices": [choice]}
+        obj: dict[str, object] = {**self.head, "choices": [choice]}
         if completion is not None:
             obj["usage"] = self.usage(completion)
         return self.event(orjson.dumps(obj))
@@ -223,7 +223,7 @@ def stream_writes(b: Behaviour, r: Request) -> Iterator[Write]:
     yield Write(previous_at, b"", end="done")
 
 
-def _quirks(b: Behaviour, enc: _Encoder, sent: int, at: int) -> Iterator[Write]:
+def _quirks(b: Behaviour, enc: _Encoder, sent: int, at: int) -> Generator[Write, None, bool]:
     """The quirks that fire once ``sent`` tokens are out; returns True when one
     ended the response."""
     if b.malformed_after == sent:

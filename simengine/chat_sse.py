@@ -337,19 +337,20 @@ class SseStream(TokenStream):
             self._malformed_at = None
             parts.append(encoder.malformed())
         start, end = min(self.sent, self._text_tokens), min(upto, self._text_tokens)
-        done = upto == seq.max_output
+        # set once the last token is out: the sequence finished with it
+        finish = seq.finish_reason if upto == seq.max_output else None
         thinking = self._reasoning_tokens
         if start < thinking:  # the reasoning part of these tokens
             cut = min(end, thinking)
             text = self._prose.escaped_slice(self._text_start + start, cut - start)
             parts.append(encoder.content(text, min(upto, thinking), None, reasoning=True))
             start = cut
-        if start < end or done:
+        if start < end or finish is not None:
             text = self._prose.escaped_slice(self._text_start + start, end - start)
-            parts.append(encoder.content(text, upto, seq.finish_reason if done else None))
+            parts.append(encoder.content(text, upto, finish))
         outcome = None
-        if done:
-            parts.append(encoder.closing(upto, seq.finish_reason))
+        if finish is not None:
+            parts.append(encoder.closing(upto, finish))
             outcome = "done"
         elif upto == faults.error_at:
             parts.append(encoder.error("simulated engine error (fault injection)"))

@@ -72,7 +72,7 @@ class MessagesEncoder:
     def opening(self) -> bytes:
         """``message_start``: written with the first token, after admission,
         so the prefix cache's share of the prompt is known."""
-        message = {
+        message: dict[str, object] = {
             "id": self._id,
             "type": "message",
             "role": "assistant",

@@ -311,7 +311,7 @@ def _vision(key: str, value: Any) -> tuple[float, int, int] | None:
 
 
 def _read_yaml(name: str) -> dict[str, Any]:
-    text = resources.files("slogate.simengine").joinpath("profiles", name).read_text("utf-8")
+    text = (resources.files("slogate.simengine") / "profiles" / name).read_text("utf-8")
     return yaml.safe_load(text)
 
 

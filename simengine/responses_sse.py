@@ -87,7 +87,11 @@ class ResponsesEncoder:
         ) + self._event("response.in_progress", {"response": self._response("in_progress")})
 
     def _item(self, index: int, item_type: str) -> bytes:
-        item = {"id": f"{item_type[:3]}_{self._id}", "type": item_type, "status": "in_progress"}
+        item: dict[str, object] = {
+            "id": f"{item_type[:3]}_{self._id}",
+            "type": item_type,
+            "status": "in_progress",
+        }
         if item_type == "message":
             item.update(role="assistant", content=[])
         added = self._event("response.output_item.added", {"output_index": index, "item": item})

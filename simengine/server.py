@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from aiohttp import web
@@ -63,6 +63,7 @@ from slogate.simengine.scheduler import Sequence
 from slogate.simengine.vision import ImageError, image_urls, vision_cost
 
 READY_PREFIX = "SIMENGINE_READY "  # the stdout line launch.py waits for
+Tokens = TypeVar("Tokens")  # a tokenizer's output: one text's ids, or each input's
 
 
 ANTHROPIC_ERRORS = {
@@ -115,7 +116,7 @@ class State:
             asyncio.get_running_loop().call_later(load_s, ready.set_result, None)
         await asyncio.shield(ready)
 
-    async def encode(self, chars: int, fn: Callable[..., list[int]], *args: Any) -> list[int]:
+    async def encode(self, chars: int, fn: Callable[..., Tokens], *args: Any) -> Tokens:
         """Tokenize inline when short, in the pool (GIL released) when long."""
         if chars < text.OFFLOAD_CHARS:
             return fn(*args)
@@ -502,13 +503,15 @@ async def _whole(
     prose = state.prose
     reasoning = prose.text_slice(reply.text_start, thinking) if thinking else ""
     answer = prose.text_slice(reply.text_start + thinking, text_tokens - thinking)
+    finish = seq.finish_reason
+    assert finish is not None  # it waited for the last token, which finished it
     model = state.config.model_name
     reply_body = whole_body(
         reply,
         model,
         seq.prompt_len,
         seq.output_len,
-        seq.finish_reason,
+        finish,
         reasoning,
         answer,
         seq.num_cached_tokens or 0,

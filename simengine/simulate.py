@@ -53,6 +53,11 @@ def kv_transfer_seconds(profile: Profile, prompt_tokens: int) -> float:
     return profile.kv_cache_bytes(prompt_tokens) / link
 
 
+def _first_token_time(seq: Sequence) -> float:
+    assert seq.first_token_time is not None  # set with its first token, before it finished
+    return seq.first_token_time
+
+
 def simulate_closed_loop(
     profile: Profile,
     *,
@@ -148,9 +153,9 @@ def simulate_closed_loop(
         raise ValueError("requests must exceed concurrency for a measurement window")
     measured_seqs = [s for s in done if window_start <= s.arrival <= window_end]
     duration = window_end - window_start
-    ttfts = [s.first_token_time - s.arrival for s in measured_seqs]
+    ttfts = [_first_token_time(s) - s.arrival for s in measured_seqs]
     tpots = [
-        (s.last_token_time - s.first_token_time) / (s.output_len - 1)
+        (s.last_token_time - _first_token_time(s)) / (s.output_len - 1)
         for s in measured_seqs
         if s.output_len > 1
     ]
