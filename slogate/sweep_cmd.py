@@ -22,6 +22,7 @@ from slogate.reports.study_lines import sweep_closing_lines, sweep_trial_line
 from slogate.scenarios.loader import resolve
 from slogate.studies.sweep import (
     UNITS,
+    Mode,
     SweepSettings,
     TrialRunner,
     TrialSpec,
@@ -88,14 +89,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_trial_options(p)
 
 
+def sweep_mode(find_max: str | None, open_loop: bool, rates: bool) -> Mode:
+    """What ``--find-max`` searches (``auto``: the scenario's own load; agent
+    trees' sessions are users), else what the levels given are."""
+    if find_max == "rate" or (find_max == "auto" and open_loop):
+        return "rate"
+    if find_max is not None:
+        return "users"
+    return "rate" if rates else "users"
+
+
 def sweep_settings(args: argparse.Namespace, declared: list[scenarios.Scenario]) -> SweepSettings:
     """The flags as the study's typed settings; bad load levels raise ValueError.
     ``--find-max`` alone searches the scenario's own kind of load."""
     first = declared[0]
-    find = {"auto": "rate" if first.load.open_loop else "users", "sessions": "users"}.get(
-        args.find_max, args.find_max
-    )
-    mode = find or ("rate" if args.rates else "users")
+    mode = sweep_mode(args.find_max, first.load.open_loop, bool(args.rates))
     levels = () if args.find_max else tuple(load_levels(args.rates or args.users, mode == "users"))
     return SweepSettings(
         scenario=args.scenario,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 from slogate.analysis.exitcodes import EXIT_CONFIG, EXIT_INVALID
 from slogate.client.engine_info import EngineError, discover
@@ -51,7 +52,7 @@ def target_engine(
         load_profile(name)
     except ProfileError as error:
         raise TargetError(str(error), EXIT_CONFIG) from error
-    overrides = {} if speedup is None else {"speedup": speedup}
+    overrides: dict[str, Any] = {} if speedup is None else {"speedup": speedup}
     try:
         engine = start_engine(name, **overrides)
     except EngineStartError as error:

@@ -44,9 +44,9 @@ def clean(engine: EngineProcess) -> Iterator[EngineProcess]:
 def client(url: str, api: str, **options: object) -> StreamClient:
     return StreamClient(
         url,
-        api,  # type: ignore[arg-type]
+        api,  # type: ignore[arg-type]  # a parametrized str, one of the Api literals
         "Qwen/Qwen3-8B",
-        RequestOptions(ignore_eos=True, **options),  # type: ignore[arg-type]
+        RequestOptions(ignore_eos=True, **options),  # type: ignore[arg-type]  # each its field's type
         Timeouts(first_token_s=30, stall_s=30),
         2,
     )

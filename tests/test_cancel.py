@@ -175,7 +175,7 @@ def client(engine: EngineProcess) -> StreamClient:
 
 
 def long_turn(**cancel: object) -> PlannedTurn:
-    return PlannedTurn("tabs", 0, 0, "tell me everything", 2000, 8, 2000, **cancel)  # type: ignore[arg-type]
+    return PlannedTurn("tabs", 0, 0, "tell me everything", 2000, 8, 2000, **cancel)  # type: ignore[arg-type]  # each its field's type
 
 
 def wait_idle(engine: EngineProcess, bound_s: float) -> dict[str, float]:

@@ -45,9 +45,9 @@ def embedder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
 def send(url: str, api: str, turn: PlannedTurn, **options: object):
     client = StreamClient(
         url,
-        api,  # type: ignore[arg-type]
+        api,  # type: ignore[arg-type]  # a parametrized str, one of the Api literals
         MODEL_ALIAS,
-        RequestOptions(temperature=0, **options),  # type: ignore[arg-type]
+        RequestOptions(temperature=0, **options),  # type: ignore[arg-type]  # each its field's type
         Timeouts(first_token_s=60, stall_s=30),
         1,
     )

@@ -198,7 +198,7 @@ def test_client_rate_equals_the_engine_counters(engine: EngineProcess, api: str)
     (both in whole blocks of the engine's block size)."""
     client = StreamClient(
         engine.url,
-        api,  # type: ignore[arg-type]
+        api,  # type: ignore[arg-type]  # a parametrized str, one of the Api literals
         "meta-llama/Llama-3.1-8B-Instruct",
         RequestOptions(ignore_eos=True),
         Timeouts(first_token_s=30, stall_s=30),

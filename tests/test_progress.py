@@ -41,7 +41,7 @@ def progress(**changes: object) -> Progress:
         blurred_pct=None,
     )
     values.update(changes)
-    return Progress(**values)  # type: ignore[arg-type]
+    return Progress(**values)  # type: ignore[arg-type]  # mixed values, each its field's type
 
 
 def test_the_line_names_the_load_and_the_worst_slo() -> None:

@@ -86,7 +86,7 @@ def test_generator_cores_are_the_others() -> None:
 )
 def test_bad_configuration_is_named(field: str, value: object, says: str) -> None:
     with pytest.raises(ValueError, match=says):
-        VllmServerConfig(**{field: value})  # type: ignore[arg-type]
+        VllmServerConfig(**{field: value})  # type: ignore[arg-type]  # a bad value, on purpose
 
 
 def test_model_folder_has_smollm2s_shape_and_the_shipped_tokenizer(tmp_path: Path) -> None:
