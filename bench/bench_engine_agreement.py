@@ -5,7 +5,8 @@
     .venv/bin/python bench/bench_engine_agreement.py [--apis chat responses messages] \
         [--duration 40s]
     .venv/bin/python bench/bench_engine_agreement.py --vllm [--vllm-url URL] \
-        [--apis chat completions responses] [--duration 60s] [--repeats 3]
+        [--apis chat completions responses] [--duration 60s] [--repeats 3] \
+        [--api-server-with-generator]
 
 Runs ``scenarios/chat.yaml`` (32 users) once per API, the copy changing only
 ``api`` and ``name``, against the embedded engine with no warm-up, and prints
@@ -20,6 +21,14 @@ think time). Target: ITL within 1 ms, TTFT within 5 ms: vLLM's TTFT clock
 starts when its API server has parsed the request and stops when its output
 processor has the token, so the HTTP parse, the tokenizer's queue and the
 response write lie outside it.
+
+``--api-server-with-generator`` moves vLLM's API server (its HTTP front,
+tokenizer and output processor) onto the generator's cores once it serves;
+its engine core and model worker keep the engine's core. On a CPU the worker
+computes most of the time, and an API server on the same core waits for it
+before it can stamp a new request's arrival (that wait is outside vLLM's
+clock and inside the client's); on a GPU host the API server has cores of
+its own, which this placement resembles.
 
 Each run drains (``--drain``): the requests in flight at its end finish, so
 the engine's histograms and the client hold the same requests (cut off, the
@@ -104,13 +113,20 @@ def main() -> None:
     parser.add_argument("--vllm", action="store_true", help="against the CPU vLLM")
     parser.add_argument("--vllm-url", default=None, help="a running vLLM (implies --vllm)")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--api-server-with-generator",
+        action="store_true",
+        help="vLLM's API server on the generator's cores (its engine core and worker stay)",
+    )
     args = parser.parse_args()
+    if args.api_server_with_generator and (args.vllm_url or not args.vllm):
+        parser.error("--api-server-with-generator needs --vllm and no --vllm-url")
     vllm = args.vllm or args.vllm_url is not None
     apis = args.apis or (["chat", "completions", "responses"] if vllm else DEFAULT_APIS)
     bounds = VLLM_BOUND_MS if vllm else BOUND_MS
     rows = []
     with (
-        engine(vllm, args.vllm_url) as host,
+        engine(vllm, args.vllm_url, args.api_server_with_generator) as host,
         tempfile.TemporaryDirectory(prefix="bench-agreement-") as tmp,
     ):
         for _ in range(args.repeats):
@@ -133,18 +149,29 @@ def main() -> None:
 
 
 @contextmanager
-def engine(vllm: bool, url: str | None) -> Iterator[str | None]:
+def engine(vllm: bool, url: str | None, api_server_moved: bool = False) -> Iterator[str | None]:
     """The base URL of the engine to load: None for the embedded one; the CPU
     vLLM started on its own core (this process and its runs move to the
-    others) unless ``url`` names a running one."""
+    others, and with ``api_server_moved`` its API server too) unless ``url``
+    names a running one."""
     if not vllm or url is not None:
         yield url
         return
     from slogate.engines.vllm import VllmServer, generator_cores
 
     with VllmServer() as server:
-        os.sched_setaffinity(0, set(generator_cores(server.config.cores)))
+        cores = set(generator_cores(server.config.cores))
+        os.sched_setaffinity(0, cores)
+        if api_server_moved and server.pid is not None:
+            move_threads(server.pid, cores)
         yield server.url
+
+
+def move_threads(pid: int, cores: set[int]) -> None:
+    """Every thread of process ``pid`` onto ``cores`` (its children stay: vLLM's
+    engine core and worker are child processes of its API server)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        os.sched_setaffinity(int(task.name), cores)
 
 
 if __name__ == "__main__":
