@@ -24,11 +24,11 @@ response write lie outside it.
 
 ``--api-server-with-generator`` moves vLLM's API server (its HTTP front,
 tokenizer and output processor) onto the generator's cores once it serves;
-its engine core and model worker keep the engine's core. On a CPU the worker
-computes most of the time, and an API server on the same core waits for it
-before it can stamp a new request's arrival (that wait is outside vLLM's
-clock and inside the client's); on a GPU host the API server has cores of
-its own, which this placement resembles.
+its engine core and model worker keep the engine's core. It tests whether the
+API server's wait for the core the worker computes on explains the TTFT
+difference (that wait would be outside vLLM's clock and inside the
+client's). Measured quiet, it does not: the difference moved as much between
+two runs of one placement as between placements (BENCHMARKS.md).
 
 Each run drains (``--drain``): the requests in flight at its end finish, so
 the engine's histograms and the client hold the same requests (cut off, the
