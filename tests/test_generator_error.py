@@ -8,6 +8,7 @@ generator, never PASS or FAIL (docs/reports.md, "Invalid")."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -45,7 +46,9 @@ def freeze_until_exit(process: subprocess.Popen) -> int:
         try:
             time.sleep(FREEZE_S)
         finally:
-            os.kill(process.pid, signal.SIGCONT)
+            # it may have exited just before the stop and been reaped since
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGCONT)
         frozen += 1
     return frozen
 
