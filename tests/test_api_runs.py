@@ -18,10 +18,12 @@ PERCENTILES = ("p50", "p90", "p95", "p99", "max")
 EXIT = {"pass": 0, "fail": 1, "invalid": 3, "inconclusive": 4}
 
 
-def judged(tmp_path: Path, scenario: str, name: str, duration: str) -> tuple[dict, dict]:
+def judged(
+    tmp_path: Path, scenario: str, name: str, duration: str, out_name: str = "out"
+) -> tuple[dict, dict]:
     """Run ``scenario`` into ``tmp_path/out``; (the summary, the block of scenario
     ``name``), once the exit code is checked against the verdict."""
-    out = tmp_path / "out"
+    out = tmp_path / out_name
     done = slogate("run", scenario, "--duration", duration, "--out", str(out))
     s = summary(out)
     assert done.returncode == EXIT[s["verdict"]], done.stderr[-3000:]
@@ -84,6 +86,10 @@ def test_chat_scenario_over_each_api_agrees_with_the_engines_log(tmp_path: Path,
     over the same window (summary.json's ``engine_latency``)."""
     scenario, name = over_api(tmp_path, "chat", api, SAME_LENGTHS, warmup="0s")
     s, c = judged(tmp_path, scenario, name, "20s")
+    if s["verdict"] == "invalid" and "waiting for a core" in " ".join(s["invalid_reasons"]):
+        # the run voided itself: its loop waited for a core another test worker
+        # held (seen in a clean-clone CI run); measured again, once
+        s, c = judged(tmp_path, scenario, name, "20s", "again")
     assert s["verdict"] in ("pass", "inconclusive")  # a 20 s run may not bound p99
     assert c["api"] == api
     assert c["requests"]["failed"] == 0 and c["requests"]["ok"] > 100
