@@ -22,9 +22,11 @@ late by its own preparation. No preparation (nor the planning before it)
 starts while a request handed over has not yet begun its write (the
 consumer says so with :meth:`LookAhead.written`): a burst is handed over
 whole and its sends run before the filler takes the CPU again. And after each
-preparation ``ready`` is told how many prepared requests are due within
-``READY_SPAN_S`` of the next one (a burst, or the next few), so what sending
-them needs (connections) is made ahead too, and no more than that.
+preparation ``ready`` is told the most prepared requests due within
+``READY_SPAN_S`` of one another (a burst just built, or the next few), and
+again after requests were taken, while the next is not yet within the guard,
+so what sending them needs (connections) is made ahead too, and no more than
+that.
 """
 
 from __future__ import annotations
@@ -112,6 +114,8 @@ class LookAhead(Generic[T, P]):
         self._exhausted = False
         self._error: BaseException | None = None
         self._filler: gevent.Greenlet | None = None
+        self._taken = 0  # requests handed over
+        self._told = -1  # ``_taken`` when ``ready`` last heard
 
     @property
     def buffered(self) -> int:
@@ -124,11 +128,18 @@ class LookAhead(Generic[T, P]):
         return max(GUARD_MIN_NS, GUARD_FACTOR * longest)
 
     def due_soon(self) -> int:
-        """Prepared requests due within ``READY_SPAN_S`` of the next one."""
+        """The most prepared requests due within ``READY_SPAN_S`` of one another,
+        counted from the next one and back from the newest: a burst is known
+        as soon as it is built, up to the horizon ahead, and what sending it
+        needs is made then, not once the requests before it have gone."""
         if not self._buffer:
             return 0
-        last = self._buffer[0][0] + READY_SPAN_S * 1e9
-        return sum(1 for offset, _ in itertools.takewhile(lambda b: b[0] <= last, self._buffer))
+        first = self._buffer[0][0] + READY_SPAN_S * 1e9
+        newest = self._buffer[-1][0] - READY_SPAN_S * 1e9
+        return max(
+            sum(1 for _ in itertools.takewhile(lambda b: b[0] <= first, self._buffer)),
+            sum(1 for _ in itertools.takewhile(lambda b: b[0] >= newest, reversed(self._buffer))),
+        )
 
     def written(self) -> None:
         """A request handed over began its write (or failed before it)."""
@@ -159,6 +170,7 @@ class LookAhead(Generic[T, P]):
                 _sleep_until(due_ns, spin_ns)
                 previous_ns = due_ns
                 self._buffer.popleft()
+                self._taken += 1
                 self._unwritten += 1
                 yield Due(due_ns, item, waited_ns)
                 # Set only now, after the caller spawned the request's send: that
@@ -231,6 +243,7 @@ class LookAhead(Generic[T, P]):
         started = time.perf_counter_ns()
         self._buffer.append((offset, self._prepare(plan)))
         if self._ready is not None:
+            self._told = self._taken
             self._ready(self.due_soon())
         self._recent.append(planned_ns + time.perf_counter_ns() - started)
 
@@ -255,6 +268,18 @@ class LookAhead(Generic[T, P]):
             if self._unwritten < before:
                 deadline = time.perf_counter_ns() + HOLD_MAX_NS
 
+    def _tell_ready(self) -> None:
+        """Tell ``ready`` again once requests were taken since it last heard,
+        unless the next one is due within the guard: the requests in flight
+        may hold connections made for a burst still to come, and the time to
+        make up for them is before it."""
+        if self._ready is None or self._told == self._taken:
+            return
+        if self.origin_ns + self._buffer[0][0] - time.perf_counter_ns() <= self.guard_ns():
+            return
+        self._told = self._taken
+        self._ready(self.due_soon())
+
     def _holding(self) -> bool:
         """Whether the next preparation can wait for the sends handed over."""
         if self._buffer:
@@ -274,6 +299,7 @@ class LookAhead(Generic[T, P]):
             self._wait_for_writes()
             if not self._buffer:
                 return
+            self._tell_ready()
             now = time.perf_counter_ns()
             if len(self._buffer) >= self._capacity:
                 wait_s = None

@@ -216,9 +216,20 @@ def test_no_preparation_starts_while_a_request_handed_over_has_not_begun_its_wri
     assert checked
 
 
+def within_span(buffered: list[int]) -> int:
+    """The most of ``buffered`` (offsets in order) due within READY_SPAN_S of
+    the first, or of the last, counted by hand."""
+    span = READY_SPAN_S * 1000 * MS
+    return max(
+        sum(1 for o in buffered if o <= buffered[0] + span),
+        sum(1 for o in buffered if o >= buffered[-1] - span),
+    )
+
+
 def test_ready_hears_how_many_prepared_requests_are_due_soon_after_each_preparation():
     """Plans due at 0, 0, 0, 50, 300, 300 ms: after each preparation ``ready``
-    hears how many of those buffered are due within READY_SPAN_S of the next."""
+    hears the most of those buffered due within READY_SPAN_S of the next one
+    or of the newest."""
     heard: list[tuple[int, list[int]]] = []
     offsets = [0, 0, 0, 50, 300, 300]
     ahead: LookAhead
@@ -230,11 +241,54 @@ def test_ready_hears_how_many_prepared_requests_are_due_soon_after_each_preparat
     ahead = LookAhead(iter(range(6)), lambda i: offsets[i] * MS, str, now + 10**10, ready=ready)
     for _ in ahead:
         ahead.written()
-    assert len(heard) == 6
-    span = READY_SPAN_S * 1000 * MS
+    assert len(heard) >= 6  # once a preparation, and again after takes
     for soon, buffered in heard:
-        assert soon == sum(1 for o in buffered if o <= buffered[0] + span) >= 1
+        assert soon == within_span(buffered) >= 1
     assert heard[3][0] == 4  # the start's burst of three and the plan 50 ms later
+
+
+def test_ready_hears_of_a_burst_as_soon_as_it_is_built():
+    """A plan at 300 ms, then a burst of 16 at 1 s, all within the horizon: the
+    burst's connections are asked for when its last request is built, while
+    the plan at 300 ms is still the next one, not once it has gone."""
+    heard: list[tuple[int, list[int]]] = []
+    offsets = [300] + [1000] * 16
+    ahead: LookAhead
+
+    def ready(soon: int) -> None:
+        heard.append((soon, [o for o, _ in ahead._buffer]))
+
+    now = time.perf_counter_ns()
+    ahead = LookAhead(iter(range(17)), lambda i: offsets[i] * MS, str, now + 10**10, ready=ready)
+    for _ in ahead:
+        ahead.written()
+    assert (16, [300 * MS] + [1000 * MS] * 16) in heard
+
+
+def test_ready_hears_again_after_requests_were_taken_before_a_burst():
+    """Singles at 0 and 150 ms, a burst of three at 400 ms, a last plan beyond
+    the horizon (so the filler keeps waiting): once the singles were taken,
+    ``ready`` hears of the burst again, while the next instant is not yet
+    within the guard (the singles in flight may hold its connections)."""
+    heard: list[tuple[int, list[int], int]] = []
+    offsets = [0, 150, 400, 400, 400, 1500]
+    ahead: LookAhead
+
+    def ready(soon: int) -> None:
+        heard.append((soon, [o for o, _ in ahead._buffer], time.perf_counter_ns()))
+
+    now = time.perf_counter_ns()
+    ahead = LookAhead(
+        iter(range(6)), lambda i: offsets[i] * MS, str, now + 10**10, horizon_s=0.6, ready=ready
+    )
+    for _ in ahead:
+        ahead.written()
+    burst = [400 * MS] * 3
+    again = [(soon, at) for soon, buffered, at in heard if buffered == burst]
+    assert again, heard
+    for soon, at in again:
+        assert soon == 3
+        assert ahead.origin_ns + 400 * MS - at > GUARD_MIN_NS
 
 
 def test_the_dispatchers_wait_for_a_late_preparation_is_handed_over_with_it():
