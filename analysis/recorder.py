@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from slogate.analysis.bands import context_band, tpot_band, ttft_band
-from slogate.analysis.histograms import HistogramSet
+from slogate.analysis.histograms import Batch, HistogramSet
 from slogate.analysis.records import RequestRecord, SessionRecord
 from slogate.analysis.request_metrics import AnswerMetrics, RequestMetrics, request_metrics
 from slogate.analysis.timelines import Timelines
@@ -271,49 +271,70 @@ ANSWER_TWINS = {
 }
 
 
-def record_answer(hist: HistogramSet, answer: AnswerMetrics) -> None:
-    """The answer's own latencies and the reasoning/answer token split."""
+@dataclass(frozen=True, slots=True)
+class Gaps:
+    """A request's per-token ITL, its answer's, and its chunk gaps, as batches
+    built once: every bucket and window the request goes to records them for
+    a reference each, so keeping it apart by endpoint and replica adds no
+    per-token work (bench/bench_apart.py)."""
+
+    itl: Batch
+    answer_itl: Batch
+    chunk: Batch
+
+    @classmethod
+    def of(cls, m: RequestMetrics) -> Gaps:
+        itl = _itl_batch(m.itl_ns)
+        answer = itl if m.answer.itl_ns is m.itl_ns else _itl_batch(m.answer.itl_ns)
+        return cls(itl, answer, Batch.of_ns(m.chunk_gaps_ns))
+
+
+def _itl_batch(itl_ns: Sequence[tuple[float, int]]) -> Batch:
+    """Each chunk's per-token gap, weighted by its tokens."""
+    if not itl_ns:
+        return Batch.of_ns(())
+    gaps, tokens = zip(*itl_ns, strict=True)
+    return Batch.of_ns(gaps, tokens)
+
+
+def record_answer(hist: HistogramSet, answer: AnswerMetrics, itl: Batch) -> None:
+    """The answer's own latencies (``itl``: its per-token ITL) and the
+    reasoning/answer token split."""
     if answer.ttfa_ns is not None:
         hist.record_ns("ttfa", answer.ttfa_ns)
     if answer.reasoning_ns is not None:
         hist.record_ns("reasoning", answer.reasoning_ns)
     if answer.tpot_ns is not None:
         hist.record_ns("answer_tpot", answer.tpot_ns)
-    if answer.itl_ns:
-        itl = answer.itl_ns
-        hist.record_many_ns("answer_itl", [gap for gap, _ in itl], [k for _, k in itl])
+    hist.record_batch("answer_itl", itl)
     if answer.reasoning_tokens:
         hist.record_us("reasoning_tokens", answer.reasoning_tokens)
     if answer.answer_tokens:
         hist.record_us("answer_tokens", answer.answer_tokens)
 
 
-def record_headline(hist: HistogramSet, m: RequestMetrics, itl: bool = True) -> None:
-    """E2E, TTFT, TPOT and per-token ITL (unless not ``itl``): what every
-    bucket and window keeps."""
+def record_headline(hist: HistogramSet, m: RequestMetrics, gaps: Gaps) -> None:
+    """E2E, TTFT, TPOT and per-token ITL: what every bucket and window keeps."""
     hist.record_ns("e2e", m.e2e_ns)
     if m.ttft_ns is not None:
         hist.record_ns("ttft", m.ttft_ns)
     if m.tpot_ns is not None:
         hist.record_ns("tpot", m.tpot_ns)
-    if itl and m.itl_ns:  # each chunk's per-token gap, weighted by its tokens, in one batch
-        gaps, tokens = zip(*m.itl_ns, strict=True)
-        hist.record_many_ns("itl", gaps, tokens)
+    hist.record_batch("itl", gaps.itl)
 
 
 def record_window(
-    bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: bool, itl: bool = True
+    bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: bool, gaps: Gaps
 ) -> None:
-    """A time window keeps only the headline latencies: it lives a few seconds.
-    An endpoint's or replica's window leaves ITL out (``itl`` False): its
-    per-token cost would double a request's recording (bench/bench_apart.py),
-    and the endpoint's whole-run row has it."""
+    """A time window keeps only the headline latencies: it lives a few seconds."""
     count_into(bucket.counters, record, m, good)
     if record.ok:
-        record_headline(bucket.histograms, m, itl)
+        record_headline(bucket.histograms, m, gaps)
 
 
-def record_into(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: bool) -> None:
+def record_into(
+    bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: bool, gaps: Gaps
+) -> None:
     """Add one finished request to a bucket, with every metric's histogram."""
     hist = bucket.histograms
     split_before = bucket.counters.reasoning_requests > 0
@@ -322,9 +343,9 @@ def record_into(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: 
         return
     if m.answer.split and not split_before:
         hist.add_as(hist, ANSWER_TWINS)
-    record_headline(hist, m)
+    record_headline(hist, m, gaps)
     if m.answer.split or split_before:
-        record_answer(hist, m.answer)
+        record_answer(hist, m.answer, gaps.answer_itl)
     if m.ttft_ns is not None:
         hist.record_ns(f"ttft_turn_{min(record.turn + 1, MAX_TURN_BUCKET)}", m.ttft_ns)
         hist.record_ns("ttft_cache_hit" if cache_hit(record) else "ttft_cache_miss", m.ttft_ns)
@@ -336,7 +357,7 @@ def record_into(bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: 
             hist.record_ns(tpot_band(record.input_tokens + m.output_tokens), m.tpot_ns)
     if m.max_stall_ns is not None:
         hist.record_ns("max_stall", m.max_stall_ns)
-    hist.record_many_ns("chunk_gap", m.chunk_gaps_ns)
+    hist.record_batch("chunk_gap", gaps.chunk)
     scheduled = (("ttft_sched", m.ttft_sched_ns), ("e2e_sched", m.e2e_sched_ns), ("lag", m.lag_ns))
     for name, value in scheduled:
         if value is not None:
@@ -421,16 +442,17 @@ class Recorder:
         m = request_metrics(record)
         limits = self.goodput.get(record.scenario)
         good = record.ok and (limits is None or limits.met_by(m))
+        gaps = Gaps.of(m)
         targets = self._targets(record.scenario, stage, warmup, head, apart(record))
         for bucket in targets:
-            record_into(bucket, record, m, good)
+            record_into(bucket, record, m, good, gaps)
             bucket.counters.note_end(wall_s)
         if self.origin_s is not None:
             index = max(int((wall_s - self.origin_s) // self.window_s), 0)
-            record_window(self.window(record.scenario, index), record, m, good)
+            record_window(self.window(record.scenario, index), record, m, good, gaps)
             for span in apart(record):
                 window = self.apart_window(record.scenario, span, index)
-                record_window(window, record, m, good, itl=False)
+                record_window(window, record, m, good, gaps)
         self.timelines.add(record, m, wall_s, warmup)
         return m
 
@@ -438,7 +460,8 @@ class Recorder:
         """A probe (``--probes``): into its scenario's probe bucket alone, never
         the scenario's own buckets, windows or timelines."""
         bucket = self.bucket(record.scenario, PROBE)
-        record_into(bucket, record, request_metrics(record), record.ok)
+        m = request_metrics(record)
+        record_into(bucket, record, m, record.ok, Gaps.of(m))
         bucket.counters.note_end(wall_s)
 
     def record_session(

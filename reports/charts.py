@@ -118,6 +118,11 @@ def limit_rules(slos: Iterable[SloEntry], metric: str, scale: float, unit: str) 
     ]
 
 
+def metric_rules(slos: Iterable[SloEntry], metric: str) -> list[Rule]:
+    """Lines for the latency SLOs of ``metric`` (``ttft``, ``itl``), in ms."""
+    return [Rule(r.y, r.label) for r in threshold_rules(slos, metric, 0.0)]
+
+
 def error_share(rows: Sequence[Mapping[str, Any]]) -> list[tuple[float, float | None]]:
     """Failed requests per window, in percent of the requests that ended in it."""
     points: list[tuple[float, float | None]] = []
@@ -170,7 +175,7 @@ def timeseries_charts(
             Series(f"p50 {metric}", column(rows, f"{metric}_p50_ms")),
             Series(f"p99 {metric}", column(rows, f"{metric}_p99_ms")),
         ]
-        rules = [Rule(r.y, r.label) for r in threshold_rules(slos, metric, 0.0)]
+        rules = metric_rules(slos, metric)
         charts.append(
             line_chart(series, title=title, x=time, y=Axis(label="ms"), rules=rules, cuts=cuts)
         )
@@ -209,15 +214,18 @@ def apart_charts(
 ) -> list[Markup]:
     """The time series of a scenario by endpoint (``kind``) or replica, a line
     each: where the load went and which one slowed down, window by window.
-    Requests per second, and TTFT p99 against the scenario's TTFT SLOs."""
+    Requests per second, and TTFT and ITL p99 against the scenario's SLOs of
+    them."""
     if not series:
         return []
     time = Axis(label="time since start", time=True)
     cuts = () if cut is None else (cut,)
-    ttft_rules = [Rule(r.y, r.label) for r in threshold_rules(slos, "ttft", 0.0)]
     drawn: tuple[tuple[str, str, str, list[Rule]], ...] = (
         ("requests_per_s", "Requests per second", "req/s", []),
-        ("ttft_p99_ms", "TTFT p99 per window (ms)", "ms", ttft_rules),
+        *(
+            (f"{m}_p99_ms", f"{m.upper()} p99 per window (ms)", "ms", metric_rules(slos, m))
+            for m in ("ttft", "itl")
+        ),
     )
     return [
         line_chart(

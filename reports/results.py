@@ -182,7 +182,9 @@ def write_files(
         ),
         "junit": write_atomic(out / JUNIT_FILE, junit_xml(contract)),
         "percentiles": write_atomic(out / PERCENTILES_FILE, percentiles_csv(contract)),
-        "timeseries": write_atomic(out / TIMESERIES_FILE, timeseries_csv(run.timeseries)),
+        "timeseries": write_atomic(
+            out / TIMESERIES_FILE, timeseries_csv(run.timeseries, run.timeseries_apart)
+        ),
         "report": write_atomic(out / REPORT_FILE, report_html(contract, run, baseline)),
         "markdown": write_atomic(out / MARKDOWN_FILE, summary_markdown(contract, REPORT_FILE)),
         "metrics": write_atomic(out / METRICS_FILE, openmetrics_text(contract)),

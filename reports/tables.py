@@ -80,9 +80,27 @@ def flat_row(row: Mapping[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def timeseries_csv(rows: Iterable[Mapping[str, Any]]) -> str:
-    flat = [flat_row(r) for r in rows]
-    columns: dict[str, None] = {}
+APART_KINDS = ("endpoint", "replica")
+
+
+def timeseries_csv(
+    rows: Iterable[Mapping[str, Any]], apart: Iterable[Mapping[str, Any]] = ()
+) -> str:
+    """The scenarios' windows, then each endpoint's and replica's (``apart``,
+    :func:`slogate.analysis.timeseries.apart_row`), named in the ``endpoint``
+    or ``replica`` column, which is empty on a scenario's own rows: a
+    spreadsheet filters a replica's series, or sums a window's endpoints."""
+    kind_order = {kind: i for i, kind in enumerate(APART_KINDS)}
+
+    def place(row: Mapping[str, Any]) -> tuple[Any, ...]:
+        kind = next(k for k in APART_KINDS if row.get(k) is not None)
+        return (row.get("scenario"), kind_order[kind], row[kind], row["t_s"])
+
+    apart_rows = sorted(apart, key=place)
+    flat = [flat_row(r) for r in (*rows, *apart_rows)]
+    columns: dict[str, None] = dict.fromkeys(("scenario",))
+    if apart_rows:
+        columns.update(dict.fromkeys(APART_KINDS))
     for row in flat:
         columns.update(dict.fromkeys(row))
     return to_csv(list(columns), flat)

@@ -5,6 +5,7 @@ name them."""
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import pytest
@@ -72,12 +73,21 @@ def test_least_in_flight_picks_the_idlest_and_takes_ties_in_turn() -> None:
         Spread([Endpoint("a", "u")], "random")
 
 
-def request(endpoint: str | None, served_by: str | None, ttft_ms: int, ok: bool = True):
+def request(
+    endpoint: str | None,
+    served_by: str | None,
+    ttft_ms: int,
+    ok: bool = True,
+    gaps_ms: tuple[int, ...] = (20,),
+):
+    """A request of one token per chunk, its chunks ``gaps_ms`` apart after its first."""
     record = RequestRecord("rag", start_ns=0, endpoint=endpoint, served_by=served_by)
-    record.chunk_ns = [ttft_ms * MS, (ttft_ms + 20) * MS]
-    record.chunk_chars = [4, 4]
-    record.end_ns = (ttft_ms + 20) * MS
-    record.output_tokens = 2
+    record.chunk_ns = [ttft_ms * MS]
+    for gap in gaps_ms:
+        record.chunk_ns.append(record.chunk_ns[-1] + gap * MS)
+    record.chunk_chars = [4] * len(record.chunk_ns)
+    record.end_ns = record.chunk_ns[-1]
+    record.output_tokens = len(record.chunk_ns)
     record.input_tokens = 100
     record.cached_tokens = 50
     if not ok:
@@ -225,15 +235,50 @@ def test_each_window_of_the_endpoints_and_replicas_adds_up_to_the_scenarios() ->
     a = block["endpoints"]["a"]["timeseries"]
     assert [(w["t_s"], w["requests_ok"]) for w in a] == [(0.0, 2), (5.0, 2)]
     assert a[1]["ttft_p50_ms"] == pytest.approx(50, rel=0.01)
-    # ITL is kept in the scenario's windows only (its per-token cost)
-    assert a[1]["itl_p50_ms"] is None
-    assert run.timeseries[1]["itl_p50_ms"] == pytest.approx(20, rel=0.01)
+    assert a[1]["itl_p50_ms"] == run.timeseries[1]["itl_p50_ms"] == pytest.approx(20, rel=0.01)
     r2 = block["replicas"]["r2"]["timeseries"]
     assert [(w["t_s"], w["requests_ok"], w["requests_failed"]) for w in r2] == [
         (5.0, 1, 0), (10.0, 0, 1)
     ]  # fmt: skip
     assert r2[0]["ttft_p99_ms"] == pytest.approx(900, rel=0.01)
     assert r2[1]["errors"] == {"http_5xx": 1}
+
+
+def test_each_windows_itl_is_its_endpoints_and_its_replicas_merged_exactly() -> None:
+    """Every token gap is in its scenario's window and in its endpoint's and
+    replica's, from the request's one batch (analysis/recorder.py ``Gaps``):
+    shipped through a worker's payload, the endpoints' ITL histograms of a
+    window merge into the scenario's, and the replicas' into endpoint b's."""
+    worker = Recorder(window_s=5.0)
+    worker.origin_s = 100.0
+    ends = [  # (end, endpoint, replica, gaps in ms)
+        (101.0, "a", None, (5, 6, 7)), (102.0, "b", "r1", (30, 31)), (103.0, "b", "r2", (80,)),
+        (106.0, "a", None, (9,)), (107.0, "b", "r1", (33, 35, 300)), (108.0, "b", "r2", (81, 82)),
+    ]  # fmt: skip
+    for wall, endpoint, replica, gaps in ends:
+        worker.record(request(endpoint, replica, 40, gaps_ms=gaps), wall_s=wall)
+    master = Recorder(window_s=5.0)
+    master.absorb(worker.drain())
+    windows, apart_windows = master.pop_windows(2), master.pop_apart_windows(2)
+    assert sorted(windows) == [("rag", 0), ("rag", 1)]
+    for (scenario, index), whole in windows.items():
+        for prefix, total in (
+            ("endpoint:", whole),
+            ("replica:", apart_windows[(scenario, "endpoint:b", index)]),
+        ):
+            merged = Bucket()
+            for (s, span, i), bucket in apart_windows.items():
+                if (s, i) == (scenario, index) and span.startswith(prefix):
+                    merged.add(bucket)
+            itl = merged.histograms.histogram("itl")
+            assert itl.get_total_count() == total.histograms.histogram("itl").get_total_count()
+            assert merged.histograms.encode()["itl"] == total.histograms.encode()["itl"]
+    # by hand: window 1's replica r1 has the gaps 33, 35 and 300 ms
+    r1 = apart_windows[("rag", "replica:r1", 1)].histograms.histogram("itl")
+    assert r1.get_total_count() == 3 and 299_000 <= r1.get_max_value() <= 300_500
+    row = apart_row("rag", "replica:r1", 1, 5.0, apart_windows[("rag", "replica:r1", 1)])
+    assert row["itl_p50_ms"] == pytest.approx(35, rel=0.01)
+    assert row["itl_p99_ms"] == pytest.approx(300, rel=0.01)
 
 
 def test_the_endpoints_rows_survive_the_journal_and_the_report_draws_them(
@@ -249,6 +294,34 @@ def test_the_endpoints_rows_survive_the_journal_and_the_report_draws_them(
     for kind in ("endpoint", "replica"):
         assert f"Requests per second, by {kind}" in page
         assert f"TTFT p99 per window (ms), by {kind}" in page
+        assert f"ITL p99 per window (ms), by {kind}" in page
+
+
+def test_timeseries_csv_has_each_endpoints_and_replicas_rows_adding_up_to_the_scenarios(
+    tmp_path: Path,
+) -> None:
+    run, _ = windowed()
+    write_results(tmp_path, run)
+    with (tmp_path / "timeseries.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0])[:4] == ["scenario", "endpoint", "replica", "t_s"]
+    whole = [r for r in rows if not r["endpoint"] and not r["replica"]]
+    endpoints = [r for r in rows if r["endpoint"]]
+    replicas = [r for r in rows if r["replica"]]
+    assert len(whole) == 3 and len(rows) == len(whole) + len(endpoints) + len(replicas)
+    assert [(r["endpoint"], r["t_s"]) for r in endpoints] == [
+        ("a", "0.0"), ("a", "5.0"), ("b", "0.0"), ("b", "5.0"), ("b", "10.0")
+    ]  # fmt: skip
+    for window in whole:
+        for key in ("requests_ok", "requests_failed", "errors_http_5xx"):
+            parts = [int(r[key] or 0) for r in endpoints if r["t_s"] == window["t_s"]]
+            assert sum(parts) == int(window[key] or 0), (window["t_s"], key)
+    # replica r2's slow request and its failure, in its own rows (by hand)
+    r2 = [r for r in replicas if r["replica"] == "r2"]
+    assert [(r["t_s"], r["requests_ok"], r["errors_http_5xx"]) for r in r2] == [
+        ("5.0", "1", ""), ("10.0", "0", "1")
+    ]  # fmt: skip
+    assert float(r2[0]["ttft_p99_ms"]) == pytest.approx(900, rel=0.001)
 
 
 def test_slogate_run_passes_several_hosts_on_as_endpoints() -> None:
