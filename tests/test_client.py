@@ -51,13 +51,19 @@ def make_client(
     )
 
 
-def exchange(engine: ExactEngine, **kwargs: object) -> tuple[StreamResult, TruthEntry | None]:
-    """One request on a fresh client; the server's truth entry for it, if any."""
+def send(engine: ExactEngine, **kwargs: object) -> StreamResult:
+    """One request on a fresh client."""
     client = make_client(engine.url, **kwargs)
     try:
-        result = client.send(TURN)
+        return client.send(TURN)
     finally:
         client.close()
+
+
+def exchange(engine: ExactEngine, **kwargs: object) -> tuple[StreamResult, TruthEntry | None]:
+    """One request on a fresh client; the server's truth entry for it, if any
+    (waiting up to 2 s for one: a request the server refused never has one)."""
+    result = send(engine, **kwargs)
     truth = settled_truth(engine, since_ns=result.record.start_ns)
     assert len(truth) <= 1
     return result, (truth[0] if truth else None)
@@ -364,9 +370,9 @@ def test_api_key_is_sent_and_never_leaks(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("EXACT_KEY", secret)
     with ExactEngine(api_key_env="EXACT_KEY") as guarded:
         monkeypatch.setenv("CLIENT_KEY", secret)
-        ok, _ = exchange(guarded, api_key_env="CLIENT_KEY")
+        ok = send(guarded, api_key_env="CLIENT_KEY")
         monkeypatch.setenv("CLIENT_KEY", "sk-wrong-key-42")
-        denied, _ = exchange(guarded, api_key_env="CLIENT_KEY")
+        denied = send(guarded, api_key_env="CLIENT_KEY")
     assert ok.record.ok, ok.record.error_message
     assert denied.record.error is ErrorKind.HTTP_4XX
     assert "sk-wrong-key-42" not in repr(denied.record)
