@@ -127,6 +127,7 @@ class Requests:
     turn: np.ndarray
     ok: np.ndarray
     measured: np.ndarray
+    cut_off: np.ndarray  # sent, then cut off by the run's end: arrival and first token only
     gap_row: np.ndarray
     gap_end: np.ndarray  # s, on the run's clock
     gap_ms: np.ndarray
@@ -157,6 +158,7 @@ class Requests:
             turn=col["turn"],
             ok=np.frombuffer(t.flags["ok"], dtype=np.int8).astype(bool),
             measured=~np.frombuffer(t.flags["warmup"], dtype=np.int8).astype(bool),
+            cut_off=np.frombuffer(t.flags["cut_off"], dtype=np.int8).astype(bool),
             gap_row=gap_row,
             gap_end=start[gap_row] + np.frombuffer(t.gap_end_ms, dtype=float) / 1000.0,
             gap_ms=np.frombuffer(t.gap_ms, dtype=float).copy(),
@@ -299,7 +301,10 @@ class Stalls:
 
     index: np.ndarray  # into the gap columns
     coinciding: np.ndarray  # bool per stall
-    coinciding_inputs: np.ndarray  # input tokens of the requests whose first token it met
+    # the prompt tokens computed for the requests whose first token it met; NaN
+    # where one of them is unknown (a request cut off before its usage came)
+    coinciding_inputs: np.ndarray
+    with_cut_off: np.ndarray  # bool per stall: it met a cut-off request's first token
     chance: float  # the share of stalls chance would place at a first token
     tolerance_ms: float
     itl_ms: float
@@ -311,8 +316,10 @@ def find_stalls(r: Requests, itl_ms: float) -> Stalls:
     has_first = np.isfinite(r.first)
     order = np.argsort(r.first[has_first])
     firsts = r.first[has_first][order]
-    inputs = np.nan_to_num(computed_tokens(r)[has_first][order])
-    cumulative = np.concatenate([[0.0], np.cumsum(inputs)])
+    computed = computed_tokens(r)[has_first][order]
+    cumulative = np.concatenate([[0.0], np.cumsum(np.nan_to_num(computed))])
+    unknown = np.concatenate([[0], np.cumsum(~np.isfinite(computed))])
+    cut = np.concatenate([[0], np.cumsum(r.cut_off[has_first][order])])
     tolerance_s = max(COINCIDE_OVER_ITL * itl_ms, COINCIDE_MIN_MS) / 1000.0
     ends = r.gap_end[index]
     lo = np.searchsorted(firsts, ends - tolerance_s, side="left")
@@ -322,7 +329,10 @@ def find_stalls(r: Requests, itl_ms: float) -> Stalls:
     return Stalls(
         index=index,
         coinciding=hi > lo,
-        coinciding_inputs=cumulative[hi] - cumulative[lo],
+        coinciding_inputs=np.where(
+            unknown[hi] > unknown[lo], np.nan, cumulative[hi] - cumulative[lo]
+        ),
+        with_cut_off=cut[hi] > cut[lo],
         chance=float(1.0 - np.exp(-rate * 2 * tolerance_s)),
         tolerance_ms=tolerance_s * 1000.0,
         itl_ms=itl_ms,
@@ -364,12 +374,19 @@ def interference(
         "stalls": int(mine.sum()),
         "coinciding": int(coinciding.sum()),
         "coinciding_share": round(observed, 3),
+        "coinciding_with_cut_off": int(stalls.with_cut_off[mine][coinciding].sum()),
         "chance_share": round(stalls.chance, 3),
         "stall_ms_max": round(float(gaps.max()), 1),
         "stall_ms_median": round(float(np.median(gaps)), 1),
         "typical_itl_ms": round(stalls.itl_ms, 2),
         "tolerance_ms": round(stalls.tolerance_ms, 1),
     }
+    cut = evidence["coinciding_with_cut_off"]
+    cut_text = (
+        f" ({cut} of them at the first token of a request the run's end then cut off)"
+        if cut
+        else ""
+    )
     scaled = ""
     if scaling is not None and scaling.slope > 0:
         evidence["stall_ms_per_1k_input_tokens"] = round(scaling.slope, 1)
@@ -383,7 +400,7 @@ def interference(
         f"running streams (gaps of {STALL_OVER_ITL:g}x the typical ITL of "
         f"{stalls.itl_ms:.1f} ms or more; longest {evidence['stall_ms_max']:.0f} ms, median "
         f"{evidence['stall_ms_median']:.0f} ms) ended within {stalls.tolerance_ms:.0f} ms of "
-        f"another request's first token ({100 * observed:.0f}%, where chance gives "
+        f"another request's first token{cut_text} ({100 * observed:.0f}%, where chance gives "
         f"{100 * stalls.chance:.0f}%): the running streams waited while new prompts were "
         f"prefilled.{scaled}"
     )

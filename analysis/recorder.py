@@ -456,6 +456,12 @@ class Recorder:
         self.timelines.add(record, m, wall_s, warmup)
         return m
 
+    def record_cut_off(self, record: RequestRecord, wall_s: float, warmup: bool) -> None:
+        """A request the run's end cut off after it was sent: into the
+        timelines alone, flagged, so no latency, count or window holds it (the
+        run counts it as cancelled at the stop)."""
+        self.timelines.add_cut_off(record, request_metrics(record), wall_s, warmup)
+
     def record_probe(self, record: RequestRecord, wall_s: float) -> None:
         """A probe (``--probes``): into its scenario's probe bucket alone, never
         the scenario's own buckets, windows or timelines."""

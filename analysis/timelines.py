@@ -8,7 +8,11 @@ wall clock, TTFT, E2E, token counts, prompt tokens served from the prefix
 cache where the server said, turn, TPOT, who sent it) and its longest gaps
 between output chunks (where in the stream each ended, and how long it was).
 Conversation numbers are a user's own, so two users' may be equal; a
-sender's id (``RequestRecord.user``) is unique in the run. About
+sender's id (``RequestRecord.user``) is unique in the run. A request the
+run's end cut off after it was sent leaves a row too, flagged ``cut_off``
+(and not ``ok``): its send, its first token if one came, and the cut as its
+end, no gaps; the engine worked on it beside the others (its prompt's
+prefill may be what stalled them), but it has no latency. About
 100 bytes a request, in flat arrays; past ``MAX_REQUESTS`` further requests
 are counted, not kept. The rows ship from Locust workers to the master with
 the histograms and are saved as ``data/timelines.json``.
@@ -43,14 +47,15 @@ COLUMNS = (
     "conversation",
     "turn",
 )
-FLAGS = ("ok", "warmup")
+FLAGS = ("ok", "warmup", "cut_off")
 
 
 @dataclass
 class Timelines:
     """Per-request columns (``UNKNOWN`` where a value was not measured), the
     scenario of each row by index into ``scenarios``, its sender (``user``:
-    ``UNKNOWN_USER`` in timelines saved before senders were recorded), and
+    ``UNKNOWN_USER`` in timelines saved before senders were recorded), its
+    flags (``cut_off``: none in timelines saved before they were kept), and
     the kept gaps as (row, end of the gap in ms after the request's start,
     gap in ms)."""
 
@@ -73,17 +78,42 @@ class Timelines:
         self, record: RequestRecord, m: RequestMetrics, end_wall_s: float, warmup: bool
     ) -> None:
         """One finished request (failed ones too: they held a slot while they ran)."""
+        row = self._row(record, m, end_wall_s, warmup, cut_off=False)
+        if row is None:
+            return
+        for end_ns, gap_ns in long_gaps(record.chunk_ns, m.chunk_gaps_ns, record.start_ns):
+            self.gap_row.append(row)
+            self.gap_end_ms.append(end_ns / NS_PER_MS)
+            self.gap_ms.append(gap_ns / NS_PER_MS)
+
+    def add_cut_off(
+        self, record: RequestRecord, m: RequestMetrics, end_wall_s: float, warmup: bool
+    ) -> None:
+        """A request the run's end cut off after it was sent (``record.end_ns``:
+        the cut): its send and first token, for the rules that pair other
+        streams' stalls with them; no TPOT and no gaps, since its stream was
+        not over."""
+        self._row(record, m, end_wall_s, warmup, cut_off=True)
+
+    def _row(
+        self,
+        record: RequestRecord,
+        m: RequestMetrics,
+        end_wall_s: float,
+        warmup: bool,
+        cut_off: bool,
+    ) -> int | None:
+        """Append a request's row; its index, None past ``MAX_REQUESTS``."""
         if len(self) >= MAX_REQUESTS:
             self.dropped += 1
-            return
-        row = len(self)
+            return None
         self.scenario.append(self._scenario_index(record.scenario))
         self.user.append(record.user)
         values = {
             "start_s": end_wall_s - m.e2e_ns / 1e9,
             "ttft_ms": _ms(m.ttft_ns),
             "e2e_ms": m.e2e_ns / NS_PER_MS,
-            "tpot_ms": _ms(m.tpot_ns),
+            "tpot_ms": UNKNOWN if cut_off else _ms(m.tpot_ns),
             "input_tokens": UNKNOWN if record.input_tokens is None else record.input_tokens,
             "cached_tokens": UNKNOWN if record.cached_tokens is None else record.cached_tokens,
             "output_tokens": m.output_tokens,
@@ -92,12 +122,10 @@ class Timelines:
         }
         for name, value in values.items():
             self.columns[name].append(float(value))
-        self.flags["ok"].append(record.ok)
+        self.flags["ok"].append(record.ok and not cut_off)
         self.flags["warmup"].append(warmup)
-        for end_ns, gap_ns in long_gaps(record.chunk_ns, m.chunk_gaps_ns, record.start_ns):
-            self.gap_row.append(row)
-            self.gap_end_ms.append(end_ns / NS_PER_MS)
-            self.gap_ms.append(gap_ns / NS_PER_MS)
+        self.flags["cut_off"].append(cut_off)
+        return len(self) - 1
 
     def mark_warmup(self, before_wall_s: float) -> None:
         """``--warmup auto``: the requests that ended before the cut was found
@@ -153,8 +181,9 @@ class Timelines:
         """The encoded form back; ValueError naming the column whose length or
         values do not fit."""
         rows = len(data["scenario"])
-        columns = {name: data[name] for name in (*COLUMNS, *FLAGS)}
+        columns = {name: data[name] for name in (*COLUMNS, "ok", "warmup")}
         columns["user"] = data.get("user", [UNKNOWN_USER] * rows)
+        columns["cut_off"] = data.get("cut_off", [0] * rows)
         for name, column in columns.items():
             if len(column) != rows:
                 raise ValueError(f"timelines: column {name} has {len(column)} rows, not {rows}")

@@ -75,12 +75,19 @@ HEADER_VALUE = re.compile(r"[\x21-\x7e]{1,4096}")  # a token safe to send back i
 
 class CutOff(gevent.GreenletExit):
     """The run's end killed a request (still a GreenletExit, so the kill
-    succeeds); ``sent`` says whether its bytes had all been written
-    (``sent_ns``), i.e. whether the server can have been working on it."""
+    succeeds). ``record`` is the request as far as it got, its ``end_ns``
+    the cut: the diagnosis still needs when it was sent and when its first
+    token came, since the engine worked on it beside the other streams."""
 
-    def __init__(self, sent: bool) -> None:
+    def __init__(self, record: RequestRecord) -> None:
         super().__init__()
-        self.sent = sent
+        self.record = record
+
+    @property
+    def sent(self) -> bool:
+        """Whether its bytes had all been written (``sent_ns``), i.e. whether
+        the server can have been working on it."""
+        return bool(self.record.sent_ns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,7 +354,8 @@ class StreamClient:
                 finally:
                     writing()
         except gevent.GreenletExit as stop:
-            raise CutOff(bool(record.sent_ns)) from stop
+            record.end_ns = time.perf_counter_ns()
+            raise CutOff(record) from stop
         if record.error_message:
             record.error_message = self._redact(record.error_message)[:SHOWN_MESSAGE_CHARS]
         text = stream.text

@@ -267,6 +267,13 @@ class LoadContext:
         if not self.timeline.in_warmup(elapsed):
             self.recorder.record_probe(record, wall_s=origin + elapsed)
 
+    def record_cut_off(self, record: RequestRecord, warm: bool = False) -> None:
+        """A request the run's end cut off after it was sent (``record.end_ns``:
+        the cut), kept in the timelines only, as :meth:`record` would place it."""
+        origin, elapsed = self._since_origin()
+        warmup = warm or self.timeline.in_warmup(elapsed)
+        self.recorder.record_cut_off(record, wall_s=origin + elapsed, warmup=warmup)
+
     def record(self, record: RequestRecord, warm: bool = False) -> None:
         """One finished request; ``warm`` ones (sent to warm the engine's cache)
         go where the warm-up's requests go, out of the measurements."""

@@ -91,9 +91,10 @@ class _ScenarioUser(User):
     ) -> StreamResult:
         """Send one request and record it, in slogate's histograms and in Locust's
         own statistics. A request the end of the run cuts off after it was
-        sent is counted as cancelled at the stop, outside latencies and errors
-        (one cut off while it waited for a connection or was being written
-        never reached the server: it is not counted); one the scenario
+        sent is counted as cancelled at the stop, outside latencies and errors,
+        and kept in the timelines flagged as cut off (one cut off while it
+        waited for a connection or was being written never reached the
+        server: it is not counted); one the scenario
         cancels is recorded as such (Locust's statistics leave it out).
         ``user``: who sent it (:func:`~slogate.analysis.records.sender`); ``due``:
         open loop, its instant and the dispatcher's wait for it; ``writing``: as
@@ -104,7 +105,10 @@ class _ScenarioUser(User):
         try:
             result = client.send_prepared(prepared, None if due is None else due.due_ns, writing)
         except CutOff as cut:
-            ctx.cancelled += cut.sent
+            if cut.sent:
+                ctx.cancelled += 1
+                cut.record.user = user
+                ctx.record_cut_off(cut.record, warm)
             raise
         finally:
             ctx.sending(client, -1)

@@ -226,7 +226,7 @@ def request_numbers(
         value("output_tokens", 0), int(c["conversation"][row]), int(c["turn"][row]),
         bool(t.flags["ok"][row]), bool(t.flags["warmup"][row]), len(gaps),
         round(max(g for _, g in gaps), 1) if gaps else None,
-        sender_label(t.user[row], processes)[1],
+        sender_label(t.user[row], processes)[1], bool(t.flags["cut_off"][row]),
     ]  # fmt: skip
 
 
@@ -268,8 +268,14 @@ def bar_svg(
     x, h = frame.x, max(frame.lane_h - 1.5, 2.5)
     first = c["ttft_ms"][row]
     body_from = end if first == UNKNOWN else start + first / 1000.0
-    flags = ("" if t.flags["ok"][row] else " failed") + (
-        " warmup" if t.flags["warmup"][row] else ""
+    flags = "".join(
+        f" {name}"
+        for name, on in (
+            ("cutoff", t.flags["cut_off"][row]),
+            ("failed", not t.flags["ok"][row] and not t.flags["cut_off"][row]),
+            ("warmup", t.flags["warmup"][row]),
+        )
+        if on
     )
     parts = [
         f'<g class="req{flags}" data-i="{index}">',

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from array import array
 
+import numpy as np
 import pytest
 
 from slogate.analysis.causes import (
     Requests,
+    Stalls,
     cache_effect,
     computed_tokens,
     concurrency_ceiling,
@@ -18,12 +20,15 @@ from slogate.analysis.causes import (
     timeline_findings,
     ttft_findings,
 )
+from slogate.analysis.findings import Finding
+from slogate.analysis.recorder import Recorder
 from slogate.analysis.records import SLOT, USER, RequestRecord, sender, sender_parts
 from slogate.analysis.request_metrics import request_metrics
 from slogate.analysis.timelines import (
     COLUMNS,
     FLAGS,
     MAX_REQUESTS,
+    UNKNOWN,
     UNKNOWN_USER,
     Timelines,
     long_gaps,
@@ -34,7 +39,8 @@ MS = 1_000_000
 
 def timelines(rows: list[dict], gaps: list[tuple[int, float, float]] = ()) -> Timelines:
     """Rows of start_s, ttft_ms, e2e_ms (tpot 10 ms, input 500, output 100,
-    turn 0 unless given); gaps as (row, end ms after its start, gap ms)."""
+    turn 0 unless given; ``cut_off``: a request the run's end cut off, not
+    ok); gaps as (row, end ms after its start, gap ms)."""
     t = Timelines(scenarios=["chat"])
     defaults = {
         "tpot_ms": 10.0,
@@ -49,8 +55,9 @@ def timelines(rows: list[dict], gaps: list[tuple[int, float, float]] = ()) -> Ti
         t.user.append(row.get("user", 0))
         for name in COLUMNS:
             t.columns[name].append(float(values[name]))
-        t.flags["ok"].append(True)
+        t.flags["ok"].append(not row.get("cut_off", False))
         t.flags["warmup"].append(False)
+        t.flags["cut_off"].append(row.get("cut_off", False))
     for row, end, gap in gaps:
         t.gap_row.append(row)
         t.gap_end_ms.append(end)
@@ -71,16 +78,22 @@ INTERFERING = timelines(
 )
 
 
-def test_stalls_ending_at_other_requests_first_tokens_are_prefill_interference():
-    r = Requests.of(INTERFERING)
+def interference_at_10_ms(r: Requests) -> tuple[Stalls, Finding]:
+    """The stalls at a typical ITL of 10 ms, and the prefill interference they
+    show against an ITL limit of 250 ms (claimed, or the test fails)."""
     stalls = find_stalls(r, itl_ms=10.0)
+    found = interference(r, "chat", {"itl_ms": 250.0}, stalls)
+    assert found is not None and found.cause == "prefill interference"
+    return stalls, found
+
+
+def test_stalls_ending_at_other_requests_first_tokens_are_prefill_interference():
+    stalls, found = interference_at_10_ms(Requests.of(INTERFERING))
     # stall floor max(5 x 10, 5) = 50 ms: all four; tolerance max(2 x 10, 10) = 20 ms
     assert list(stalls.coinciding) == [True, True, True, False]
     assert list(stalls.coinciding_inputs) == [3000, 4000, 4000, 0]
     # 3 first tokens over the run's 3 s (0 to r0's end): 1/s; 1 - exp(-1 x 0.04)
     assert stalls.chance == pytest.approx(0.0392, abs=1e-4)
-    found = interference(r, "chat", {"itl_ms": 250.0}, stalls)
-    assert found is not None and found.cause == "prefill interference"
     e = found.evidence
     assert (e["stalls"], e["coinciding"], e["coinciding_share"]) == (4, 3, 0.75)
     # stalls 300, 400, 400 ms against 3k, 4k, 4k tokens: 100 ms per 1k exactly
@@ -99,6 +112,65 @@ def test_stalls_no_first_token_explains_are_no_interference_claim():
     )
     r = Requests.of(lonely)
     assert interference(r, "chat", {"itl_ms": 50.0}, find_stalls(r, 10.0)) is None
+
+
+# r0 stalls three times: until r1's first token (1.2 s), at 2.5 s where no
+# first token is, and until r2's first token (4.0 s); r1 stalls until r2's
+# first token too. r2 was sent at 3.5 s and the run's end cut it off at 6.0 s,
+# 2 s into its stream: no usage came, so its input is unknown.
+BESIDE_A_CUT_OFF = [
+    {"start_s": 0.0, "ttft_ms": 100, "e2e_ms": 6000, "input_tokens": 100},
+    {"start_s": 0.9, "ttft_ms": 300, "e2e_ms": 3500, "input_tokens": 3000},
+    {"start_s": 3.5, "ttft_ms": 500, "e2e_ms": 2500, "input_tokens": -1, "tpot_ms": -1,
+     "cut_off": True},
+]  # fmt: skip
+STALLS_BESIDE_A_CUT_OFF = [(0, 1200, 300), (0, 2500, 300), (0, 4000, 450), (1, 3100, 450)]
+
+
+def test_a_stall_at_a_cut_off_requests_first_token_counts_as_interference():
+    r = Requests.of(timelines(BESIDE_A_CUT_OFF, STALLS_BESIDE_A_CUT_OFF))
+    assert list(r.rows("chat")) == [True, True, False]  # never timed
+    stalls, found = interference_at_10_ms(r)
+    # tolerance max(2 x 10, 10) = 20 ms: r1's first token at 0.9 + 0.3 = 1.2 s,
+    # r2's at 3.5 + 0.5 = 4.0 s (r0's stall at 4.0 s, r1's at 0.9 + 3.1 s)
+    assert list(stalls.coinciding) == [True, False, True, True]
+    assert list(stalls.with_cut_off) == [False, False, True, True]
+    # r2's input is unknown: the stalls it ends have no known prompt size
+    assert stalls.coinciding_inputs[:2].tolist() == [3000, 0]
+    assert np.isnan(stalls.coinciding_inputs[2:]).all()
+    # 3 first tokens over 0..6 s (r0's end and r2's cut): 0.5/s; 1 - exp(-0.5 x 0.04)
+    assert stalls.chance == pytest.approx(0.0198, abs=1e-4)
+    e = found.evidence
+    assert (e["stalls"], e["coinciding"], e["coinciding_share"]) == (4, 3, 0.75)
+    assert e["coinciding_with_cut_off"] == 2
+    # three stalls with a known size: 3k tokens only once, too few to fit
+    assert "stall_ms_per_1k_input_tokens" not in e
+    assert (e["stall_ms_max"], e["stall_ms_median"]) == (450.0, 450.0)
+    assert found.share == {"itl_ms": 0.75}  # 3 of the 4 stalls over 250 ms
+    assert "3 of 4 stalls" in found.text
+    assert "2 of them at the first token of a request the run's end then cut off" in found.text
+
+
+def test_without_the_cut_off_requests_row_its_prefill_is_no_explanation():
+    """The same streams, as timelines kept before cut-off requests were:
+    only r0's first stall meets a first token, 1 of 4, under half."""
+    r = Requests.of(timelines(BESIDE_A_CUT_OFF[:2], STALLS_BESIDE_A_CUT_OFF))
+    stalls = find_stalls(r, itl_ms=10.0)
+    assert list(stalls.coinciding) == [True, False, False, False]
+    assert interference(r, "chat", {"itl_ms": 250.0}, stalls) is None
+
+
+def test_a_cut_off_request_is_in_no_fit():
+    """A cut-off request whose TTFT would break the line is not in the
+    prefill-bound fit: the ten finished requests fit it exactly."""
+    rows = [
+        {"start_s": 10.0 * i, "ttft_ms": 50 + 100 * k, "e2e_ms": 2000, "input_tokens": 1000 * k}
+        for i, k in enumerate(range(1, 11))
+    ]
+    cut = {"start_s": 100.0, "ttft_ms": 9000, "e2e_ms": 9500, "input_tokens": 100, "cut_off": True}
+    [found] = ttft_findings(Requests.of(timelines([*rows, cut])), "chat", {"ttft_ms": 500.0})
+    e = found.evidence
+    assert (e["ms_per_1k_tokens"], e["intercept_ms"], e["requests"]) == (100.0, 50.0, 10)
 
 
 def test_ttft_linear_in_input_length_is_prefill_bound_with_its_slope():
@@ -308,6 +380,26 @@ def test_a_record_leaves_its_row_and_its_stalls():
     assert (list(t.gap_row), list(t.gap_end_ms), list(t.gap_ms)) == ([0], [620.0], [500.0])
 
 
+def test_a_cut_off_request_leaves_its_send_and_first_token_flagged_and_no_latency():
+    """Sent at 0, its first chunk at 100 ms, a 500 ms gap, then the run's end
+    cut it at 700 ms (``end_ns``): its row says when it was sent and when its
+    first token came, flagged cut off and not ok; no TPOT and no gaps, and
+    none of the recorder's histograms or counters holds it."""
+    rec = record(0, [100 * MS, 110 * MS, 120 * MS, 620 * MS, 630 * MS])
+    rec.end_ns = 700 * MS
+    rec.input_tokens = None  # the usage chunk never came
+    recorder = Recorder()
+    recorder.record_cut_off(rec, wall_s=50.0, warmup=False)
+    t = recorder.timelines
+    assert recorder.buckets == {} and recorder.windows == {}
+    assert t.columns["start_s"][0] == pytest.approx(49.3)
+    assert (t.columns["ttft_ms"][0], t.columns["e2e_ms"][0]) == (100.0, 700.0)
+    assert (t.columns["tpot_ms"][0], t.columns["input_tokens"][0]) == (UNKNOWN, UNKNOWN)
+    assert {name: t.flags[name][0] for name in FLAGS} == {"ok": 0, "warmup": 0, "cut_off": 1}
+    assert len(t.gap_row) == 0
+    assert Timelines.decode(t.encode()).encode() == t.encode()
+
+
 def test_timelines_round_trip_and_merge_with_their_scenarios_remapped():
     a = timelines([{"start_s": 0.0, "ttft_ms": 1, "e2e_ms": 2}])
     other = sender(USER, 1, 0)  # the first user of a second load process
@@ -325,15 +417,17 @@ def test_timelines_round_trip_and_merge_with_their_scenarios_remapped():
     assert Timelines.decode(a.encode()).encode() == a.encode()
 
 
-def test_a_record_leaves_its_sender_and_timelines_saved_without_senders_still_read():
+def test_a_record_leaves_its_sender_and_older_timelines_still_read():
     t = Timelines()
     rec = record(0, [100 * MS, 110 * MS, 120 * MS])
     rec.user = sender(SLOT, 0, 3)
     t.add(rec, request_metrics(rec), end_wall_s=50.0, warmup=False)
     assert list(t.user) == [sender(SLOT, 0, 3)] and t.encode()["user"] == [2**48 + 3]
     saved = timelines([{"start_s": 0.0, "ttft_ms": 1, "e2e_ms": 2}] * 2).encode()
-    del saved["user"]
-    assert list(Timelines.decode(saved).user) == [UNKNOWN_USER] * 2
+    del saved["user"], saved["cut_off"]
+    older = Timelines.decode(saved)
+    assert list(older.user) == [UNKNOWN_USER] * 2
+    assert list(older.flags["cut_off"]) == [0, 0]  # kept before cut-off requests were
 
 
 def test_timelines_past_the_cap_are_counted_not_kept():

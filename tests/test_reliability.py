@@ -25,6 +25,7 @@ from slogate.analysis.frames import read_frames
 from slogate.analysis.journal import JOURNAL_FILE, KILLED_REASON, TICK
 from slogate.analysis.records import ErrorKind
 from slogate.analysis.rundata import DATA_DIR, RunData
+from slogate.analysis.timelines import UNKNOWN
 from slogate.client.streaming import StreamClient
 from slogate.exactengine.misbehave import MisbehavingServer
 from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
@@ -352,13 +353,24 @@ def test_a_run_against_an_endless_stream_ends_on_time_and_counts_it_cancelled(
 ) -> None:
     """Valid output forever, on the completions and on /metrics alike: the run
     ends at its duration (the last metrics scrape is bounded as a whole, not
-    per read) and the cut requests are cancelled, not errors."""
+    per read) and the cut requests are cancelled, not errors; their timelines
+    are kept, flagged cut off, from their send through their first token to
+    the cut."""
     done, took, out = run_against(tmp_path, "endless")
     assert done.returncode == 3, done.stderr[-2000:]  # nothing finished: nothing measured
     assert took < 4 + 2 + 10 + 15
     doc = summary(out)
     assert doc["run"]["cancelled_at_stop"] == 2  # both users' requests, cut at the end
     assert doc["scenarios"]["exact-chat"]["requests"]["failed"] == 0
+    t = RunData.load(out).timelines
+    assert t is not None
+    assert list(t.flags["cut_off"]) == [1, 1] and list(t.flags["ok"]) == [0, 0]
+    c = t.columns
+    # each streamed from its first token on until the stop, about 4 s in
+    assert all(
+        0 < ttft < e2e < 4000 + 2000 for ttft, e2e in zip(c["ttft_ms"], c["e2e_ms"], strict=True)
+    )
+    assert len(set(t.user)) == 2
 
 
 @pytest.mark.slow
@@ -469,3 +481,7 @@ def test_cancelled_at_stop_counts_only_requests_that_were_sent(tmp_path: Path) -
     assert done.returncode == 3, done.stderr[-2000:]  # nothing measured
     assert len(posts) == 3, posts  # the one held, and the backlog's two
     assert summary(out)["run"]["cancelled_at_stop"] == len(posts)
+    # the timelines keep those sent, as the server saw them: none got a first token
+    t = RunData.load(out).timelines
+    assert t is not None and list(t.flags["cut_off"]) == [1] * len(posts)
+    assert list(t.columns["ttft_ms"]) == [UNKNOWN] * len(posts)

@@ -118,6 +118,21 @@ def test_the_page_escapes_a_hostile_scenario_name_and_says_what_it_drew() -> Non
     assert page.count('class="itl near"') == 5
 
 
+def test_a_cut_off_request_is_drawn_to_the_cut_outlined_as_cut_off_not_failed() -> None:
+    rows = [
+        {"start_s": 0.0, "ttft_ms": 200.0, "e2e_ms": 1500.0, "tpot_ms": 20.0},
+        {"start_s": 1.0, "ttft_ms": 900.0, "e2e_ms": 3000.0, "tpot_ms": -1.0, "ok": False,
+         "cut_off": True},
+        {"start_s": 2.0, "ttft_ms": -1.0, "e2e_ms": 500.0, "tpot_ms": -1.0, "ok": False},
+    ]  # fmt: skip
+    page = timeline_html(timelines(rows), {"run_id": "r1"}, {}, "fail")
+    kinds = re.findall(r'<g class="(req[^"]*)" data-i="(\d)"', page)
+    assert sorted(kinds, key=lambda k: k[1]) == [("req", "0"), ("req cutoff", "1"),
+                                                 ("req failed", "2")]  # fmt: skip
+    numbers = json.loads(re.search(r'id="requests">(.*?)</script>', page).group(1))
+    assert [n[15] for n in numbers] == [False, True, False]
+
+
 @pytest.mark.slow
 @pytest.mark.browser
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (tools/install-chromium.sh)")
