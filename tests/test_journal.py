@@ -6,7 +6,9 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hdrh.histogram import HdrHistogram
 from reportdata import request
 
 from slogate.analysis.frames import frame, read_frames
@@ -45,6 +47,10 @@ def close_windows(recorder: Recorder, rows: list[dict], before: int) -> None:
         rows.append(window_row(scenario, index, recorder.window_s, bucket, {"users": 256}))
 
 
+def counts_of(histogram: HdrHistogram) -> np.ndarray:
+    return np.ctypeslib.as_array(histogram.counts)
+
+
 def assert_same_data(replayed: RunData, expected: RunData) -> None:
     assert replayed.meta == expected.meta
     assert replayed.timeseries == expected.timeseries
@@ -54,12 +60,11 @@ def assert_same_data(replayed: RunData, expected: RunData) -> None:
         assert mine.counters.to_dict() == bucket.counters.to_dict(), key
         assert mine.histograms.encode() == bucket.histograms.encode(), key
         for name, histogram in bucket.histograms:
-            if histogram.get_total_count():
-                theirs = mine.histograms.histogram(name)
-                assert theirs.get_total_count() == histogram.get_total_count()
-                for p in (0, 50, 99, 99.9, 100):
-                    got = theirs.get_value_at_percentile(p)
-                    assert got == histogram.get_value_at_percentile(p), (key, name, p)
+            # every bucket's count and the total the same: then every percentile
+            # is (hdrh's percentile walk, 5 ms a call, is what this test spent)
+            theirs = mine.histograms.histogram(name)
+            assert theirs.get_total_count() == histogram.get_total_count(), (key, name)
+            assert np.array_equal(counts_of(theirs), counts_of(histogram)), (key, name)
 
 
 def test_a_replay_at_every_flush_equals_what_the_final_save_writes(tmp_path: Path) -> None:
