@@ -71,6 +71,25 @@ NEVER_NS = 1 << 62  # no planned cancellation
 NEVER_TOKENS = 1 << 62
 MAX_NAME_CHARS = 200  # a replica's name as a router reported it
 HEADER_VALUE = re.compile(r"[\x21-\x7e]{1,4096}")  # a token safe to send back in a header
+SET_COOKIE = "set-cookie"
+# what a Cookie header can carry back (RFC 6265 cookie-octet)
+COOKIE_VALUE = re.compile(r"[\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]{1,4096}")
+
+
+def set_cookie_value(set_cookie: str, name: str) -> str | None:
+    """The value a reply's ``Set-Cookie`` headers (one a line) give the
+    cookie ``name``, the last if several do; None when none sets it. Only
+    ``name=value`` before the first ``;`` counts (its attributes, path or
+    expiry, change nothing a load run does), and a value with a character a
+    Cookie header cannot carry back (RFC 6265 cookie-octet) is None."""
+    found = None
+    for line in set_cookie.split("\n"):
+        pair = line.split(";", 1)[0].strip()
+        key, sep, value = pair.partition("=")
+        if sep and key.strip() == name:
+            value = value.strip().strip('"')
+            found = value if COOKIE_VALUE.fullmatch(value) else None
+    return found
 
 
 class CutOff(gevent.GreenletExit):
@@ -181,7 +200,12 @@ class _Response(HTTPResponseParser):
 
     def _store_header(self) -> None:
         if self._field:
-            self.headers[self._field.lower()] = self._value
+            field = self._field.lower()
+            held = self.headers.get(field)
+            # Set-Cookie is the one header a reply repeats (RFC 9110 5.3): keep each
+            self.headers[field] = (
+                f"{held}\n{self._value}" if held and field == SET_COOKIE else self._value
+            )
         self._field = ""
         self._value = ""
 
@@ -290,8 +314,10 @@ class StreamClient:
         its ``session_id_header`` (a plain token: :func:`new_conversation_id`)."""
         payload = orjson.dumps(self.body(turn, messages))
         head = self._head
+        cookie = self.options.session_cookie
         for header, value in (
             (self.options.session_header, session),
+            ("cookie" if cookie else None, f"{cookie}={session}" if session else None),
             (self.options.session_id_header, conversation_id),
         ):
             if value is not None and header is not None:
@@ -507,9 +533,12 @@ class _Exchange:
         if options.served_by_header is not None:
             served_by = headers.get(options.served_by_header)
             self.record.served_by = None if served_by is None else served_by[:MAX_NAME_CHARS]
+        token = None
         if options.session_header is not None:
             token = headers.get(options.session_header)
-            self.record.session = token if token and HEADER_VALUE.fullmatch(token) else None
+        elif options.session_cookie is not None:
+            token = set_cookie_value(headers.get(SET_COOKIE, ""), options.session_cookie)
+        self.record.session = token if token and HEADER_VALUE.fullmatch(token) else None
 
     def _read(self, deadline: int) -> None:
         """Feed what has arrived (waiting until ``deadline``) to the HTTP parser;

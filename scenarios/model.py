@@ -120,10 +120,12 @@ class RequestOptions:
     # request, and the router's session header, sent back on a conversation's
     # later turns so they stay on its replica (docs/load.md, "Behind a router");
     # and a header the client fills with its own id of each conversation, on
-    # every turn (Dynamo's X-Dynamo-Session-ID)
+    # every turn (Dynamo's X-Dynamo-Session-ID); or the router's session
+    # cookie (llm-d's llm-d-session), sent back in a Cookie header
     served_by_header: str | None = None
     session_header: str | None = None
     session_id_header: str | None = None
+    session_cookie: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -127,6 +127,19 @@ HEADER_NAME = Check(
 )
 
 
+def _cookie_name(value: Any) -> str:
+    if not isinstance(value, str) or not _HEADER_NAME.fullmatch(value):
+        raise ValueError
+    return value  # a cookie's name keeps its case (RFC 6265)
+
+
+COOKIE_NAME = Check(
+    "a cookie name (letters, digits, '-')",
+    _cookie_name,
+    {"type": "string", "pattern": pattern(_HEADER_NAME)},
+)
+
+
 def _think_tags(value: Any) -> tuple[str, str] | None:
     if value is False:
         return None
@@ -335,6 +348,7 @@ REQUEST_FIELDS = {
     "served_by_header": optional(HEADER_NAME),
     "session_header": optional(HEADER_NAME),
     "session_id_header": optional(HEADER_NAME),
+    "session_cookie": optional(COOKIE_NAME),
 }
 
 
@@ -347,6 +361,13 @@ def read_request(reader: Reader, value: Any, path: str) -> RequestOptions | None
         reader.problem(
             join(path, "extra_body"),
             f"expected fields the load side does not set itself; remove {', '.join(clashes)}",
+        )
+        return None
+    if f["session_header"] is not None and f["session_cookie"] is not None:
+        reader.problem(
+            join(path, "session_cookie"),
+            "a router's session comes in a header or a cookie: set session_header or"
+            " session_cookie, not both",
         )
         return None
     f["tools"] = tool_definitions(f["tools"])

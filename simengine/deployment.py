@@ -5,8 +5,9 @@ serves, in one process, N simulated engines (each its own port, its own
 ``/metrics``, ``/admin/faults`` and ``/admin/stats``) and a router on the
 main port that sends each request to one of them (:mod:`.router`), names
 the replica in the reply's ``x-served-by`` header, hands out a session token
-(``x-session-token``) that brings a conversation's later turns back to the
-same replica (as does an id the client chose, in ``x-dynamo-session-id``),
+(``x-session-token``, and the cookie ``llm-d-session``) that brings a
+conversation's later turns back to the same replica (as does an id the
+client chose, in ``x-dynamo-session-id``),
 and exports its own decisions and queue per replica on its
 ``/metrics``.
 
@@ -39,7 +40,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from slogate.simengine import server
 from slogate.simengine.config import EngineConfig
 from slogate.simengine.engine import FULL_GC_INTERVAL_S
-from slogate.simengine.router import SESSION_HEADER, SESSION_ID_HEADER, Router, session_token
+from slogate.simengine.router import (
+    SESSION_COOKIE,
+    SESSION_HEADER,
+    SESSION_ID_HEADER,
+    Router,
+    session_token,
+)
 from slogate.simengine.simulate import kv_transfer_seconds
 
 REPLICA_PREFIX = "SIMENGINE_REPLICA "  # one stderr line per replica: name and URL
@@ -193,9 +200,8 @@ def _routed(handler: Handler) -> Handler:
             if isinstance(body, dict):
                 prompt = server.prompt_text(body, api)
         headers = request.headers
-        decision = deployment.router.choose(
-            prompt, headers.get(SESSION_HEADER), headers.get(SESSION_ID_HEADER)
-        )
+        token = headers.get(SESSION_HEADER) or request.cookies.get(SESSION_COOKIE)
+        decision = deployment.router.choose(prompt, token, headers.get(SESSION_ID_HEADER))
         decoder = deployment.decode[decision.index].state
         failed = False  # a client that went away is no server error
         try:
@@ -248,11 +254,16 @@ def _first_replica(handler: Handler) -> Handler:
 
 
 async def _session_header(request: web.Request, response: web.StreamResponse) -> None:
-    """The session token of the replica that served, and disaggregated, the
-    prefill worker in ``x-prefilled-by``."""
+    """The session token of the replica that served, in a header and, when
+    the request did not carry it already, in a cookie (as llm-d's
+    session-affinity scorer sets its ``llm-d-session``); and disaggregated,
+    the prefill worker in ``x-prefilled-by``."""
     routed = request.get(server.ROUTED)
     if isinstance(routed, server.State) and routed.name is not None:
-        response.headers[SESSION_HEADER] = session_token(routed.name)
+        token = session_token(routed.name)
+        response.headers[SESSION_HEADER] = token
+        if request.cookies.get(SESSION_COOKIE) != token:
+            response.headers.add("Set-Cookie", f"{SESSION_COOKIE}={token}; Path=/; HttpOnly")
     prefilled_by = request.get(PREFILLED_BY)
     if isinstance(prefilled_by, str):
         response.headers[PREFILLED_BY] = prefilled_by

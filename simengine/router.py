@@ -46,6 +46,7 @@ MAX_BLOCKS = 256  # the prompt's first 16 KiB of text decide
 BALANCE_THRESHOLD = 32
 MATCH_SHARE = 0.1  # a match of less of the prompt (a shared system prompt) decides nothing
 SESSION_HEADER = "x-session-token"
+SESSION_COOKIE = "llm-d-session"  # the same token as a cookie, as llm-d's later releases
 SESSION_ID_HEADER = "x-dynamo-session-id"
 MAX_SESSION_IDS = 100_000
 CHARS_PER_TOKEN = 4  # English prose, for sizing a replica's remembered blocks

@@ -264,17 +264,16 @@ def test_the_session_header_keeps_every_turn_on_its_replica(tmp_path, deployment
     assert any(len(set(names)) > 1 for names in spread.values()), spread
 
 
-@pytest.mark.parametrize("deployment", [(3, "round-robin")], indirect=True)
-def test_the_clients_own_session_id_keeps_every_turn_on_its_replica(tmp_path, deployment) -> None:
-    """Dynamo's way: no token from the router, the client names each
-    conversation in ``x-dynamo-session-id`` on every turn; the round-robin
-    router binds the id to the replica of its first turn."""
+def kept_on_their_replicas(tmp_path: Path, deployment: Any, request: dict[str, str]) -> dict:
+    """A conversation run through the round-robin router with these request
+    settings (and a drain: no turn cut off): every conversation stays on one
+    replica, the router still spreads them, and it routed every later turn
+    by the session (its own decisions). The run's summary."""
     source = ROOT / "tests" / "data" / "chat-turns.yaml"
     extra = ("--users", "1", "--duration", "8s", "--warmup", "0s", "--save-requests")
-    headers = {"served_by_header": "x-served-by", "session_id_header": "x-dynamo-session-id"}
     out = tmp_path / "out"
     s = run(
-        scenario(tmp_path, source, request=headers),
+        scenario(tmp_path, source, request={"served_by_header": "x-served-by", **request}),
         out,
         deployment.url,
         extra=(*extra, "--drain", "20s"),
@@ -283,10 +282,26 @@ def test_the_clients_own_session_id_keeps_every_turn_on_its_replica(tmp_path, de
     assert len(kept) >= 2
     assert all(len(set(names)) == 1 for names in kept.values()), kept
     assert len({names[0] for names in kept.values()}) >= 2  # the router still spreads
-    # the router bound every later turn by the id (a drain: none was cut off)
     decisions = engine_metrics(deployment.url)
     bound = sum(v for k, v in decisions.items() if "reason=session" in k)
     assert bound == sum(len(names) - 1 for names in kept.values()), decisions
+    return s
+
+
+@pytest.mark.parametrize("deployment", [(3, "round-robin")], indirect=True)
+def test_the_routers_session_cookie_keeps_every_turn_on_its_replica(tmp_path, deployment) -> None:
+    """llm-d's later way: the router sets ``llm-d-session`` on a reply only
+    when the request lacked it, and the client sends the cookie back on
+    every later turn of the conversation."""
+    kept_on_their_replicas(tmp_path, deployment, {"session_cookie": "llm-d-session"})
+
+
+@pytest.mark.parametrize("deployment", [(3, "round-robin")], indirect=True)
+def test_the_clients_own_session_id_keeps_every_turn_on_its_replica(tmp_path, deployment) -> None:
+    """Dynamo's way: no token from the router, the client names each
+    conversation in ``x-dynamo-session-id`` on every turn; the round-robin
+    router binds the id to the replica of its first turn."""
+    s = kept_on_their_replicas(tmp_path, deployment, {"session_id_header": "x-dynamo-session-id"})
     # each conversation's own numbers by the replica it stayed on: they add up
     block = s["scenarios"]["chat-turns"]
     whole = block["prefix_cache"]["conversations"]["count"]
@@ -295,7 +310,7 @@ def test_the_clients_own_session_id_keeps_every_turn_on_its_replica(tmp_path, de
     assert (
         sum(r["prefix_cache"]["conversations"]["count"] for r in rows if r["prefix_cache"]) == whole
     )
-    assert "own hit rate p50" in (out / "report.html").read_text()
+    assert "own hit rate p50" in (tmp_path / "out" / "report.html").read_text()
 
 
 @pytest.mark.parametrize("deployment", [(3, "round-robin", {}, (1, 2))], indirect=True)

@@ -28,6 +28,7 @@ from slogate.client.endpoints import (
     check_endpoints,
     parse_endpoint,
 )
+from slogate.client.streaming import set_cookie_value
 from slogate.reports import write_results
 from slogate.run_cmd import locust_command, take_endpoints
 from slogate.scenarios.model import EndpointSpec
@@ -458,3 +459,32 @@ def test_a_scenario_names_its_endpoints_with_weights_and_clear_errors(tmp_path: 
     )
     with pytest.raises(scenarios.ScenarioError, match=r"endpoints\[1\]\.name: 'a' is named twice"):
         scenarios.load(tmp_path / "twice.yaml")
+
+
+def test_a_routers_session_cookie_is_read_from_its_set_cookie_headers() -> None:
+    """llm-d's later session affinity: ``Set-Cookie: llm-d-session=...``, the
+    value alone sent back (repeated Set-Cookie headers arrive one a line)."""
+    name = "llm-d-session"
+    assert set_cookie_value(f'{name}="cmVwbGljYS0x"; Path=/; HttpOnly', name) == "cmVwbGljYS0x"
+    assert set_cookie_value(f"a=1\n{name}=x1; Max-Age=0\n{name}=x2==", name) == "x2=="
+    assert set_cookie_value("LLM-D-SESSION=x", name) is None  # a cookie's name keeps its case
+    assert set_cookie_value(f"{name}=a b", name) is None  # a Cookie header cannot carry it back
+    assert set_cookie_value(f"{name}=a,b; Path=/", name) is None
+    assert set_cookie_value("", name) is None
+
+
+def test_a_scenario_names_a_session_cookie_or_a_session_header_not_both(tmp_path: Path) -> None:
+    base = "name: c\nworkload: {kind: chat, text: prose, input_tokens: 100, output_tokens: 8}\n"
+    (tmp_path / "cookie.yaml").write_text(base + "request: {session_cookie: My-Session}\n")
+    (scenario,) = scenarios.load(tmp_path / "cookie.yaml")
+    assert scenario.request.session_cookie == "My-Session"
+    (tmp_path / "both.yaml").write_text(
+        base + "request: {session_header: x-session-token, session_cookie: llm-d-session}\n"
+    )
+    with pytest.raises(scenarios.ScenarioError, match=r"request\.session_cookie: .*not both"):
+        scenarios.load(tmp_path / "both.yaml")
+    (tmp_path / "bad.yaml").write_text(base + "request: {session_cookie: 'a b'}\n")
+    with pytest.raises(
+        scenarios.ScenarioError, match=r"request\.session_cookie: expected a cookie"
+    ):
+        scenarios.load(tmp_path / "bad.yaml")

@@ -38,6 +38,8 @@ LOADER_ONLY = {
     "load: {users: 2, rate: 5}\n": ACROSS_KEYS + ": users (closed loop) or rate, not both",
     "load: {rate: {arrival: poisson}}\n": ACROSS_KEYS + ": rps needed unless arrival: trace",
     "load: {rate: {rps: 2, cv: 3}}\n": ACROSS_KEYS + ": cv for arrival: gamma only",
+    "request: {session_header: x-t, session_cookie: llm-d-session}\n": ACROSS_KEYS
+    + ": a session header or a session cookie, not both",
     "load: {rate: {rps: 2, arrival: trace}}\n": "across sections: arrival: trace needs a trace",
     "request: {tokenizer: nowhere.json}\n": "a file that must exist and load as a tokenizer",
     "timeouts: {connect: 0s}\n": "a duration's bounds (> 0, up to 7 days) when written as text",
@@ -58,6 +60,7 @@ GOOD = [
     + "load:\n  users: 4\n  stages: [{name: low, duration: 30s}, {duration: 1m, rate: 5}]\n",
     MINIMAL + "slo_tiers: {interactive: {ttft_ms: {p99: 500}}, batch: {goodput: {e2e_ms: 9000}}}\n",
     MINIMAL + "request: {extra_body: {top_p: 0.9}, served_by_header: X-Served-By}\n",
+    MINIMAL + "request: {session_cookie: llm-d-session, session_id_header: X-SMG-Routing-Key}\n",
     MINIMAL + "load: {users: 2, duration: 2m, warmup: auto}\n",
     "scenarios: [{file: chat, weight: 3}, {file: code, name: c}]\nload: {rate: {rps: 10}}\n",
 ]

@@ -103,6 +103,24 @@ def test_a_session_token_keeps_a_conversation_on_its_replica(round_robin) -> Non
     assert {h["x-served-by"] for _, h, _ in later} == {home}
 
 
+def test_the_session_cookie_keeps_a_conversation_on_its_replica_and_is_set_once(
+    round_robin,
+) -> None:
+    """llm-d's later way: the token as the cookie ``llm-d-session``, set on a
+    reply only when the request did not carry it already."""
+    _, headers, _ = post(round_robin.url, chat("first turn"))
+    home = headers["x-served-by"]
+    (set_cookie,) = headers.get_all("Set-Cookie")
+    assert set_cookie.startswith("llm-d-session=") and "HttpOnly" in set_cookie
+    value = set_cookie.split(";")[0].split("=", 1)[1].strip('"')
+    assert value == session_token(home)
+    later = [
+        post(round_robin.url, chat("next"), {"Cookie": f"llm-d-session={value}"}) for _ in range(4)
+    ]
+    assert {h["x-served-by"] for _, h, _ in later} == {home}
+    assert all(h.get_all("Set-Cookie") is None for _, h, _ in later)  # it had the cookie
+
+
 def test_each_replica_answers_on_its_own_port_with_its_name(round_robin) -> None:
     for name, url in round_robin.replicas().items():
         status, headers, _ = post(url, chat("direct"))
