@@ -382,11 +382,7 @@ def interference(
         "tolerance_ms": round(stalls.tolerance_ms, 1),
     }
     cut = evidence["coinciding_with_cut_off"]
-    cut_text = (
-        f" ({cut} of them at the first token of a request the run's end then cut off)"
-        if cut
-        else ""
-    )
+    cut_text = f"; {cut} of them at a request the run's end then cut off" if cut else ""
     scaled = ""
     if scaling is not None and scaling.slope > 0:
         evidence["stall_ms_per_1k_input_tokens"] = round(scaling.slope, 1)
@@ -400,8 +396,8 @@ def interference(
         f"running streams (gaps of {STALL_OVER_ITL:g}x the typical ITL of "
         f"{stalls.itl_ms:.1f} ms or more; longest {evidence['stall_ms_max']:.0f} ms, median "
         f"{evidence['stall_ms_median']:.0f} ms) ended within {stalls.tolerance_ms:.0f} ms of "
-        f"another request's first token{cut_text} ({100 * observed:.0f}%, where chance gives "
-        f"{100 * stalls.chance:.0f}%): the running streams waited while new prompts were "
+        f"another request's first token ({100 * observed:.0f}%, where chance gives "
+        f"{100 * stalls.chance:.0f}%{cut_text}): the running streams waited while new prompts were "
         f"prefilled.{scaled}"
     )
     return Finding(

@@ -148,7 +148,9 @@ def test_a_stall_at_a_cut_off_requests_first_token_counts_as_interference():
     assert (e["stall_ms_max"], e["stall_ms_median"]) == (450.0, 450.0)
     assert found.share == {"itl_ms": 0.75}  # 3 of the 4 stalls over 250 ms
     assert "3 of 4 stalls" in found.text
-    assert "2 of them at the first token of a request the run's end then cut off" in found.text
+    assert "(75%, where chance gives 2%; 2 of them at a request the run's end then cut off)" in (
+        found.text
+    )
 
 
 def test_without_the_cut_off_requests_row_its_prefill_is_no_explanation():
