@@ -475,6 +475,8 @@ class RouterRoute(Contract):
     in_flight: GaugeStat | None = None
     waiting: GaugeStat | None = None
     qps: GaugeStat | None = None
+    active_decode_blocks: GaugeStat | None = None  # Dynamo's KV router
+    active_prefill_tokens: GaugeStat | None = None
 
 
 class ServerView(EngineMetrics):

@@ -26,7 +26,13 @@ it was taken from):
   llm-d 0.10 and 0.11 spell them ``llm_d_epp_*``, and the Gateway API
   Inference Extension's names, which the EPP still exports beside them, are
   ``inference_extension_scheduler_attempts_total{pod_name}`` and
-  ``inference_pool_per_pod_queue_size{model_server_pod}``.
+  ``inference_pool_per_pod_queue_size{model_server_pod}``;
+- NVIDIA Dynamo's frontend, with its KV router: the load it tracks on each
+  worker, ``dynamo_frontend_worker_active_decode_blocks{worker_id, dp_rank,
+  worker_type}`` (KV blocks of the requests decoding there) and
+  ``dynamo_frontend_worker_active_prefill_tokens`` (prompt tokens waiting
+  for or in prefill), summed over a worker's data-parallel ranks; it counts
+  no requests per worker.
 
 A router that exports one series under two names (the EPP's and the Model
 Gateway's old and new ones, side by side during a deprecation) is read once:
@@ -34,7 +40,8 @@ for each replica and canonical series, the name listed first in
 :data:`ROUTER_SERIES` that the text has wins, never their sum.
 
 Series of a replica are keyed by canonical names: ``dispatched_total``,
-``errors_total`` (counters), ``in_flight``, ``waiting``, ``qps`` (gauges).
+``errors_total`` (counters), ``in_flight``, ``waiting``, ``qps``,
+``active_decode_blocks``, ``active_prefill_tokens`` (gauges).
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from slogate.analysis.server_metrics import MetricsParseError
 
 ROUTER_COUNTERS = ("dispatched_total", "errors_total")
-ROUTER_GAUGES = ("in_flight", "waiting", "qps")
+ROUTER_GAUGES = ("in_flight", "waiting", "qps", "active_decode_blocks", "active_prefill_tokens")
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,12 @@ ROUTER_SERIES = (
     RouterSeries("llm_d_router_epp_per_endpoint_queue_size", "model_server_endpoint", "waiting"),
     RouterSeries("llm_d_epp_per_endpoint_queue_size", "model_server_endpoint", "waiting"),
     RouterSeries("inference_pool_per_pod_queue_size", "model_server_pod", "waiting"),
+    RouterSeries(
+        "dynamo_frontend_worker_active_decode_blocks", "worker_id", "active_decode_blocks"
+    ),
+    RouterSeries(
+        "dynamo_frontend_worker_active_prefill_tokens", "worker_id", "active_prefill_tokens"
+    ),
 )
 
 

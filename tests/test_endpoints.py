@@ -415,7 +415,8 @@ def test_the_routers_view_is_its_growth_and_gauges_over_the_measured_window() ->
     ]  # fmt: skip
     run.server_metrics = [
         {**scrape, "t_s": t, "routes": {"r0": {"dispatched_total": sent, "in_flight": busy},
-                                        "r1": {"errors_total": errors}}}
+                                        "r1": {"errors_total": errors,
+                                               "active_decode_blocks": 10.0 * busy}}}
         for t, sent, busy, errors in readings
     ]  # fmt: skip
     summary = build_summary(run)
@@ -423,7 +424,9 @@ def test_the_routers_view_is_its_growth_and_gauges_over_the_measured_window() ->
     routes = summary["servers"]["router"]["routes"]
     # the scrape at 0 s is warm-up: growth from 5 s to 15 s, gauges over 5, 10, 15 s
     assert routes["r0"] == {"dispatched_total": 30.0, "in_flight": {"mean": 2.0, "max": 4.0}}
-    assert routes["r1"] == {"errors_total": 3.0}
+    assert routes["r1"] == {
+        "errors_total": 3.0, "active_decode_blocks": {"mean": 20.0, "max": 40.0}
+    }  # fmt: skip
 
 
 SCENARIO = """

@@ -34,6 +34,13 @@ GATEWAY1, GATEWAY2 = "http://10.0.0.1:30000", "http://10.0.0.2:30000"
             "vllm-production-stack.prom",
             {URL2: {"in_flight": 2.0, "waiting": 4.0, "qps": 1.5}},
         ),
+        (  # a worker's data-parallel ranks summed; no count of requests per worker
+            "dynamo-frontend.prom",
+            {
+                "123": {"active_decode_blocks": 50.0, "active_prefill_tokens": 100.0},
+                "456": {"active_decode_blocks": 30.0, "active_prefill_tokens": 0.0},
+            },
+        ),
         (  # each series exported twice, read once; the failed attempt names no endpoint
             "llm-d-epp.prom",
             {
