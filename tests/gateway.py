@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from httpserving import serving
 
 
 class Pushes:
@@ -30,13 +31,6 @@ def gateway() -> Iterator[Pushes]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    pushes.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as port:
+        pushes.url = f"http://127.0.0.1:{port}"
         yield pushes
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)

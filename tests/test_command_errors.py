@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+from httpserving import serving
 from loadruns import ModelsHandler, free_port, locust_command, slogate
 
 from slogate.engines.exact import ExactEngine
@@ -138,11 +139,12 @@ def http_server(handler: type, requests: int | None = None) -> Iterator[str]:
     """A plain HTTP server on 127.0.0.1: forever, or for ``requests`` requests
     and then gone (an engine that dies after answering them)."""
     server = http.server.HTTPServer(("127.0.0.1", 0), handler)
+    if requests is None:
+        with serving(server) as port:
+            yield f"http://127.0.0.1:{port}"
+        return
 
     def serve() -> None:
-        if requests is None:
-            server.serve_forever()
-            return
         for _ in range(requests):
             server.handle_request()
         server.server_close()
@@ -152,9 +154,6 @@ def http_server(handler: type, requests: int | None = None) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
-        if requests is None:
-            server.shutdown()
-            server.server_close()
         thread.join(timeout=5)
 
 

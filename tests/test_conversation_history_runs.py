@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import ClassVar
 
 import datasets
 import pytest
+from httpserving import serving
 from loadruns import ModelsHandler, slogate, summary
 
 pytestmark = pytest.mark.slow
@@ -55,13 +55,8 @@ class RecordingEngine(ModelsHandler):
 def recording_engine() -> Iterator[tuple[http.server.ThreadingHTTPServer, list[dict]]]:
     RecordingEngine.bodies = []
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RecordingEngine)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield server, RecordingEngine.bodies
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def run(tmp_path: Path, history: str) -> list[list[tuple[str, str]]]:

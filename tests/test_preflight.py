@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import ThreadingHTTPServer
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from httpserving import serving
 from loadruns import ModelsHandler, slogate, summary
 
 from slogate import scenarios
@@ -140,13 +140,8 @@ def engine_without(paths: set[str], props: dict | None = None) -> Iterator[str]:
             self.end_headers()
             self.wfile.write(data)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as port:
+        yield f"http://127.0.0.1:{port}"
     assert all(body == {"model": "m"} for _, body in posts), posts
 
 

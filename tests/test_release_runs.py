@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from httpserving import serving
 from loadruns import ModelsHandler, slogate, summary
 
 pytestmark = pytest.mark.slow
@@ -77,14 +78,8 @@ class LeakingEngine(ModelsHandler):
 @contextmanager
 def leaking_engine() -> Iterator[str]:
     LeakingEngine.running = 0
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), LeakingEngine)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(http.server.ThreadingHTTPServer(("127.0.0.1", 0), LeakingEngine)) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def test_a_server_that_keeps_closed_requests_is_a_finding(tmp_path: Path) -> None:

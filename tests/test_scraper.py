@@ -75,7 +75,8 @@ def server() -> Iterator[MetricsServer]:
         ]
     )
     loop = asyncio.new_event_loop()
-    runner = web.AppRunner(app)
+    # the handler of /slow a test gave up on is cancelled at the end, not awaited (2 s)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
     loop.run_until_complete(runner.setup())
     site = web.TCPSite(runner, "127.0.0.1", 0)
     loop.run_until_complete(site.start())

@@ -13,12 +13,12 @@ import json
 import socket
 import ssl
 import statistics
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 import trustme
+from httpserving import serving
 from loadruns import ModelsHandler, slogate
 
 from slogate.analysis.records import ErrorKind
@@ -82,13 +82,8 @@ def tls_engine(ca: trustme.CA) -> Iterator[str]:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("127.0.0.1").configure_cert(context)
     server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"https://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(server) as port:
+        yield f"https://127.0.0.1:{port}"
 
 
 @pytest.fixture
