@@ -8,7 +8,7 @@ the curve is from the line, not just a verdict.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
@@ -118,6 +118,10 @@ def limit_rules(slos: Iterable[SloEntry], metric: str, scale: float, unit: str) 
     ]
 
 
+# a chart line's points from a series' rows (one per window)
+Points = Callable[[Sequence[Mapping[str, Any]]], list[tuple[float, float | None]]]
+
+
 def metric_rules(slos: Iterable[SloEntry], metric: str) -> list[Rule]:
     """Lines for the latency SLOs of ``metric`` (``ttft``, ``itl``), in ms."""
     return [Rule(r.y, r.label) for r in threshold_rules(slos, metric, 0.0)]
@@ -214,29 +218,39 @@ def apart_charts(
 ) -> list[Markup]:
     """The time series of a scenario by endpoint (``kind``) or replica, a line
     each: where the load went and which one slowed down, window by window.
-    Requests per second, and TTFT and ITL p99 against the scenario's SLOs of
-    them."""
+    Requests per second, TTFT and ITL p99, and the error rate, each against
+    the scenario's SLOs of it: a failing replica shows as well as a slow one."""
     if not series:
         return []
     time = Axis(label="time since start", time=True)
     cuts = () if cut is None else (cut,)
-    drawn: tuple[tuple[str, str, str, list[Rule]], ...] = (
-        ("requests_per_s", "Requests per second", "req/s", []),
+
+    def of(key: str) -> Points:
+        return lambda rows: column(rows, key)
+
+    drawn: tuple[tuple[Points, str, str, list[Rule]], ...] = (
+        (of("requests_per_s"), "Requests per second", "req/s", []),
         *(
-            (f"{m}_p99_ms", f"{m.upper()} p99 per window (ms)", "ms", metric_rules(slos, m))
+            (of(f"{m}_p99_ms"), f"{m.upper()} p99 per window (ms)", "ms", metric_rules(slos, m))
             for m in ("ttft", "itl")
+        ),
+        (
+            error_share,
+            "Error rate per window (%)",
+            "%",
+            limit_rules(slos, "error_rate", 100.0, "%"),
         ),
     )
     return [
         line_chart(
-            [Series(name, column(rows, key)) for name, rows in series.items()],
+            [Series(name, points(rows)) for name, rows in series.items()],
             title=f"{title}, by {kind}",
             x=time,
             y=Axis(label=unit),
             rules=rules,
             cuts=cuts,
         )
-        for key, title, unit, rules in drawn
+        for points, title, unit, rules in drawn
     ]
 
 

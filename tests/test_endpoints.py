@@ -30,6 +30,7 @@ from slogate.client.endpoints import (
 )
 from slogate.client.streaming import set_cookie_value
 from slogate.reports import write_results
+from slogate.reports.charts import error_share
 from slogate.run_cmd import locust_command, take_endpoints
 from slogate.scenarios.model import EndpointSpec
 
@@ -243,6 +244,7 @@ def test_each_window_of_the_endpoints_and_replicas_adds_up_to_the_scenarios() ->
     ]  # fmt: skip
     assert r2[0]["ttft_p99_ms"] == pytest.approx(900, rel=0.01)
     assert r2[1]["errors"] == {"http_5xx": 1}
+    assert error_share(r2) == [(5.0, 0.0), (10.0, 100.0)]  # its line in the error-rate chart
 
 
 def test_each_windows_itl_is_its_endpoints_and_its_replicas_merged_exactly() -> None:
@@ -296,6 +298,7 @@ def test_the_endpoints_rows_survive_the_journal_and_the_report_draws_them(
         assert f"Requests per second, by {kind}" in page
         assert f"TTFT p99 per window (ms), by {kind}" in page
         assert f"ITL p99 per window (ms), by {kind}" in page
+        assert f"Error rate per window (%), by {kind}" in page
 
 
 def test_timeseries_csv_has_each_endpoints_and_replicas_rows_adding_up_to_the_scenarios(
