@@ -25,7 +25,7 @@ from slogate.analysis.compare import LATENCY_METRICS
 from slogate.analysis.neutral import neutral_text
 
 if TYPE_CHECKING:  # pydantic: not in load processes
-    from slogate.analysis.contracts import Comparison, Summary
+    from slogate.analysis.contracts import Comparison, Distribution, Summary
 
 VERDICTS = ("pass", "fail", "inconclusive", "invalid")
 QUANTILES = {"p50": "0.5", "p90": "0.9", "p95": "0.95", "p99": "0.99", "p999": "0.999"}
@@ -115,12 +115,7 @@ class SummaryCollector:
             exit_code.add_metric(target, s.exit_code)
             if stamp is not None:
                 started.add_metric(target, stamp)
-            for metric in LATENCY_METRICS:
-                stats = block.metrics.get(f"{metric}_ms")
-                for stat, quantile in QUANTILES.items():
-                    seconds = None if stats is None else getattr(stats, stat)
-                    if seconds is not None:
-                        latency.add_metric([*target, metric, quantile], seconds / 1000)
+            add_latencies(latency, target, block.metrics)
             for what in ("requests", "output_tokens", "input_tokens", "goodput_requests"):
                 rate = getattr(block.throughput, f"{what}_per_s")
                 if rate is not None:
@@ -141,7 +136,39 @@ class SummaryCollector:
         yield from (*families, latency, throughput, goodput, regressions, cannot_tell)
         yield from (slice_verdict, cost)
         yield from self.probes()
+        yield from self.apart()
         yield from self.run_wide()
+
+    def apart(self) -> Iterator[Metric]:
+        """Each endpoint's and replica's row of a scenario (``by`` endpoint or
+        replica, and its ``name``): latency percentiles, requests by outcome
+        and its own verdict on the scenario's SLOs, so a dashboard shows
+        which replica slowed down or failed. A ``by``'s requests add up to
+        the scenario's."""
+        extra = ("by", "name")
+        latency = self.gauge(
+            "apart_latency_seconds",
+            "Latency percentiles of one endpoint or replica",
+            (*extra, "metric", "quantile"),
+        )
+        requests = self.gauge(
+            "apart_requests", "Requests of one endpoint or replica, by outcome", (*extra, "outcome")
+        )
+        verdict = StateSetMetricFamily(
+            "slogate_apart_verdict",
+            "Verdict of one endpoint or replica on its scenario's SLOs",
+            labels=[*TARGET_LABELS, *extra],
+        )
+        for scenario, block in self.summary.scenarios.items():
+            target = target_values(self.summary, scenario)
+            for by, rows in (("endpoint", block.endpoints), ("replica", block.replicas)):
+                for name, row in rows.items():
+                    key = [*target, by, neutral_text(name)]
+                    add_latencies(latency, key, row.metrics)
+                    for outcome in ("ok", "failed"):
+                        requests.add_metric([*key, outcome], getattr(row.requests, outcome))
+                    verdict.add_metric(key, {v: v == row.verdict for v in VERDICTS})
+        yield from (latency, requests, verdict)
 
     def probes(self) -> Iterator[Metric]:
         """``--probes``: their latency percentiles and counts, under the scenario
@@ -239,6 +266,19 @@ class SummaryCollector:
             if at:
                 family.add_metric(run, at.at_s)
             yield family
+
+
+def add_latencies(
+    family: GaugeMetricFamily, key: list[str], metrics: Mapping[str, Distribution]
+) -> None:
+    """The headline latencies' percentiles, in seconds, under ``key`` (the
+    family's labels before ``metric`` and ``quantile``)."""
+    for metric in LATENCY_METRICS:
+        stats = metrics.get(f"{metric}_ms")
+        for stat, quantile in QUANTILES.items():
+            ms = None if stats is None else getattr(stats, stat)
+            if ms is not None:
+                family.add_metric([*key, metric, quantile], ms / 1000)
 
 
 def start_timestamp(summary: Summary) -> float | None:

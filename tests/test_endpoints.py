@@ -9,6 +9,7 @@ import csv
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from reportdata import run_of
 
 from slogate import scenarios
@@ -31,6 +32,7 @@ from slogate.client.endpoints import (
 from slogate.client.streaming import set_cookie_value
 from slogate.reports import write_results
 from slogate.reports.charts import error_share
+from slogate.reports.openmetrics import openmetrics_text
 from slogate.run_cmd import locust_command, take_endpoints
 from slogate.scenarios.model import EndpointSpec
 
@@ -494,3 +496,40 @@ def test_a_scenario_names_a_session_cookie_or_a_session_header_not_both(tmp_path
         scenarios.ScenarioError, match=r"request\.session_cookie: expected a cookie"
     ):
         scenarios.load(tmp_path / "bad.yaml")
+
+
+def test_metrics_prom_has_each_endpoints_and_replicas_latency_requests_and_verdict() -> None:
+    """The rows a dashboard draws per replica: the slow, failing r2 by hand,
+    and each ``by``'s requests adding up (endpoints to the scenario's,
+    replicas to endpoint b's: only b's responses named their replica)."""
+    summary = build_summary(run_data(recorded()))
+    families = {
+        f.name: f.samples
+        for f in text_string_to_metric_families(openmetrics_text(parse(Summary, summary, "s")))
+    }
+    latency = {
+        (x.labels["by"], x.labels["name"], x.labels["metric"], x.labels["quantile"]): x.value
+        for x in families["slogate_apart_latency_seconds"]
+    }
+    assert latency[("replica", "r2", "ttft", "0.5")] == pytest.approx(0.9, rel=0.01)
+    assert latency[("endpoint", "a", "ttft", "0.5")] == pytest.approx(0.04, rel=0.01)
+    requests = {
+        (x.labels["by"], x.labels["name"], x.labels["outcome"]): x.value
+        for x in families["slogate_apart_requests"]
+    }
+    assert requests[("replica", "r2", "failed")] == 1
+    block = summary["scenarios"]["rag"]
+    for outcome in ("ok", "failed"):
+        endpoints = sum(
+            v for (by, _, o), v in requests.items() if by == "endpoint" and o == outcome
+        )
+        replicas = sum(v for (by, _, o), v in requests.items() if by == "replica" and o == outcome)
+        assert endpoints == block["requests"][outcome]
+        assert replicas == block["endpoints"]["b"]["requests"][outcome]
+    verdicts = {
+        (x.labels["by"], x.labels["name"]): x.labels["slogate_apart_verdict"]
+        for x in families["slogate_apart_verdict"]
+        if x.value == 1
+    }
+    assert verdicts[("replica", "r2")] == block["replicas"]["r2"]["verdict"]
+    assert len(verdicts) == 4  # a, b, r1, r2
