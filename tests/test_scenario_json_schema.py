@@ -113,13 +113,16 @@ def test_the_command_prints_a_valid_draft_2020_12_schema() -> None:
     assert printed == SCHEMA and printed["$schema"].endswith("/draft/2020-12/schema")
 
 
-@pytest.mark.parametrize("file", accepted_files(), ids=lambda f: f.name)
+ACCEPTED = accepted_files()  # loaded once: collection needs them too
+
+
+@pytest.mark.parametrize("file", ACCEPTED, ids=lambda f: f.name)
 def test_every_file_the_loader_accepts_validates(file: Path) -> None:
     assert not errors(read_yaml(file)), [e.message for e in errors(read_yaml(file))]
 
 
 def test_the_scenarios_folder_and_test_data_are_all_checked() -> None:
-    names = {file.name for file in accepted_files()}
+    names = {file.name for file in ACCEPTED}
     assert {"chat.yaml", "mixed.yaml", "coding-agent.yaml", "exact-chat.yaml"} <= names
 
 
