@@ -90,6 +90,8 @@ class _Stream:
                 self.entry.note_chunk(time.perf_counter_ns(), write.tokens)
             if write.payload:
                 conn.write(write.payload)
+                if self.over:  # the client was gone: closing cancelled and filed it
+                    return None
             if write.end is not None:
                 self._end(write.end)
                 return None
@@ -263,6 +265,8 @@ class _Connection:
         self.sock.close()
 
     def stream_over(self, stream: _Stream, close: bool) -> None:
+        if self.closed:  # its last write found the client gone: close() filed it
+            return
         self.server.log.append(stream.entry)
         self.stream = None
         if close or not self.keep_alive:
