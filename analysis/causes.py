@@ -172,6 +172,19 @@ class Requests:
         mine: np.ndarray = (self.scenario == self.names.index(scenario)) & self.ok & self.measured
         return mine
 
+    def with_first_token(self, scenario: str) -> np.ndarray:
+        """The rows whose TTFT is known: the measured, successful requests of
+        one scenario and those the run's end cut off after their first token
+        (their wait for it was whole; only their stream was not over). The
+        TTFT fits take both: an engine slow enough to fail finishes few
+        requests in a run, and its longest prompts are the ones still running
+        at the end."""
+        if scenario not in self.names:
+            return np.zeros(len(self.start), dtype=bool)
+        mine = (self.scenario == self.names.index(scenario)) & self.measured
+        found: np.ndarray = mine & (self.ok | self.cut_off) & np.isfinite(self.ttft)
+        return found
+
 
 # -- counting and fitting ----------------------------------------------------------
 def count_open(opens: np.ndarray, closes: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -558,9 +571,10 @@ def cache_effect(r: Requests, scenario: str, limits: Mapping[str, float]) -> Fin
 def ttft_findings(r: Requests, scenario: str, limits: Mapping[str, float]) -> list[Finding]:
     """Prefill-bound (TTFT with the tokens to prefill) against queueing (TTFT
     with the requests in flight at send)."""
-    rows = r.rows(scenario) & np.isfinite(r.ttft)
+    rows = r.with_first_token(scenario)
     if rows.sum() < MIN_REQUESTS:
         return []
+    judged = r.rows(scenario) & np.isfinite(r.ttft)  # the SLO's requests: a share is of their miss
     findings = []
     whole, new = r.input_tokens, prefill_tokens(r, rows)
     fits = {"whole": fit(whole[rows] / 1000.0, r.ttft[rows])}
@@ -572,7 +586,7 @@ def ttft_findings(r: Requests, scenario: str, limits: Mapping[str, float]) -> li
         line = usable[which]
         tokens = whole if which == "whole" else new
         part = line.slope * (tokens / 1000.0 - line.low)
-        share = shares(rows, limits, {"ttft_ms": part, "e2e_ms": part}, r)
+        share = shares(judged, limits, {"ttft_ms": part, "e2e_ms": part}, r)
         if line.rising:
             findings.append(prefill_bound(scenario, line, which, share, rows, r))
     in_flight = count_open(r.start, r.end, r.start) - 1
@@ -580,32 +594,45 @@ def ttft_findings(r: Requests, scenario: str, limits: Mapping[str, float]) -> li
     if queue is not None and queue.rising:
         part = queue.slope * (in_flight - queue.low)
         low, high = (float(x) for x in np.percentile(in_flight[rows], [10, 90]))
+        requests, cut_off = int(rows.sum()), int((rows & r.cut_off).sum())
         evidence = {
             "ms_per_request_in_flight": round(queue.slope, 1),
             "rank_correlation": round(queue.rho, 2),
             "in_flight_p10_p90": [low, high],
             "growth": round(queue.growth, 2),
+            "requests": requests,
+            "cut_off": cut_off,
         }
         text = (
             f"Queueing: TTFT rises with the requests in flight when a request is sent, "
-            f"{queue.slope:.0f} ms per request in flight (rank correlation {queue.rho:.2f}; "
+            f"{queue.slope:.0f} ms per request in flight ({requests} requests"
+            f"{cut_words(cut_off)}; rank correlation {queue.rho:.2f}; "
             f"x{queue.growth:.1f} from {low:g} to {high:g} in flight): requests wait for the ones "
             "ahead of them."
         )
-        findings.append(wait_finding("queueing", text, evidence, scenario, part, rows, limits, r))
+        findings.append(wait_finding("queueing", text, evidence, scenario, part, judged, limits, r))
     return findings
+
+
+def cut_words(cut_off: int) -> str:
+    """How many of a fit's requests the run's end cut off, for its text."""
+    if not cut_off:
+        return ""
+    return f", {cut_off} of them cut off by the run's end after their first token"
 
 
 def prefill_bound(
     scenario: str, line: Fit, which: str, share: dict[str, float], rows: np.ndarray, r: Requests
 ) -> Finding:
+    requests, cut_off = int(rows.sum()), int((rows & r.cut_off).sum())
     evidence = {
         "ms_per_1k_tokens": round(line.slope, 1),
         "intercept_ms": round(line.intercept, 1),
         "rank_correlation": round(line.rho, 2),
         "growth": round(line.growth, 2),
         "tokens": which,
-        "requests": int(rows.sum()),
+        "requests": requests,
+        "cut_off": cut_off,
     }
     what = (
         "input tokens"
@@ -615,7 +642,8 @@ def prefill_bound(
     )
     text = (
         f"Prefill-bound TTFT: TTFT rises with the {what}, {line.slope:.0f} ms per 1k tokens "
-        f"over {line.intercept:.0f} ms (least squares over {evidence['requests']} requests; rank "
+        f"over {line.intercept:.0f} ms (least squares over {requests} requests"
+        f"{cut_words(cut_off)}; rank "
         f"correlation {line.rho:.2f}; x{line.growth:.1f} from the 10th to the 90th percentile "
         "of length): the prompt's prefill is the first token's wait."
     )

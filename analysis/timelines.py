@@ -11,8 +11,10 @@ Conversation numbers are a user's own, so two users' may be equal; a
 sender's id (``RequestRecord.user``) is unique in the run. A request the
 run's end cut off after it was sent leaves a row too, flagged ``cut_off``
 (and not ``ok``): its send, its first token if one came, and the cut as its
-end, no gaps; the engine worked on it beside the others (its prompt's
-prefill may be what stalled them), but it has no latency. About
+end, its planned input when the server's count never came, no gaps; the
+engine worked on it beside the others (its prompt's prefill may be what
+stalled them, and a first token that came timed that prefill), but it is in
+no latency percentile. About
 100 bytes a request, in flat arrays; past ``MAX_REQUESTS`` further requests
 are counted, not kept. The rows ship from Locust workers to the master with
 the histograms and are saved as ``data/timelines.json``.
@@ -91,8 +93,8 @@ class Timelines:
     ) -> None:
         """A request the run's end cut off after it was sent (``record.end_ns``:
         the cut): its send and first token, for the rules that pair other
-        streams' stalls with them; no TPOT and no gaps, since its stream was
-        not over."""
+        streams' stalls with them and the TTFT fits; no TPOT and no gaps,
+        since its stream was not over."""
         self._row(record, m, end_wall_s, warmup, cut_off=True)
 
     def _row(
@@ -114,7 +116,7 @@ class Timelines:
             "ttft_ms": _ms(m.ttft_ns),
             "e2e_ms": m.e2e_ns / NS_PER_MS,
             "tpot_ms": UNKNOWN if cut_off else _ms(m.tpot_ns),
-            "input_tokens": UNKNOWN if record.input_tokens is None else record.input_tokens,
+            "input_tokens": _input_tokens(record, cut_off),
             "cached_tokens": UNKNOWN if record.cached_tokens is None else record.cached_tokens,
             "output_tokens": m.output_tokens,
             "conversation": record.conversation,
@@ -205,6 +207,16 @@ class Timelines:
             gap_ms=array("d", gaps["gap_ms"]),
             dropped=int(data.get("dropped", 0)),
         )
+
+
+def _input_tokens(record: RequestRecord, cut_off: bool) -> float:
+    """The server's prompt tokens; for a request cut off before its usage came,
+    the tokens it was planned with (its first token still times the prefill
+    of that prompt, docs/reports.md); ``UNKNOWN`` when neither is known."""
+    tokens = record.input_tokens
+    if tokens is None and cut_off:
+        tokens = record.intended_input_tokens
+    return UNKNOWN if tokens is None else float(tokens)
 
 
 def _ms(ns: float | None) -> float:

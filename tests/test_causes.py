@@ -162,17 +162,39 @@ def test_without_the_cut_off_requests_row_its_prefill_is_no_explanation():
     assert interference(r, "chat", {"itl_ms": 250.0}, stalls) is None
 
 
-def test_a_cut_off_request_is_in_no_fit():
-    """A cut-off request whose TTFT would break the line is not in the
-    prefill-bound fit: the ten finished requests fit it exactly."""
+def test_cut_off_requests_first_tokens_count_in_the_ttft_fit_not_in_the_share():
+    """Seven finished requests are too few for a fit; with two requests the
+    run's end cut off after their first token, on the same line (TTFT = 50 ms
+    + 100 ms per 1k input tokens), there are nine: prefill-bound, saying two
+    were cut off. The share of the miss is the finished ones' alone (the
+    SLO's requests). A request cut off before its first token has no TTFT
+    and is in no fit."""
     rows = [
         {"start_s": 10.0 * i, "ttft_ms": 50 + 100 * k, "e2e_ms": 2000, "input_tokens": 1000 * k}
-        for i, k in enumerate(range(1, 11))
+        for i, k in enumerate(range(1, 8))
     ]
-    cut = {"start_s": 100.0, "ttft_ms": 9000, "e2e_ms": 9500, "input_tokens": 100, "cut_off": True}
-    [found] = ttft_findings(Requests.of(timelines([*rows, cut])), "chat", {"ttft_ms": 500.0})
+    cut = [
+        {"start_s": 70.0 + 10.0 * i, "ttft_ms": 50 + 100 * k, "e2e_ms": 3000,
+         "input_tokens": 1000 * k, "cut_off": True}
+        for i, k in enumerate((8, 9))
+    ]  # fmt: skip
+    unanswered = {"start_s": 95.0, "ttft_ms": -1, "e2e_ms": 500, "input_tokens": 100,
+                  "cut_off": True}  # fmt: skip
+    limits = {"ttft_ms": 500.0}
+    assert ttft_findings(Requests.of(timelines([*rows, unanswered])), "chat", limits) == []
+    r = Requests.of(timelines([*rows, *cut, unanswered]))
+    [found] = ttft_findings(r, "chat", limits)
     e = found.evidence
-    assert (e["ms_per_1k_tokens"], e["intercept_ms"], e["requests"]) == (100.0, 50.0, 10)
+    assert found.cause == "prefill-bound"
+    assert (e["ms_per_1k_tokens"], e["intercept_ms"], e["requests"], e["cut_off"]) == (
+        100.0, 50.0, 9, 2
+    )  # fmt: skip
+    assert "9 requests, 2 of them cut off by the run's end after their first token" in found.text
+    # of the finished requests' TTFTs (150..750 ms) 550, 650 and 750 ms miss:
+    # their excess over the finished ones' 5th percentile (180 ms) is 370 + 470
+    # + 570 ms; the slope's part over the nine lengths' 5th percentile (1.4k),
+    # 360 + 460 + 560 ms of it: 1380 / 1410
+    assert found.share == {"ttft_ms": 0.979}
 
 
 def test_ttft_linear_in_input_length_is_prefill_bound_with_its_slope():
