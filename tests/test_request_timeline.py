@@ -151,14 +151,17 @@ def test_a_small_run_draws_a_lane_per_user_with_its_requests_and_hover_shows_the
     assert recorded is not None and len(recorded) > 8
     per_user = requests_by_sender(out)["user"]
     assert sorted(per_user) == [(0, 0), (0, 1), (0, 2)]
-    measured = summary(out)["scenarios"]["exact-chat"]["requests"]["total"]
+    done_summary = summary(out)
+    measured = done_summary["scenarios"]["exact-chat"]["requests"]["total"]
     assert 'href="timeline.html"' in (out / "report.html").read_text()
     with Browser(tmp_path / "profile") as browser:
         browser.open((out / "timeline.html").as_uri())
         bars = browser.evaluate("document.querySelectorAll('svg.timeline g.req').length")
         warm = browser.evaluate("document.querySelectorAll('svg.timeline g.req.warmup').length")
+        cut = browser.evaluate("document.querySelectorAll('svg.timeline g.req.cutoff').length")
         assert bars == len(recorded)
-        assert bars - warm == measured
+        assert cut == done_summary["run"]["cancelled_at_stop"]  # the stop's, drawn to the cut
+        assert bars - warm - cut == measured
         # each user's bars, by the lanes they are drawn in (their rendered height on the page)
         lanes = browser.evaluate(
             "[...document.querySelectorAll('svg.timeline g.sender')].map(s => [s.dataset.sender,"
