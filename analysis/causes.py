@@ -165,11 +165,16 @@ class Requests:
             names=tuple(t.scenarios),
         )
 
-    def rows(self, scenario: str) -> np.ndarray:
-        """The measured, successful requests of one scenario."""
+    def measured_of(self, scenario: str) -> np.ndarray:
+        """The measured requests of one scenario (none when it has no rows)."""
         if scenario not in self.names:
             return np.zeros(len(self.start), dtype=bool)
-        mine: np.ndarray = (self.scenario == self.names.index(scenario)) & self.ok & self.measured
+        mine: np.ndarray = (self.scenario == self.names.index(scenario)) & self.measured
+        return mine
+
+    def rows(self, scenario: str) -> np.ndarray:
+        """The measured, successful requests of one scenario."""
+        mine: np.ndarray = self.measured_of(scenario) & self.ok
         return mine
 
     def with_first_token(self, scenario: str) -> np.ndarray:
@@ -179,10 +184,9 @@ class Requests:
         TTFT fits take both: an engine slow enough to fail finishes few
         requests in a run, and its longest prompts are the ones still running
         at the end."""
-        if scenario not in self.names:
-            return np.zeros(len(self.start), dtype=bool)
-        mine = (self.scenario == self.names.index(scenario)) & self.measured
-        found: np.ndarray = mine & (self.ok | self.cut_off) & np.isfinite(self.ttft)
+        found: np.ndarray = (
+            self.measured_of(scenario) & (self.ok | self.cut_off) & np.isfinite(self.ttft)
+        )
         return found
 
 
@@ -594,45 +598,45 @@ def ttft_findings(r: Requests, scenario: str, limits: Mapping[str, float]) -> li
     if queue is not None and queue.rising:
         part = queue.slope * (in_flight - queue.low)
         low, high = (float(x) for x in np.percentile(in_flight[rows], [10, 90]))
-        requests, cut_off = int(rows.sum()), int((rows & r.cut_off).sum())
+        size, over = fit_size(rows, r)
         evidence = {
             "ms_per_request_in_flight": round(queue.slope, 1),
             "rank_correlation": round(queue.rho, 2),
             "in_flight_p10_p90": [low, high],
             "growth": round(queue.growth, 2),
-            "requests": requests,
-            "cut_off": cut_off,
+            **size,
         }
         text = (
             f"Queueing: TTFT rises with the requests in flight when a request is sent, "
-            f"{queue.slope:.0f} ms per request in flight ({requests} requests"
-            f"{cut_words(cut_off)}; rank correlation {queue.rho:.2f}; "
-            f"x{queue.growth:.1f} from {low:g} to {high:g} in flight): requests wait for the ones "
-            "ahead of them."
+            f"{queue.slope:.0f} ms per request in flight ({over}; "
+            f"rank correlation {queue.rho:.2f}; x{queue.growth:.1f} from {low:g} to {high:g} "
+            "in flight): requests wait for the ones ahead of them."
         )
         findings.append(wait_finding("queueing", text, evidence, scenario, part, judged, limits, r))
     return findings
 
 
-def cut_words(cut_off: int) -> str:
-    """How many of a fit's requests the run's end cut off, for its text."""
-    if not cut_off:
-        return ""
-    return f", {cut_off} of them cut off by the run's end after their first token"
+def fit_size(rows: np.ndarray, r: Requests) -> tuple[dict[str, int], str]:
+    """How many requests a TTFT fit took and how many of them the run's end
+    cut off: as evidence, and in words for the finding's text."""
+    requests, cut_off = int(rows.sum()), int((rows & r.cut_off).sum())
+    words = f"{requests} requests"
+    if cut_off:
+        words += f", {cut_off} of them cut off by the run's end after their first token"
+    return {"requests": requests, "cut_off": cut_off}, words
 
 
 def prefill_bound(
     scenario: str, line: Fit, which: str, share: dict[str, float], rows: np.ndarray, r: Requests
 ) -> Finding:
-    requests, cut_off = int(rows.sum()), int((rows & r.cut_off).sum())
+    size, over = fit_size(rows, r)
     evidence = {
         "ms_per_1k_tokens": round(line.slope, 1),
         "intercept_ms": round(line.intercept, 1),
         "rank_correlation": round(line.rho, 2),
         "growth": round(line.growth, 2),
         "tokens": which,
-        "requests": requests,
-        "cut_off": cut_off,
+        **size,
     }
     what = (
         "input tokens"
@@ -642,8 +646,7 @@ def prefill_bound(
     )
     text = (
         f"Prefill-bound TTFT: TTFT rises with the {what}, {line.slope:.0f} ms per 1k tokens "
-        f"over {line.intercept:.0f} ms (least squares over {requests} requests"
-        f"{cut_words(cut_off)}; rank "
+        f"over {line.intercept:.0f} ms (least squares over {over}; rank "
         f"correlation {line.rho:.2f}; x{line.growth:.1f} from the 10th to the 90th percentile "
         "of length): the prompt's prefill is the first token's wait."
     )

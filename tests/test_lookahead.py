@@ -13,6 +13,7 @@ import pytest
 
 from slogate.locustfiles.lookahead import (
     GUARD_MIN_NS,
+    HORIZON_S,
     PRIME_S,
     READY_SPAN_S,
     SPIN_MAX_NS,
@@ -226,23 +227,38 @@ def within_span(buffered: list[int]) -> int:
     )
 
 
+def ready_heard(
+    offsets_ms: list[int], horizon_s: float = HORIZON_S
+) -> tuple[LookAhead, list[tuple[int, list[int], int]]]:
+    """Plans at ``offsets_ms`` dispatched as they come due; what ``ready``
+    heard each time: how many, the offsets buffered then, and when."""
+    heard: list[tuple[int, list[int], int]] = []
+    ahead: LookAhead
+
+    def ready(soon: int) -> None:
+        heard.append((soon, [o for o, _ in ahead._buffer], time.perf_counter_ns()))
+
+    now = time.perf_counter_ns()
+    ahead = LookAhead(
+        iter(range(len(offsets_ms))),
+        lambda i: offsets_ms[i] * MS,
+        str,
+        now + 10**10,
+        horizon_s=horizon_s,
+        ready=ready,
+    )
+    for _ in ahead:
+        ahead.written()
+    return ahead, heard
+
+
 def test_ready_hears_how_many_prepared_requests_are_due_soon_after_each_preparation():
     """Plans due at 0, 0, 0, 50, 300, 300 ms: after each preparation ``ready``
     hears the most of those buffered due within READY_SPAN_S of the next one
     or of the newest."""
-    heard: list[tuple[int, list[int]]] = []
-    offsets = [0, 0, 0, 50, 300, 300]
-    ahead: LookAhead
-
-    def ready(soon: int) -> None:
-        heard.append((soon, [o for o, _ in ahead._buffer]))
-
-    now = time.perf_counter_ns()
-    ahead = LookAhead(iter(range(6)), lambda i: offsets[i] * MS, str, now + 10**10, ready=ready)
-    for _ in ahead:
-        ahead.written()
+    _, heard = ready_heard([0, 0, 0, 50, 300, 300])
     assert len(heard) >= 6  # once a preparation, and again after takes
-    for soon, buffered in heard:
+    for soon, buffered, _ in heard:
         assert soon == within_span(buffered) >= 1
     assert heard[3][0] == 4  # the start's burst of three and the plan 50 ms later
 
@@ -251,18 +267,8 @@ def test_ready_hears_of_a_burst_as_soon_as_it_is_built():
     """A plan at 300 ms, then a burst of 16 at 1 s, all within the horizon: the
     burst's connections are asked for when its last request is built, while
     the plan at 300 ms is still the next one, not once it has gone."""
-    heard: list[tuple[int, list[int]]] = []
-    offsets = [300] + [1000] * 16
-    ahead: LookAhead
-
-    def ready(soon: int) -> None:
-        heard.append((soon, [o for o, _ in ahead._buffer]))
-
-    now = time.perf_counter_ns()
-    ahead = LookAhead(iter(range(17)), lambda i: offsets[i] * MS, str, now + 10**10, ready=ready)
-    for _ in ahead:
-        ahead.written()
-    assert (16, [300 * MS] + [1000 * MS] * 16) in heard
+    _, heard = ready_heard([300] + [1000] * 16)
+    assert (16, [300 * MS] + [1000 * MS] * 16) in [(soon, buffered) for soon, buffered, _ in heard]
 
 
 def test_ready_hears_again_after_requests_were_taken_before_a_burst():
@@ -270,19 +276,7 @@ def test_ready_hears_again_after_requests_were_taken_before_a_burst():
     the horizon (so the filler keeps waiting): once the singles were taken,
     ``ready`` hears of the burst again, while the next instant is not yet
     within the guard (the singles in flight may hold its connections)."""
-    heard: list[tuple[int, list[int], int]] = []
-    offsets = [0, 150, 400, 400, 400, 1500]
-    ahead: LookAhead
-
-    def ready(soon: int) -> None:
-        heard.append((soon, [o for o, _ in ahead._buffer], time.perf_counter_ns()))
-
-    now = time.perf_counter_ns()
-    ahead = LookAhead(
-        iter(range(6)), lambda i: offsets[i] * MS, str, now + 10**10, horizon_s=0.6, ready=ready
-    )
-    for _ in ahead:
-        ahead.written()
+    ahead, heard = ready_heard([0, 150, 400, 400, 400, 1500], horizon_s=0.6)
     burst = [400 * MS] * 3
     again = [(soon, at) for soon, buffered, at in heard if buffered == burst]
     assert again, heard
