@@ -21,6 +21,7 @@ from slogate.analysis.records import USER, RequestRecord, SessionRecord, sender
 from slogate.client.endpoints import Endpoint, Spread, WeightedRoundRobin
 from slogate.client.engine_info import remote_token_counter
 from slogate.client.streaming import StreamClient
+from slogate.locustfiles.clearance import Clearance
 from slogate.locustfiles.loopwatch import LoopWatch
 from slogate.locustfiles.request_log import RequestLog
 from slogate.locustfiles.timeline import Timeline, build_timeline
@@ -100,6 +101,8 @@ class LoadContext:
     session_numbers: itertools.count = field(default_factory=itertools.count)
     _picker: WeightedRoundRobin = field(init=False)
     _dispatching: set[str] = field(default_factory=set)
+    # where bookkeeping waits for a gap between the open-loop instants
+    clearance: Clearance = field(default_factory=Clearance)
 
     def __post_init__(self) -> None:
         self.timeline = build_timeline(self.scenarios[0].load, self.dispatchers)
@@ -274,15 +277,22 @@ class LoadContext:
         warmup = warm or self.timeline.in_warmup(elapsed)
         self.recorder.record_cut_off(record, wall_s=origin + elapsed, warmup=warmup)
 
-    def record(self, record: RequestRecord, warm: bool = False) -> None:
+    def record(
+        self, record: RequestRecord, warm: bool = False, ended_s: float | None = None
+    ) -> None:
         """One finished request; ``warm`` ones (sent to warm the engine's cache)
-        go where the warm-up's requests go, out of the measurements."""
+        go where the warm-up's requests go, out of the measurements.
+        ``ended_s``: when it ended, in seconds since the run's origin (now when
+        None): one recorded after waiting for a gap between instants
+        (:attr:`clearance`) still lands in its own window and stage."""
         chunks = record.chunk_ns
         together = [chunks[i] for i in range(1, len(chunks)) if chunks[i] == chunks[i - 1]]
         if together:
             record.stalled_same_reads = self.watch.stalled_reads(together)
         self.finished += 1
         origin, elapsed = self._since_origin()
+        if ended_s is not None:
+            elapsed = ended_s
         wall = origin + elapsed
         stage = self.timeline.stage_name(elapsed)
         warmup = warm or self.timeline.in_warmup(elapsed)

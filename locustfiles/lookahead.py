@@ -141,10 +141,34 @@ class LookAhead(Generic[T, P]):
             sum(1 for _ in itertools.takewhile(lambda b: b[0] >= newest, reversed(self._buffer))),
         )
 
+    def clear_in_ns(self, cost_ns: int) -> int:
+        """How long other work of ``cost_ns`` on this loop must wait not to make
+        an instant late (:class:`~slogate.locustfiles.clearance.Clearance`): 0
+        when it would end a guard before the next instant, else until a guard
+        after it (a burst's sends take less), and a guard again while a request
+        handed over has not begun its write: a waiter looks a few times per
+        burst, not once per request of it."""
+        if self.origin_ns == 0:
+            return 0  # not started: the first instants are still being built
+        if self._unwritten > 0:
+            return self.guard_ns()
+        if self._buffer:
+            offset: int | None = self._buffer[0][0]
+        else:
+            offset = self._next_offset
+        if offset is None:
+            return 0
+        until_ns = self.origin_ns + offset - time.perf_counter_ns()
+        if until_ns > self.guard_ns() + cost_ns:
+            return 0
+        return max(until_ns, 0) + self.guard_ns()
+
     def written(self) -> None:
-        """A request handed over began its write (or failed before it)."""
+        """A request handed over began its write (or failed before it); the
+        filler hears once the last of them did."""
         self._unwritten -= 1
-        self._changed.set()
+        if self._unwritten == 0:
+            self._changed.set()
 
     def __iter__(self) -> Iterator[Due[P]]:
         self._prime()
@@ -174,8 +198,12 @@ class LookAhead(Generic[T, P]):
                 self._unwritten += 1
                 yield Due(due_ns, item, waited_ns)
                 # Set only now, after the caller spawned the request's send: that
-                # greenlet runs before the filler's next preparation.
-                self._changed.set()
+                # greenlet runs before the filler's next preparation. With more
+                # buffered the filler holds until the writes began (``written``
+                # wakes it), so waking it once per request of a burst would
+                # only cost the burst a switch each.
+                if not self._buffer:
+                    self._changed.set()
         finally:
             self.close()
 
@@ -253,7 +281,7 @@ class LookAhead(Generic[T, P]):
 
     def _wait_for_writes(self) -> None:
         """Hold while a request handed over has not begun its write (at most
-        ``HOLD_MAX_NS`` since the last one began), unless the dispatcher may be
+        ``HOLD_MAX_NS`` at a time), unless the dispatcher may be
         waiting for the next preparation (nothing buffered, and the next plan
         unknown or due within the guard): holding then would make every
         catch-up wait for each send in turn (at 100 requests/s on a starved

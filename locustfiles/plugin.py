@@ -84,7 +84,6 @@ LOCUST_STATS_LOGGER = "locust.stats_logger"
 FINALS_TIMEOUT_S = 30.0
 SELFTEST_S = 5.0
 PARENT_POLL_S = 0.5
-JOURNAL_PAUSE_S = 0.0001
 
 _default_scenario: str | None = None
 _session: RunSession | None = None
@@ -479,12 +478,6 @@ def start_scraper(options: Any, origin_s: float | None) -> MetricsScraper | None
     return scraper
 
 
-def journal_pause() -> None:
-    """Between two histograms of a journal flush: one turn of the event loop (a
-    timer, so reads are polled first, unlike ``gevent.sleep(0)``)."""
-    gevent.sleep(JOURNAL_PAUSE_S)
-
-
 def housekeeping(environment: Any, session: RunSession) -> None:
     """Once a second: close finished windows, sample users, flush the journal,
     see whether the run may stop early, show the progress (headless: the web UI
@@ -495,15 +488,22 @@ def housekeeping(environment: Any, session: RunSession) -> None:
     if options.headless:
         terminal = sys.stdout if sys.stdout.isatty() else sys.stderr
         _view = LiveView(terminal, options.status_interval)
+    clearance = session.ctx.clearance
     while session.finished_code is None:
         gevent.sleep(1.0)
         session.users = runner.user_count
-        session.close_windows()
-        session.flush_journal(pause=journal_pause)
-        session.check_early_stop()
-        session.check_saturation()
+        with clearance.clear("windows"):
+            session.close_windows()
+        journal = clearance.steps("journal")
+        session.flush_journal(pause=journal)
+        journal.done()
+        with clearance.clear("early stop"):
+            session.check_early_stop()
+        with clearance.clear("saturation"):
+            session.check_saturation()
         if _view is not None and session.finished_code is None:
-            _view.show(session.progress(), time.monotonic())
+            with clearance.clear("view"):
+                _view.show(session.progress(), time.monotonic())
 
 
 def send_probes(session: RunSession, rate: float) -> None:

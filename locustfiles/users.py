@@ -116,17 +116,18 @@ class _ScenarioUser(User):
         record.user = user
         if due is not None:
             record.prepare_wait_ns = due.waited_ns
-        ctx.record(record, warm)
-        if record.cancelled:  # neither a success nor a failure for Locust's statistics
-            return result
-        self.environment.events.request.fire(
-            request_type=REQUEST_TYPE,
-            name=self.scenario.name,
-            response_time=(record.end_ns - record.start_ns) / 1e6,
-            response_length=record.output_tokens or len(record.chunk_ns),
-            exception=None if record.error is None else RuntimeError(record.error.value),
-            context={},
-        )
+        ended_s = ctx.elapsed_s()
+        with ctx.clearance.clear("record"):
+            ctx.record(record, warm, ended_s)
+            if not record.cancelled:  # neither a success nor a failure for Locust
+                self.environment.events.request.fire(
+                    request_type=REQUEST_TYPE,
+                    name=self.scenario.name,
+                    response_time=(record.end_ns - record.start_ns) / 1e6,
+                    response_length=record.output_tokens or len(record.chunk_ns),
+                    exception=None if record.error is None else RuntimeError(record.error.value),
+                    context={},
+                )
         return result
 
     def play_tree(self, client: StreamClient, chat: bool, session: TreeSession, user: int) -> None:
@@ -316,6 +317,7 @@ class OpenLoopUser(_ScenarioUser):
             finally:
                 slots.give(slot)
 
+        ctx.clearance.watch(ahead)
         try:
             for due in ahead:
                 if self.draining:
@@ -325,6 +327,7 @@ class OpenLoopUser(_ScenarioUser):
                 pool.spawn(send, client, prepared, due, slots.take())
             pool.join()
         finally:
+            ctx.clearance.forget(ahead)
             ahead.close()
             pool.kill()
         raise StopUser()
