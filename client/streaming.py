@@ -339,13 +339,17 @@ class StreamClient:
         prepared: PreparedRequest,
         scheduled_ns: int | None = None,
         writing: Callable[[], None] | None = None,
+        gate: Callable[[], bool] | None = None,
     ) -> StreamResult:
         """Send a prepared request and follow it to its end. The clock starts
         just before the request is written (connecting first when no idle
         connection is left, since a real client waits for that too).
         ``writing`` is called once, as the write begins or when the request
         failed before it: open loop holds its CPU-bound preparation until every
-        request handed over has reached its write."""
+        request handed over has reached its write. ``gate``, when given, is
+        waited for once everything before the clock's start is done: open loop
+        hands a request over ahead of its instant and the gate opens at it
+        (False: the schedule closed first, the request is cut off unsent)."""
         turn, request = prepared.turn, prepared.request
         record = RequestRecord(
             scenario=turn.scenario,
@@ -364,12 +368,14 @@ class StreamClient:
             with pool.slots:
                 try:
                     pool.resolve()
-                    exchange = _Exchange(self, stream, pool.idle(), turn, writing)
+                    exchange = _Exchange(self, stream, turn, writing)
+                    if gate is not None and not gate():
+                        raise gevent.GreenletExit
                     record.start_ns = time.perf_counter_ns()
                     try:
-                        exchange.run(request)
+                        exchange.run(request, pool.idle())
                     except _StaleConnection:
-                        _Exchange(self, stream, None, turn, writing).run(request)
+                        _Exchange(self, stream, turn, writing).run(request, None)
                 except ConnectError as exc:
                     kind = ErrorKind.TIMEOUT_CONNECT if exc.timed_out else ErrorKind.CONNECT
                     self._fail(stream, kind, str(exc))
@@ -431,7 +437,6 @@ class _Exchange:
         "eof",
         "first_deadline",
         "got_bytes",
-        "idle",
         "record",
         "response",
         "reused",
@@ -447,17 +452,15 @@ class _Exchange:
         self,
         client: StreamClient,
         stream: StreamInterpreter,
-        idle: Connection | None,
         turn: PlannedTurn,
         writing: _Once,
     ) -> None:
         self.client = client
         self.writing = writing
         self.turn = turn
-        self.idle = idle
         self.stream = stream
         self.record = stream.record
-        self.reused = idle is not None
+        self.reused = False  # set by run: it was given an idle connection
         self.response = _Response()
         self.got_bytes = False
         self.eof = False
@@ -469,11 +472,12 @@ class _Exchange:
         tokens = turn.cancel_after_tokens
         self.cancel_tokens = NEVER_TOKENS if tokens is None else tokens
 
-    def run(self, request: bytes) -> None:
-        """The connection goes back to the pool only when the response was read to
-        its end."""
+    def run(self, request: bytes, idle: Connection | None) -> None:
+        """Send on ``idle``, else on a connection opened now. The connection goes
+        back to the pool only when the response was read to its end."""
         pool = self.client.pool
-        self.conn = pool.connect() if self.idle is None else self.idle
+        self.reused = idle is not None
+        self.conn = pool.connect() if idle is None else idle
         self.record.connected_ns = time.perf_counter_ns()
         reusable = False
         try:

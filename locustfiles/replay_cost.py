@@ -6,20 +6,23 @@ process's one core) and sending a burst (each request of a burst is a
 greenlet that writes in turn, so the last one leaves after all the others).
 Both are measured here on this machine with the scenario's own requests: the
 preparation of a sample of its arrivals, fitted as a cost per request plus a
-cost per prompt token, and the time a burst of real sends takes to leave,
-through the real client, to the exact-schedule server on loopback. And how
-late this machine wakes a sleeping process (``WAKES`` short sleeps, their
-p99 lateness): a dispatcher waits for each instant, and on a machine whose
-cores other work holds, the wake-up is late whatever slogate does.
+cost per prompt token, and a burst of real sends through the real client to
+the exact-schedule server on loopback, handed over ahead of its instant as
+the look-ahead does: what each send does before its gate (spawned, a slot,
+its exchange set up) and, once the gate opens, its write. And how late this
+machine wakes a sleeping process (``WAKES`` short sleeps, their p99
+lateness): a dispatcher sleeps until each instant's lead, and on a machine
+whose cores other work holds, the wake-up is late whatever slogate does.
 
 The prediction (:func:`predict`) is arithmetic on those costs and the
 trace's burstiness at the chosen speed: the look-ahead's share of a core in
 the trace's busiest second (at most ``PREPARE_SHARE_MAX``, the rest reads
-the streams), and how late the largest burst's last request leaves, after a
-wake-up as late as the machine's p99 (at most the lag bound).
-``--processes N`` divides both costs (each process builds and sends its
-shard of every burst); a lower speed divides only the first: a burst stays
-a burst at any speed. Neither makes the machine wake sooner.
+the streams), and how late the largest burst's last request leaves: its
+writes after the instant, plus whatever of the wake-up and the set-up did
+not fit in the lead (at most the lag bound). ``--processes N`` divides the
+preparation and the burst (each process builds and sends its shard of every
+burst); a lower speed divides only the first: a burst stays a burst at any
+speed. Neither makes the machine wake sooner.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import gevent
 import numpy as np
 
 from slogate.client.streaming import PreparedRequest, StreamClient
+from slogate.locustfiles.lookahead import SPIN_MAX_NS, Gate
 from slogate.scenarios.burstiness import Burstiness
 from slogate.scenarios.model import Scenario
 from slogate.scenarios.planner import Planner
@@ -43,6 +47,8 @@ SAMPLE = 32
 BURST_MAX = 64  # the largest burst measured; a larger one is extrapolated
 BURST_REPEATS = 3
 WAKES = 200  # sleeps of 1 to 4 ms: about half a second
+LEAD_MS = SPIN_MAX_NS / 1e6  # the look-ahead's lead before an instant (at most)
+MEASURING_LEAD_NS = 20_000_000  # long enough for every send of a measured burst to reach its gate
 MEASURING_MODEL = "measure"
 # the exact-schedule server's answer while sends are measured: at once, one token
 MEASURING_BEHAVIOUR = {"ttft_ms": 0.0, "itl_ms": 0.0, "output_tokens": 1}
@@ -51,14 +57,16 @@ MEASURING_BEHAVIOUR = {"ttft_ms": 0.0, "itl_ms": 0.0, "output_tokens": 1}
 @dataclass(frozen=True, slots=True)
 class Costs:
     """This machine's costs for a scenario's requests: preparing one (a fixed
-    part and a part per prompt token) and sending one of a burst; and how late
-    it wakes a sleeping process (p99)."""
+    part and a part per prompt token) and sending one of a burst (its write
+    once the gate opened, ``send_us``, and what came before the gate,
+    ``setup_us``); and how late it wakes a sleeping process (p99)."""
 
     prepare_ms: float
     prepare_us_per_token: float
     send_us: float
     sampled: int
     wake_ms: float = 0.0
+    setup_us: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +79,7 @@ class Prediction:
     burst_lag_ms: float
     wake_ms: float
     holds: bool
-    processes: int
+    processes: int  # what the burst and the preparation need; 0: no number is enough
     max_speed: float | None
 
     def to_dict(self) -> dict[str, float | int | bool | None]:
@@ -95,7 +103,7 @@ class Prediction:
         )
         if self.holds:
             return f"replay at speed {self.speed:g}: holds within {self.bound_ms:g} ms: {why}"
-        if self.wake_ms > self.bound_ms:
+        if self.processes == 0:
             return (
                 f"replay at speed {self.speed:g}: does not hold within {self.bound_ms:g} ms: "
                 f"{why}; other work holds this machine's cores: no flag helps, give the load "
@@ -116,16 +124,19 @@ def predict(burst: Burstiness, costs: Costs, bound_ms: float) -> Prediction:
         burst.peak_arrivals_per_s * costs.prepare_ms / 1e3
         + burst.peak_prompt_tokens_per_s * costs.prepare_us_per_token / 1e6
     )
-    burst_lag_ms = burst.per_ms * costs.send_us / 1e3
-    late_ms = costs.wake_ms + burst_lag_ms
-    holds = prepare_share <= PREPARE_SHARE_MAX and late_ms <= bound_ms
-    # the bound less the wake-up is what the burst may take; none left: no
+    burst_lag_ms = _burst_late_ms(burst.per_ms, costs)
+    holds = prepare_share <= PREPARE_SHARE_MAX and burst_lag_ms <= bound_ms
+    # each of N processes sends a shard of the burst; none small enough: no
     # number of processes helps (the line says so)
-    room_ms = bound_ms - costs.wake_ms
-    bursts = math.ceil(burst_lag_ms / room_ms) if room_ms > 0 else 1
-    processes = max(1, math.ceil(prepare_share / PREPARE_SHARE_MAX), bursts)
+    shards = (
+        n
+        for n in range(1, burst.per_ms + 1)
+        if _burst_late_ms(math.ceil(burst.per_ms / n), costs) <= bound_ms
+    )
+    bursts = next(shards, 0)
+    processes = max(1, math.ceil(prepare_share / PREPARE_SHARE_MAX), bursts) if bursts else 0
     # a lower speed shrinks the preparation's share, never a burst
-    slower = late_ms <= bound_ms and prepare_share > PREPARE_SHARE_MAX
+    slower = burst_lag_ms <= bound_ms and prepare_share > PREPARE_SHARE_MAX
     max_speed = burst.speed * PREPARE_SHARE_MAX / prepare_share if slower else None
     return Prediction(
         burst.speed,
@@ -137,6 +148,13 @@ def predict(burst: Burstiness, costs: Costs, bound_ms: float) -> Prediction:
         processes,
         max_speed,
     )
+
+
+def _burst_late_ms(size: int, costs: Costs) -> float:
+    """How late the last of a burst of ``size`` leaves: the writes after its
+    instant, later by what of the wake-up and the burst's set-up overran the lead."""
+    overrun_ms = costs.wake_ms + size * costs.setup_us / 1e3 - LEAD_MS
+    return size * costs.send_us / 1e3 + max(overrun_ms, 0.0)
 
 
 def measure_costs(scenario: Scenario, url: str, burst: int) -> Costs:
@@ -159,10 +177,9 @@ def measure_costs(scenario: Scenario, url: str, burst: int) -> Costs:
             tokens.append(turn.intended_input_tokens)
         per_token_ms, fixed_ms = _fit(tokens, spent_ms)
         size = max(1, min(burst, BURST_MAX))
-        sends = [_burst_us(client, prepared, size) for _ in range(BURST_REPEATS)]
-        return Costs(
-            fixed_ms, per_token_ms * 1e3, statistics.median(sends), len(prepared), _wake_ms()
-        )
+        bursts = [_burst_us(client, prepared, size) for _ in range(BURST_REPEATS)]
+        setup_us, send_us = (statistics.median(part) for part in zip(*bursts, strict=True))
+        return Costs(fixed_ms, per_token_ms * 1e3, send_us, len(prepared), _wake_ms(), setup_us)
     finally:
         client.close()
 
@@ -179,18 +196,35 @@ def _fit(tokens: list[int], spent_ms: list[float]) -> tuple[float, float]:
     return per_token, max(fixed, 0.0)
 
 
-def _burst_us(client: StreamClient, prepared: list[PreparedRequest], size: int) -> float:
-    """Microseconds per request until the last of a burst of ``size`` sends was
-    written, connections opened ahead as a run does."""
+def _burst_us(
+    client: StreamClient, prepared: list[PreparedRequest], size: int
+) -> tuple[float, float]:
+    """A burst of ``size`` sends handed over ahead of its instant, connections
+    opened ahead, as a run does: microseconds per request from the hand-over
+    until the last waits at the gate, and from the instant until the last was
+    written."""
     client.pool.open_ahead(size)
-    due = time.perf_counter_ns()
+    handed = time.perf_counter_ns()
+    due = handed + MEASURING_LEAD_NS
+    gate = Gate(due, SPIN_MAX_NS)
+    reached: list[int] = []
+
+    def at_gate() -> bool:
+        reached.append(time.perf_counter_ns())
+        return gate.wait()
+
     requests = list(itertools.islice(itertools.cycle(prepared), size))
-    sends = [gevent.spawn(client.send_prepared, p, due) for p in requests]
+    sends = [gevent.spawn(client.send_prepared, p, due, None, at_gate) for p in requests]
     gevent.joinall(sends)
     written = [s.value.record.sent_ns for s in sends if s.value is not None]
     if len(written) < size or not all(written):
         raise RuntimeError("the measuring server did not take every request of the burst")
-    return (max(written) - due) / size / 1e3
+    if max(reached) >= due:
+        raise RuntimeError(
+            f"a burst of {size} sends took over {MEASURING_LEAD_NS / 1e6:g} ms to reach its "
+            "instant: this machine is too busy to measure its costs"
+        )
+    return (max(reached) - handed) / size / 1e3, (max(written) - due) / size / 1e3
 
 
 def _wake_ms() -> float:

@@ -97,13 +97,17 @@ class _ScenarioUser(User):
         server: it is not counted); one the scenario
         cancels is recorded as such (Locust's statistics leave it out).
         ``user``: who sent it (:func:`~slogate.analysis.records.sender`); ``due``:
-        open loop, its instant and the dispatcher's wait for it; ``writing``: as
+        open loop, its instant, the dispatcher's wait for it and the gate its
+        write waits at (it is handed over ahead); ``writing``: as
         :meth:`StreamClient.send_prepared` takes it; ``warm``: sent to warm the
         engine's cache, recorded with the warm-up's requests."""
         ctx = self.ctx
         ctx.sending(client, 1)
         try:
-            result = client.send_prepared(prepared, None if due is None else due.due_ns, writing)
+            if due is None:
+                result = client.send_prepared(prepared, None, writing)
+            else:
+                result = client.send_prepared(prepared, due.due_ns, writing, due.gate.wait)
         except CutOff as cut:
             if cut.sent:
                 ctx.cancelled += 1
@@ -325,6 +329,7 @@ class OpenLoopUser(_ScenarioUser):
                 pool.wait_available()
                 client, prepared = due.item
                 pool.spawn(send, client, prepared, due, slots.take())
+            ahead.close()  # after a drain's break: what waits at a gate is not sent
             pool.join()
         finally:
             ctx.clearance.forget(ahead)

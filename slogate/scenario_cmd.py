@@ -71,8 +71,9 @@ def replay_check(scenario: Scenario, args: argparse.Namespace) -> dict[str, Any]
     result["replay"] = prediction.to_dict()
     result["lines"] += [
         f"this machine: preparing a request {costs.prepare_ms:.3f} ms + "
-        f"{costs.prepare_us_per_token:.3f} us per prompt token, sending one of a burst "
-        f"{costs.send_us:.1f} us (measured on {costs.sampled} of its requests); "
+        f"{costs.prepare_us_per_token:.3f} us per prompt token; one of a burst "
+        f"{costs.setup_us:.1f} us to set up before its instant, {costs.send_us:.1f} us to "
+        f"write after it (measured on {costs.sampled} of its requests); "
         f"a sleeping process wakes {costs.wake_ms:.2f} ms late (p99)",
         prediction.line(),
     ]

@@ -61,7 +61,7 @@ def burst_lateness_ms(engine_cpus: set[int] | None = None) -> list[list[float]]:
         results = []
 
         def send(due) -> None:
-            results.append(client.send_prepared(due.item, due.due_ns, ahead.written))
+            results.append(client.send_prepared(due.item, due.due_ns, ahead.written, due.gate.wait))
 
         for due in ahead:
             pool.spawn(send, due)

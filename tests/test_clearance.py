@@ -17,8 +17,8 @@ MS = 1_000_000
 
 
 def dispatch(offsets_ms: list[float], taken: list[int]) -> LookAhead:
-    """A look-ahead over plans due at ``offsets_ms``; a greenlet takes each at
-    its instant and begins its write at once, as the open-loop dispatcher does."""
+    """A look-ahead over plans due at ``offsets_ms``; a greenlet takes each,
+    waits at its gate and begins its write at once, as a send does."""
     ahead = LookAhead(
         iter(range(len(offsets_ms))),
         offset_ns=lambda i: int(offsets_ms[i] * MS),
@@ -27,7 +27,8 @@ def dispatch(offsets_ms: list[float], taken: list[int]) -> LookAhead:
     )
 
     def take() -> None:
-        for _ in ahead:
+        for due in ahead:
+            due.gate.wait()
             taken.append(time.perf_counter_ns())
             ahead.written()
 

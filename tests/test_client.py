@@ -11,12 +11,13 @@ import threading
 import time
 from collections.abc import Iterator
 
+import gevent
 import pytest
 from loadruns import slogate
 
 from slogate.analysis.records import CountMethod, ErrorKind
 from slogate.analysis.request_metrics import ChunkTokenMethod, request_metrics
-from slogate.client.streaming import StreamClient, StreamResult
+from slogate.client.streaming import CutOff, StreamClient, StreamResult
 from slogate.engines.exact import ExactEngine
 from slogate.exactengine.truth import TruthEntry
 from slogate.exactengine.writes import ASCII_VOCABULARY, UTF8_VOCABULARY, token_text
@@ -363,6 +364,33 @@ def test_idle_connection_closed_by_the_server_is_replaced() -> None:
     thread.join(5)
     assert first.ok, first.error_message
     assert second.ok, second.error_message
+
+
+def test_a_request_whose_gate_stays_shut_is_cut_off_unsent(engine: ExactEngine) -> None:
+    """Open loop hands a request over ahead of its instant; when the schedule
+    closes first, its gate says so and the request ends as a cut-off never
+    sent: nothing reaches the server, its slot and connection are free again
+    (more such requests than the client's slots, then one sent) and the
+    look-ahead hears that it will never write."""
+    client = make_client(engine.url)
+    since = time.perf_counter_ns()
+    wrote = []
+    try:
+        client.pool.open_ahead(1)
+        for _ in range(6):
+            prepared = client.prepare(TURN)
+            with pytest.raises(CutOff) as cut:
+                client.send_prepared(prepared, since, lambda: wrote.append(1), lambda: False)
+            assert not cut.value.sent and cut.value.record.start_ns == 0
+        kept = client.pool.idle()
+        assert kept is not None  # the connection opened ahead was never taken
+        client.pool.give_back(kept, reusable=True)
+        result = gevent.with_timeout(5, client.send, TURN)
+    finally:
+        client.close()
+    assert len(wrote) == 6
+    assert result.record.ok, result.record.error_message
+    assert len(settled_truth(engine, since)) == 1  # the last one alone
 
 
 def test_api_key_is_sent_and_never_leaks(monkeypatch: pytest.MonkeyPatch) -> None:

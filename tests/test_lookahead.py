@@ -1,11 +1,13 @@
 """The open-loop look-ahead: requests prepared ahead of their instants, in a
 bounded buffer, never in the guard before the next instant, handed over in
-order and never early. Real gevent, real clocks; the properties checked are
-the ones its logic guarantees, whatever the machine's load."""
+order, a little ahead of their instants, with gates that never open early.
+Real gevent, real clocks; the properties checked are the ones its logic
+guarantees, whatever the machine's load."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import gevent
@@ -18,6 +20,7 @@ from slogate.locustfiles.lookahead import (
     READY_SPAN_S,
     SPIN_MAX_NS,
     SPIN_SHARE,
+    Gate,
     LookAhead,
     _sleep_until,
 )
@@ -27,11 +30,12 @@ MS = 1_000_000
 
 @dataclass
 class Log:
-    """What happened to each plan: when its preparation started and ended, and
-    when the dispatcher received it."""
+    """What happened to each plan: when its preparation started and ended, when
+    the dispatcher received it and when its gate let it through."""
 
     started: dict[int, int] = field(default_factory=dict)
     prepared: dict[int, int] = field(default_factory=dict)
+    handed: dict[int, int] = field(default_factory=dict)
     taken: dict[int, int] = field(default_factory=dict)
     buffered_at_start: dict[int, int] = field(default_factory=dict)
     waited: dict[int, int] = field(default_factory=dict)
@@ -49,8 +53,9 @@ def run(
     **options: float,
 ) -> tuple[list[int], Log, dict[int, int], LookAhead]:
     """Iterate a look-ahead over plans ``0..n-1`` due at ``dues_ms`` from now;
-    preparing burns ``busy_ms`` of CPU. Returns the order taken, the log, each
-    plan's due instant and the look-ahead."""
+    preparing burns ``busy_ms`` of CPU; each item's send (a greenlet) waits at
+    its gate, then begins its write at once. Returns the order the gates let
+    them through, the log, each plan's due instant and the look-ahead."""
     offsets = {i: int(d * MS) for i, d in enumerate(dues_ms)}
     due: dict[int, int] = {}
     log = Log()
@@ -72,14 +77,22 @@ def run(
         **options,
     )
     order = []
+
+    def send(i: int, gate: Gate) -> None:
+        assert gate.wait()
+        log.taken[i] = time.perf_counter_ns()
+        order.append(i)
+        ahead.written()
+
+    sends = []
     for item in ahead:
         i = int(item.item.split()[1])
-        log.taken[i] = time.perf_counter_ns()
+        log.handed[i] = time.perf_counter_ns()
         log.waited[i] = item.waited_ns
         due[i] = ahead.origin_ns + offsets[i]
-        assert item.due_ns == due[i]
-        order.append(i)
-        ahead.written()  # the dispatcher's send begins its write at once
+        assert item.due_ns == due[i] == item.gate.due_ns
+        sends.append(gevent.spawn(send, i, item.gate))
+    gevent.joinall(sends, raise_error=True)
     for i in log.prepared.keys() - due.keys():
         due[i] = ahead.origin_ns + offsets[i]
     return order, log, due, ahead
@@ -89,6 +102,83 @@ def test_hands_over_every_plan_in_order_and_never_before_its_instant():
     order, log, due, _ = run([i * 5.0 for i in range(30)])
     assert order == list(range(30))
     assert all(log.taken[i] >= due[i] for i in order)
+
+
+def test_a_burst_is_handed_over_within_its_lead_and_let_through_in_order_at_its_instant():
+    """Bursts of 8 at 0, 100 and 200 ms: each request is handed over at most the
+    lead (the spin) before its instant, so what its send does before the write
+    is done by then; the gate lets the burst through at the instant, never
+    before, in the order handed over."""
+    dues = [100.0 * (i // 8) for i in range(24)]
+    order, log, due, _ = run(dues)
+    assert order == list(range(24))
+    for i in order:
+        assert due[i] - log.handed[i] <= SPIN_MAX_NS
+        assert log.taken[i] >= due[i]
+
+
+def test_no_planning_starts_while_a_request_waits_at_its_gate():
+    """With room for one request, the next plan would be planned as soon as the
+    last request was handed over, inside its lead (planning builds prompts:
+    milliseconds for long ones), and open its gate late; it starts only once
+    the gate let the request through."""
+    planning: list[int] = []
+
+    def plans() -> Iterator[int]:
+        for i in range(6):
+            planning.append(time.perf_counter_ns())
+            spin_until = planning[-1] + MS
+            while time.perf_counter_ns() < spin_until:
+                pass
+            yield i
+
+    offsets = [100 * MS * (i + 1) for i in range(6)]
+    ahead = LookAhead(
+        plans(), offsets.__getitem__, str, time.perf_counter_ns() + 10**10, capacity=1
+    )
+    windows = []
+
+    def send(gate: Gate) -> None:
+        assert gate.wait()
+        windows[-1].append(time.perf_counter_ns())
+        ahead.written()
+
+    sends = []
+    for due in ahead:
+        windows.append([time.perf_counter_ns()])
+        sends.append(gevent.spawn(send, due.gate))
+    gevent.joinall(sends, raise_error=True)
+    assert len(windows) == 6
+    for handed, let_through in windows:
+        assert not any(handed < at < let_through for at in planning)
+
+
+def test_closing_the_schedule_releases_a_gate_unopened():
+    """A request handed over ahead of an instant the schedule never reaches (a
+    drain's break, the run's end): its gate tells the send not to write."""
+    ahead = LookAhead(
+        iter(range(2)), lambda i: 50 * MS, str, until_ns=time.perf_counter_ns() + 10**10
+    )
+    items = iter(ahead)  # kept: a generator collected closes the schedule too
+    first = next(items)
+    assert time.perf_counter_ns() < first.due_ns and first.gate.pending
+    waiter = gevent.spawn(first.gate.wait)
+    gevent.sleep(0)
+    ahead.close()
+    assert waiter.get(timeout=1) is False
+    assert first.gate.cancelled and not first.gate.pending
+    assert time.perf_counter_ns() < first.due_ns
+
+
+def test_a_gate_opens_at_its_instant_even_while_the_dispatcher_is_blocked():
+    """The gate is opened by a greenlet of its own: a dispatcher held elsewhere
+    (a full pool) does not hold back the requests it already handed over."""
+    due = time.perf_counter_ns() + 20 * MS
+    gate = Gate(due, 2 * MS)
+    opened = gevent.spawn(lambda: (gate.wait(), time.perf_counter_ns()))
+    gevent.sleep(0.040)  # the dispatcher busy elsewhere past the instant
+    passed, at = opened.get(timeout=1)
+    assert passed and due <= at < due + 20 * MS
 
 
 def test_plans_are_prepared_before_their_instants():

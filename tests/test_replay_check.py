@@ -9,7 +9,7 @@ import json
 import pytest
 from loadruns import cli
 
-from slogate.locustfiles.replay_cost import Costs, predict
+from slogate.locustfiles.replay_cost import LEAD_MS, Costs, predict
 from slogate.scenarios.burstiness import Burstiness
 
 # speed 5: 16 arrivals within a millisecond, 32 in the busiest second with 500k prompt tokens
@@ -42,17 +42,24 @@ def test_preparation_beyond_half_a_core_asks_for_processes_or_a_lower_speed():
     assert "try --processes 3 or speedup 2.5 or less" in p.line()
 
 
-def test_the_machines_late_wake_up_comes_before_the_burst():
-    # burst 1.6 ms after a wake-up 0.3 ms late: 1.9 ms, within 2
-    assert predict(BURSTY, Costs(0.1, 0.5, 100.0, 32, wake_ms=0.3), bound_ms=2.0).holds
-    # 0.5 ms late: 2.1 ms; 1.5 ms is left for the burst: ceil(1.6 / 1.5) = 2 processes
-    p = predict(BURSTY, Costs(0.1, 0.5, 100.0, 32, wake_ms=0.5), bound_ms=2.0)
+def test_a_late_wake_up_and_the_set_up_count_only_beyond_the_lead():
+    # the burst is handed over 2 ms ahead of its instant: a wake-up 1.5 ms late
+    # and 16 x 50 us of set-up overrun it by 0.3 ms, the writes take 1.6: 1.9 ms
+    costs = Costs(0.1, 0.5, 100.0, 32, wake_ms=1.5, setup_us=50.0)
+    assert LEAD_MS == 2.0
+    p = predict(BURSTY, costs, bound_ms=2.0)
+    assert p.burst_lag_ms == pytest.approx(1.9)
+    assert p.holds
+    # 1.8 ms late: 2.2 ms; two processes send 8 each: 0.8 + (1.8 + 0.4 - 2) = 1.0 ms
+    p = predict(BURSTY, Costs(0.1, 0.5, 100.0, 32, wake_ms=1.8, setup_us=50.0), bound_ms=2.0)
+    assert p.burst_lag_ms == pytest.approx(2.2)
     assert (p.holds, p.processes) == (False, 2)
 
 
 def test_a_machine_that_wakes_later_than_the_bound_is_named_as_the_cause():
+    # 5 ms late, 3 beyond the lead: even one request per process leaves 3.1 ms late
     p = predict(BURSTY, Costs(0.1, 0.5, 100.0, 32, wake_ms=5.0), bound_ms=2.0)
-    assert (p.holds, p.processes) == (False, 1)
+    assert (p.holds, p.processes) == (False, 0)
     assert "wakes a process 5.00 ms late (p99)" in p.line()
     assert p.line().endswith("no flag helps, give the load cores of its own")
 
