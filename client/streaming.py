@@ -371,9 +371,10 @@ class StreamClient:
                     exchange = _Exchange(self, stream, turn, writing)
                     if gate is not None and not gate():
                         raise gevent.GreenletExit
+                    idle = pool.idle()  # taken after the gate: a cancelled one keeps none
                     record.start_ns = time.perf_counter_ns()
                     try:
-                        exchange.run(request, pool.idle())
+                        exchange.run(request, idle)
                     except _StaleConnection:
                         _Exchange(self, stream, turn, writing).run(request, None)
                 except ConnectError as exc:
