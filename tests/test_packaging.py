@@ -95,7 +95,9 @@ def test_a_ten_second_run_from_an_empty_folder_writes_a_report(
         text=True,
         timeout=180,
     )
-    assert done.returncode in (0, 1, 4), done.stdout + done.stderr
+    # every verdict writes the report; INVALID (3) is the generator refusing
+    # to judge on a host whose hypervisor paused it (14% steal in a CI run)
+    assert done.returncode in (0, 1, 3, 4), done.stdout + done.stderr
     (report,) = workdir.glob("results/*-chat/report.html")
     summary = json.loads((report.parent / "summary.json").read_text())
     assert summary["scenarios"]["chat"]["requests"]["ok"] > 0
