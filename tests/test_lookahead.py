@@ -46,6 +46,13 @@ class Log:
         ]
 
 
+def burn(ms: float) -> None:
+    """Keep the CPU (and the loop) busy for ``ms``, as a costly step does."""
+    until = time.perf_counter_ns() + int(ms * MS)
+    while time.perf_counter_ns() < until:
+        pass
+
+
 def run(
     dues_ms: list[float],
     busy_ms: float = 0.0,
@@ -63,9 +70,7 @@ def run(
     def prepare(i: int) -> str:
         log.started[i] = time.perf_counter_ns()
         log.buffered_at_start[i] = ahead.buffered
-        spin_until = log.started[i] + int(busy_ms * MS)
-        while time.perf_counter_ns() < spin_until:
-            pass
+        burn(busy_ms)
         log.prepared[i] = time.perf_counter_ns()
         return f"request {i}"
 
@@ -127,9 +132,7 @@ def test_no_planning_starts_while_a_request_waits_at_its_gate():
     def plans() -> Iterator[int]:
         for i in range(6):
             planning.append(time.perf_counter_ns())
-            spin_until = planning[-1] + MS
-            while time.perf_counter_ns() < spin_until:
-                pass
+            burn(1.0)
             yield i
 
     offsets = [100 * MS * (i + 1) for i in range(6)]
