@@ -164,13 +164,13 @@ def test_closing_the_schedule_releases_a_gate_unopened():
     )
     items = iter(ahead)  # kept: a generator collected closes the schedule too
     first = next(items)
-    assert time.perf_counter_ns() < first.due_ns and first.gate.pending
+    # nothing has yielded since the hand-over: its opener has not run, so the
+    # gate is pending even when the host woke the dispatcher past the instant
+    assert first.gate.pending
     waiter = gevent.spawn(first.gate.wait)
-    gevent.sleep(0)
     ahead.close()
     assert waiter.get(timeout=1) is False
     assert first.gate.cancelled and not first.gate.pending
-    assert time.perf_counter_ns() < first.due_ns
 
 
 def test_a_gate_opens_at_its_instant_even_while_the_dispatcher_is_blocked():
