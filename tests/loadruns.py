@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,17 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def unreachable_host() -> Iterator[str]:
+    """A loopback address that refuses connections for as long as it is held: the
+    port is bound but never listened on, so no other test's server can take it
+    (a port that was merely free when chosen was taken once by a parallel test's
+    engine, and the "unreachable" host answered)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{s.getsockname()[1]}"
 
 
 class ModelsHandler(http.server.BaseHTTPRequestHandler):

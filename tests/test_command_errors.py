@@ -12,17 +12,13 @@ from contextlib import contextmanager
 
 import pytest
 from httpserving import serving
-from loadruns import ModelsHandler, free_port, locust_command, slogate
+from loadruns import ModelsHandler, locust_command, slogate, unreachable_host
 
 from slogate.engines.exact import ExactEngine
 
 pytestmark = pytest.mark.slow
 
 SCENARIO = "tests/data/exact-chat.yaml"
-
-
-def unreachable() -> str:
-    return f"http://127.0.0.1:{free_port()}"
 
 
 @pytest.mark.parametrize(
@@ -40,11 +36,12 @@ def unreachable() -> str:
         (("experiment", "concurrency", "--host", "ftp://x"), 2, "expected http://"),
         (("compare", ".", ".", "--tolerance", "-1"), 2, "--tolerance: expected a number >= 0"),
         (("report", "."), 2, "not a slogate results folder"),
-        (("sweep", "chat", "--rates", "1", "--host", unreachable()), 3, "cannot reach"),
+        (("sweep", "chat", "--rates", "1", "--host", "{unreachable}"), 3, "cannot reach"),
     ],
 )
 def test_bad_command_lines(args: tuple[str, ...], code: int, says: str) -> None:
-    done = slogate(*args, timeout=60)
+    with unreachable_host() as host:
+        done = slogate(*(arg.format(unreachable=host) for arg in args), timeout=60)
     assert done.returncode == code, done.stderr[-2000:]
     assert says in done.stderr
     assert "Traceback" not in done.stderr

@@ -20,6 +20,7 @@ from loadruns import (
     slogate,
     stop_workers,
     summary,
+    unreachable_host,
     wait_until_served,
 )
 
@@ -159,8 +160,10 @@ def test_sigterm_mid_run_leaves_a_complete_folder_marked_incomplete(engine, tmp_
 
 
 def test_unreachable_host_exits_3_with_a_clear_message(tmp_path):
-    done = slogate("run", "tests/data/exact-chat.yaml", "--host", f"http://127.0.0.1:{free_port()}",
-                   "--out", str(tmp_path / "out"))  # fmt: skip
+    with unreachable_host() as host:
+        done = slogate(
+            "run", "tests/data/exact-chat.yaml", "--host", host, "--out", str(tmp_path / "out")
+        )
     assert done.returncode == 3
     assert "127.0.0.1" in done.stderr and "reach" in done.stderr.lower()
 
