@@ -25,7 +25,13 @@ pending). Handed over at its instant, a burst of 16 60 KB requests began its
 first write 0.6 to 0.9 ms after it (the hand-over of all 16, then each
 send's set-up) and its last reached the server 1.5 to 2.6 ms after it in
 most bursts; handed over ahead, the first writes 0.06 ms after the instant
-and the last arrives 0.75 to 1.4 ms after it (BENCHMARKS.md).
+and the last arrives 0.75 to 1.4 ms after it (BENCHMARKS.md). The
+instants within ``SPIN_MAX_NS`` after a group's first are handed over with
+it, each with a gate of its own: a trace's burst spreads over a millisecond,
+and given a twentieth of its 60 us gaps as their leads, its later requests
+did their set-up after their instants (lag p50 0.9 ms, against 0.35 to 0.5
+with the group). The dispatcher ends its sleep before a group's lead early by
+as much as its recent wake-ups were late (:class:`WakeMargin`).
 
 Bursts (many requests due within the same millisecond, as real traces have)
 need three more things. The schedule's clock starts only once the requests
@@ -76,6 +82,15 @@ HOLD_MAX_NS = 20_000_000
 # handed over as it starts (the lead).
 SPIN_MAX_NS = GUARD_MIN_NS
 SPIN_SHARE = 20
+# The dispatcher also stops sleeping before the lead by as much as its recent
+# wake-ups were late (``WakeMargin``): after a sleep of tens of milliseconds
+# this machine wakes a process 0.8 ms late typically and 1.4 to 4.4 ms late at
+# p99 (a core left idle that long is halted, and the hypervisor wakes it), so
+# a burst's hand-over overran its 2 ms lead now and then. At most
+# ``WAKE_MARGIN_MAX_NS``, and lead and margin together at most a tenth of the
+# time between two instants.
+WAKE_MARGIN_MAX_NS = 5_000_000
+WAKE_SHARE = 10
 
 
 class Gate:
@@ -114,6 +129,29 @@ class Gate:
     def _open_at_instant(self, lead_ns: int) -> None:
         _sleep_until(self.due_ns, lead_ns)
         self._event.set()
+
+
+class WakeMargin:
+    """How much earlier the dispatcher ends its sleep before an instant's lead,
+    and yields to the loop instead: the latest of its ``RECENT`` wake-ups, so a
+    machine that wakes late is woken early by that much (about 1% of a core
+    here), within ``WAKE_MARGIN_MAX_NS`` and ``WAKE_SHARE``."""
+
+    __slots__ = ("_recent",)
+
+    def __init__(self) -> None:
+        self._recent: deque[int] = deque(maxlen=RECENT)
+
+    def note(self, late_ns: int | None) -> None:
+        """One sleep's lateness (None: the dispatcher did not sleep)."""
+        if late_ns is not None:
+            self._recent.append(late_ns)
+
+    def ns(self, gap_ns: int, lead_ns: int) -> int:
+        """The margin before an instant ``gap_ns`` after the one before, whose
+        lead is ``lead_ns``."""
+        latest = max(self._recent, default=0)
+        return max(0, min(latest, WAKE_MARGIN_MAX_NS, gap_ns // WAKE_SHARE - lead_ns))
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +209,7 @@ class LookAhead(Generic[T, P]):
         self._taken = 0  # requests handed over
         self._told = -1  # ``_taken`` when ``ready`` last heard
         self._gates: deque[Gate] = deque()  # handed over, perhaps not yet open
+        self._waking = WakeMargin()
 
     @property
     def buffered(self) -> int:
@@ -233,6 +272,7 @@ class LookAhead(Generic[T, P]):
         if not self._exhausted:
             self._filler = gevent.spawn(self._fill)
         previous_ns = self.origin_ns - SPIN_MAX_NS * SPIN_SHARE
+        group_ns = handed_ns = 0  # the first instant of the group handed over together
         gate: Gate | None = None
         try:
             while True:
@@ -251,9 +291,13 @@ class LookAhead(Generic[T, P]):
                 due_ns = self.origin_ns + offset
                 waited_ns = max(0, arrived_ns - max(sought_ns, due_ns))
                 if gate is None or gate.due_ns != due_ns:
-                    lead_ns = min(SPIN_MAX_NS, max(due_ns - previous_ns, 0) // SPIN_SHARE)
-                    _sleep_until(due_ns - lead_ns)
-                    gate = self._gate(due_ns, lead_ns)
+                    if gate is None or due_ns - group_ns > SPIN_MAX_NS:
+                        gap_ns = max(due_ns - previous_ns, 0)
+                        lead_ns = min(SPIN_MAX_NS, gap_ns // SPIN_SHARE)
+                        margin_ns = self._waking.ns(gap_ns, lead_ns)
+                        self._waking.note(_sleep_until(due_ns - lead_ns, margin_ns))
+                        group_ns, handed_ns = due_ns, due_ns - lead_ns
+                    gate = self._gate(due_ns, due_ns - handed_ns)
                     previous_ns = due_ns
                 self._buffer.popleft()
                 self._taken += 1
@@ -416,15 +460,19 @@ class LookAhead(Generic[T, P]):
             self._wait(wait_s)
 
 
-def _sleep_until(due_ns: int, spin_ns: int = 0) -> None:
+def _sleep_until(due_ns: int, spin_ns: int = 0) -> int | None:
     """Sleep until ``spin_ns`` before ``due_ns``, then yield to the loop (reads
-    and other greenlets run) until ``due_ns``; never return before it. The
-    loop's clock is refreshed first: libev times a sleep from the instant its
-    current loop iteration began, so a greenlet that ran a while would
-    otherwise wake early."""
+    and other greenlets run) until ``due_ns``; never return before it. How
+    late the sleep woke (None: it was already time to spin). The loop's clock
+    is refreshed first: libev times a sleep from the instant its current loop
+    iteration began, so a greenlet that ran a while would otherwise wake early."""
     loop = gevent.get_hub().loop
-    while (delay_ns := due_ns - spin_ns - time.perf_counter_ns()) > 0:
+    wake_ns = due_ns - spin_ns
+    late_ns = None
+    while (delay_ns := wake_ns - time.perf_counter_ns()) > 0:
         loop.update_now()
         gevent.sleep(delay_ns / 1e9)
+        late_ns = time.perf_counter_ns() - wake_ns
     while time.perf_counter_ns() < due_ns:
         gevent.idle()  # one turn of the loop: its I/O and timers run first
+    return late_ns
