@@ -10,7 +10,7 @@ cost per prompt token, and a burst of real sends through the real client to
 the exact-schedule server on loopback, handed over ahead of its instant as
 the look-ahead does: what each send does before its gate (spawned, a slot,
 its exchange set up) and, once the gate opens, its write. And how late this
-machine wakes a sleeping process (``WAKES`` short sleeps, their p99
+machine wakes a sleeping process (``WAKES`` sleeps of 10 to 60 ms, their p99
 lateness): a dispatcher sleeps until each instant's lead, and on a machine
 whose cores other work holds, the wake-up is late whatever slogate does.
 
@@ -46,7 +46,12 @@ PREPARE_SHARE_MAX = 0.5
 SAMPLE = 32
 BURST_MAX = 64  # the largest burst measured; a larger one is extrapolated
 BURST_REPEATS = 3
-WAKES = 200  # sleeps of 1 to 4 ms: about half a second
+# Sleeps of 10 to 60 ms, as a dispatcher's between a trace's instants: about
+# 3.5 s. Sleeps of 1 to 4 ms woke sooner (p99 1.2 ms against 1.4 to 4.4 ms
+# here: a core left idle longer is halted), and a check that sampled them
+# predicted that a replay would hold where its lag p99 was 3 to 10 ms.
+WAKES = 100
+WAKE_SLEEP_S = (0.010, 0.060)
 LEAD_MS = SPIN_MAX_NS / 1e6  # the look-ahead's lead before an instant (at most)
 MEASURING_LEAD_NS = 20_000_000  # long enough for every send of a measured burst to reach its gate
 MEASURING_MODEL = "measure"
@@ -228,10 +233,10 @@ def _burst_us(
 
 
 def _wake_ms() -> float:
-    """The p99 of how late ``WAKES`` sleeps of 1 to 4 ms woke (ms)."""
+    """The p99 of how late ``WAKES`` sleeps of ``WAKE_SLEEP_S`` woke (ms)."""
     rng = np.random.default_rng(0)
     late = []
-    for delay in rng.uniform(0.001, 0.004, WAKES):
+    for delay in rng.uniform(*WAKE_SLEEP_S, WAKES):
         due = time.perf_counter_ns() + int(delay * 1e9)
         gevent.sleep(float(delay))
         late.append((time.perf_counter_ns() - due) / 1e6)
