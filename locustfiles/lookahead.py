@@ -96,15 +96,19 @@ WAKE_SHARE = 10
 class Gate:
     """Where the requests of one instant, handed over ahead of it, wait for it.
     Opened by a greenlet that sleeps, then yields to the loop, until the
-    instant; waiters are released in the order they came, each running until
-    it blocks (after its write). Cancelled when the schedule is closed first:
-    those requests are never sent."""
+    instant, and never before the gate handed over before it (``after``): a
+    pause of the machine across several instants of a burst would otherwise
+    let their openers run in any order (seen in CI: 0, 1, 7, 6, 3, 2, ...).
+    Waiters are released in the order they came, each running until it blocks
+    (after its write). Cancelled when the schedule is closed first: those
+    requests are never sent."""
 
-    __slots__ = ("_event", "_opener", "cancelled", "due_ns")
+    __slots__ = ("_after", "_event", "_opener", "cancelled", "due_ns")
 
-    def __init__(self, due_ns: int, lead_ns: int) -> None:
+    def __init__(self, due_ns: int, lead_ns: int, after: Gate | None = None) -> None:
         self.due_ns = due_ns
         self.cancelled = False
+        self._after = after
         self._event = Event()
         self._opener = gevent.spawn(self._open_at_instant, lead_ns)
 
@@ -128,6 +132,9 @@ class Gate:
 
     def _open_at_instant(self, lead_ns: int) -> None:
         _sleep_until(self.due_ns, lead_ns)
+        if self._after is not None:
+            self._after._event.wait()  # its waiters go first: they were notified first
+            self._after = None
         self._event.set()
 
 
@@ -326,7 +333,7 @@ class LookAhead(Generic[T, P]):
         """A gate for the instant ``due_ns``, remembered until it opened."""
         while self._gates and not self._gates[0].pending:
             self._gates.popleft()
-        gate = Gate(due_ns, lead_ns)
+        gate = Gate(due_ns, lead_ns, self._gates[-1] if self._gates else None)
         self._gates.append(gate)
         return gate
 

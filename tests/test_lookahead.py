@@ -194,6 +194,28 @@ def test_closing_the_schedule_releases_a_gate_unopened():
     assert first.gate.cancelled and not first.gate.pending
 
 
+def test_a_pause_across_a_groups_instants_still_lets_it_through_in_order():
+    """Eight gates of a group, 0.125 ms apart, their openers all spinning when
+    the loop is held past every instant: each opens after the one before it
+    (unchained, libev ran the spinners last first: 7, 6, ... 0)."""
+    start = time.perf_counter_ns()
+    gates: list[Gate] = []
+    for k in range(8):
+        due = start + 3 * MS + k * MS // 8
+        gates.append(Gate(due, due - start, gates[-1] if gates else None))
+    order: list[int] = []
+
+    def send(k: int) -> None:
+        assert gates[k].wait()
+        order.append(k)
+
+    sends = [gevent.spawn(send, k) for k in range(8)]
+    gevent.idle()  # every send waits at its gate, every opener spins
+    burn(6.0)  # the machine pauses past all eight instants
+    gevent.joinall(sends, raise_error=True)
+    assert order == list(range(8))
+
+
 def test_a_gate_opens_at_its_instant_even_while_the_dispatcher_is_blocked():
     """The gate is opened by a greenlet of its own: a dispatcher held elsewhere
     (a full pool) does not hold back the requests it already handed over."""
