@@ -172,7 +172,12 @@ class Browser:
         deadline = time.monotonic() + timeout_s
         while not (value := self.evaluate(expression)):
             if time.monotonic() > deadline:
-                raise TimeoutError(f"still false after {timeout_s} s: {expression}")
+                page = self.evaluate(
+                    "location.href + ' shows: ' + (document.body ? document.body.innerText : '')"
+                )
+                raise TimeoutError(
+                    f"still false after {timeout_s} s: {expression}\nat {str(page)[:1500]}"
+                )
             time.sleep(0.1)
         return value
 
