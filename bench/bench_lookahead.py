@@ -40,18 +40,17 @@ ENGINE_CPU = 1
 
 
 def probe(seconds: float) -> None:
-    """Sleep 10 to 60 ms at a time, as an idle dispatcher does, and print the
-    wake-up lateness percentiles (ms) as one JSON line."""
-    import gevent
+    """Sleep 10 to 60 ms at a time, as an idle dispatcher does (the sleeps
+    ``scenario check`` samples), and print the wake-up lateness percentiles
+    (ms) as one JSON line."""
+    from slogate.locustfiles.replay_cost import wake_lateness_ms
 
-    rng = np.random.default_rng(0)
     late = []
     end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        delay = float(rng.uniform(0.01, 0.06))
-        due = time.perf_counter_ns() + int(delay * 1e9)
-        gevent.sleep(delay)
-        late.append((time.perf_counter_ns() - due) / 1e6)
+    for late_ms in wake_lateness_ms():
+        late.append(late_ms)
+        if time.perf_counter() >= end:
+            break
     print(json.dumps(percentiles(np.asarray(late))))
 
 

@@ -31,6 +31,7 @@ import itertools
 import math
 import statistics
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import gevent
@@ -232,12 +233,18 @@ def _burst_us(
     return (max(reached) - handed) / size / 1e3, (max(written) - due) / size / 1e3
 
 
-def _wake_ms() -> float:
-    """The p99 of how late ``WAKES`` sleeps of ``WAKE_SLEEP_S`` woke (ms)."""
+def wake_lateness_ms() -> Iterator[float]:
+    """How late each of successive sleeps of ``WAKE_SLEEP_S`` woke (ms), without
+    end: the wake-ups of a dispatcher between a trace's instants, here and in
+    ``bench/`` beside a run."""
     rng = np.random.default_rng(0)
-    late = []
-    for delay in rng.uniform(*WAKE_SLEEP_S, WAKES):
+    while True:
+        delay = float(rng.uniform(*WAKE_SLEEP_S))
         due = time.perf_counter_ns() + int(delay * 1e9)
-        gevent.sleep(float(delay))
-        late.append((time.perf_counter_ns() - due) / 1e6)
-    return float(np.percentile(late, 99))
+        gevent.sleep(delay)
+        yield (time.perf_counter_ns() - due) / 1e6
+
+
+def _wake_ms() -> float:
+    """The p99 of how late ``WAKES`` sleeps woke (ms)."""
+    return float(np.percentile(list(itertools.islice(wake_lateness_ms(), WAKES)), 99))
