@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import gevent
 from locust import events
-from locust.runners import STATE_INIT, MasterRunner, WorkerRunner
+from locust.runners import MasterRunner, WorkerRunner
 
 from slogate import scenarios
 from slogate.analysis.costs import Pricing
@@ -356,11 +356,16 @@ def on_sigterm(environment: Any) -> None:
     the process with nothing written. Ending the shape lets Locust shut down
     its usual way; ``on_quitting`` then writes the results marked incomplete.
     A master first stops its workers so their final data arrives.
+
+    A master whose load has not started is still in Locust's wait for
+    workers, which no stop ends, so it exits at once. Its runner's state
+    cannot tell: a worker that connected and then went silent makes Locust
+    "stop the test", and the master waits on, STOPPED, for the others.
     """
     runner = environment.runner
-    if isinstance(runner, MasterRunner) and runner.state == STATE_INIT:
+    if isinstance(runner, MasterRunner) and (_session is None or _session.start_wall is None):
         log.error("slogate: SIGTERM while waiting for workers: no load was sent")
-        sys.exit(EXIT_INVALID)  # Locust's wait for workers would outlast any stop
+        sys.exit(EXIT_INVALID)
     log.warning("slogate: SIGTERM: stopping the run and writing partial results")
 
     def stop() -> None:

@@ -69,6 +69,25 @@ def summary(out: Path) -> dict[str, Any]:
     return json.loads((out / "summary.json").read_text())
 
 
+def held_by_the_machine(out: Path) -> str | None:
+    """A sentence when the run's generator loop was held more by the machine
+    than by its own work (waiting for a core other processes had, stopped, or
+    the hypervisor's steal), as the run measured it; None otherwise. A timing
+    claim cannot be checked on such a run: the product rightly calls it
+    INVALID (a CI run's loop stalled 50 ms at p99 on a host that paused it)."""
+    held = summary(out)["generator"]["loop_held_ms"]
+    if held["running"] is None:
+        return None
+    machine = held["total"] - held["running"]
+    if machine <= held["running"]:
+        return None
+    steal = held["machine_steal_share"] or 0.0
+    return (
+        f"the machine held the generator's loop {machine:.0f} of {held['total']:.0f} ms "
+        f"(the hypervisor took {steal:.1%} of its CPU time)"
+    )
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -215,19 +215,32 @@ def test_a_worker_clock_off_by_seconds_is_measured_and_corrected(engine, tmp_pat
     assert "generator workers" in report and "offset_ms" in report  # the report shows them
 
 
+def handshake_peer(port: int, version: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "handshake_peer.py"), str(port), version],
+        capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+
+
+def terminated(master: subprocess.Popen) -> str:
+    """SIGTERM to the master; its log once it has ended (killed if it outlasts 60 s)."""
+    master.terminate()
+    try:
+        return master.communicate(timeout=60)[1]
+    except subprocess.TimeoutExpired:
+        master.kill()
+        raise
+
+
 def test_a_worker_of_another_version_is_refused_naming_both(engine, tmp_path):
     """A peer speaking the handshake by hand gets the scenario's files, then,
     claiming another version, a refusal naming both (so does the master's log)."""
     port = free_port()
     master = start_master(tmp_path / "m", engine, port, "--duration", "8s")
     try:
-        peer = subprocess.run(
-            [sys.executable, str(ROOT / "tests" / "handshake_peer.py"), str(port), "0.0.0-other"],
-            capture_output=True, text=True, timeout=90,
-        )  # fmt: skip
+        peer = handshake_peer(port, "0.0.0-other")
     finally:
-        master.terminate()
-        _, err = master.communicate(timeout=60)
+        err = terminated(master)
     assert peer.returncode == 0, peer.stderr[-2000:]
     got = json.loads(peer.stdout)
     assert set(got["files"]) == {"chat-lengths.yaml", "data/lengths.csv"}
@@ -235,3 +248,23 @@ def test_a_worker_of_another_version_is_refused_naming_both(engine, tmp_path):
     assert "0.0.0-other" in got["reason"] and got["version"] in got["reason"]
     assert "pid" in err and "peer-host" in err and got["reason"] in err  # the master's log
     assert master.returncode == 3  # stopped while waiting for workers: no load was sent
+
+
+def test_sigterm_ends_a_master_whose_worker_went_silent_before_the_load(engine, tmp_path):
+    """A worker that connects and goes silent makes Locust "stop the test"
+    while the master still waits for workers: SIGTERM must end that wait too
+    (a CI run once found such a master still waiting 60 s after it)."""
+    port = free_port()
+    master = start_master(tmp_path / "m", engine, port, "--duration", "8s")
+    try:
+        peer = handshake_peer(port, "--silent")
+        deadline = time.monotonic() + 60
+        for line in master.stderr:  # the master logs each second while it waits
+            if "went missing" in line:
+                break
+            assert time.monotonic() < deadline, "the silent worker was never marked missing"
+    finally:
+        err = terminated(master)
+    assert peer.returncode == 0, peer.stderr[-2000:]
+    assert master.returncode == 3, err[-3000:]
+    assert "SIGTERM while waiting for workers: no load was sent" in err
