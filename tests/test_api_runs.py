@@ -111,10 +111,14 @@ def test_chat_scenario_over_each_api_agrees_with_the_engines_log(tmp_path: Path,
     )
     # within 1 ms on a quiet machine (bench/bench_engine_agreement.py), here beside
     # other tests' processes, each of which can preempt the engine between its clock
-    # and its write. Either sign: the engine's mean also holds the first tokens of
-    # the requests cut off at the stop (a CI run measured -0.21 ms with 12 of them)
-    assert abs(ttft["client_minus_engine"]) <= AGREEMENT_UNDER_LOAD_MS, ttft
-    assert abs(itl["client_minus_engine"]) <= AGREEMENT_UNDER_LOAD_MS, itl
+    # and its write, and within the run's own error bound for a mean (its loop's mean
+    # stall, by which a chunk can be read late: 1.96 ms in a CI run whose hypervisor
+    # took 14% of the machine). Either sign: the engine's mean also holds the first
+    # tokens of the requests cut off at the stop (a CI run measured -0.21 ms with 12)
+    own_error = s["generator"]["error_bound_ms"]
+    for metric, agreement in (("ttft_ms", ttft), ("itl_ms", itl)):
+        bound = AGREEMENT_UNDER_LOAD_MS + own_error[metric]["mean"]
+        assert abs(agreement["client_minus_engine"]) <= bound, (metric, agreement, bound)
 
 
 def test_embeddings_scenario_gates_request_latency(tmp_path: Path) -> None:
