@@ -16,7 +16,8 @@ measured beside it). Before each run, ``slogate scenario check`` says what
 it predicts for this machine at that speed.
 
 Prints one JSON line per speed (lag p50/p99/max, each cause's p99, the
-prediction within the 2 ms p99 target, the load average before and after)
+prediction within the 2 ms p99 target, the load average before and after,
+the hypervisor's share of the machine's CPU time)
 and exits 1 when a speed's lag misses its target while ``scenario check``
 predicted it would hold.
 """

@@ -11,8 +11,10 @@ tokens, Poisson arrivals at 4 requests/s), and reads the generator lag
 summary. Beside it, for the same seconds, an idle process on the generator's
 CPU sleeps and wakes (``probe``): its lateness is the floor this machine puts
 under any process's timing, so the two together tell the generator's own share
-from the machine's. By default the run is pinned to CPU 0 and the engine to
-CPU 1 (the engine tokenizes each prompt on every core it may use).
+from the machine's, and the share of the machine's CPU time its hypervisor
+took during the run (``machine_steal_share``) says how quiet it was. By
+default the run is pinned to CPU 0 and the engine to CPU 1 (the engine
+tokenizes each prompt on every core it may use).
 
 Prints one JSON line per repeat and exits 1 when a repeat's lag p99 is 2 ms or
 more.
@@ -102,6 +104,7 @@ def one_run(args: argparse.Namespace, out: Path, scenario: Path = SCENARIO) -> d
         "lag_ms": {k: lag[k] for k in ("count", "p50", "p99", "max")},
         "lag_cause_p99_ms": summary["generator"].get("lag_cause_p99_ms"),
         "machine_floor_ms": json.loads(floor_out),
+        "machine_steal_share": summary["generator"]["loop_held_ms"]["machine_steal_share"],
         "requests_ok": measured["requests"]["ok"],
         "scheduled_per_s": measured["throughput"].get("scheduled_per_s"),
         "requests_per_s": measured["throughput"]["requests_per_s"],

@@ -59,7 +59,7 @@ from typing import Generic, TypeVar
 import gevent
 from gevent.event import Event
 
-__all__ = ["Due", "LookAhead"]
+__all__ = ["Due", "LookAhead", "WakeMargin", "joins_group", "lead_ns"]
 
 T = TypeVar("T")
 P = TypeVar("P")
@@ -136,6 +136,18 @@ class Gate:
             self._after._event.wait()  # its waiters go first: they were notified first
             self._after = None
         self._event.set()
+
+
+def lead_ns(gap_ns: int) -> int:
+    """How far ahead of an instant ``gap_ns`` after the one before its group is
+    handed over (and the dispatcher yields to the loop instead of sleeping)."""
+    return min(SPIN_MAX_NS, gap_ns // SPIN_SHARE)
+
+
+def joins_group(due_ns: int, group_ns: int) -> bool:
+    """Whether the instant ``due_ns`` is handed over with the group whose first
+    instant is ``group_ns``."""
+    return due_ns - group_ns <= SPIN_MAX_NS
 
 
 class WakeMargin:
@@ -298,12 +310,12 @@ class LookAhead(Generic[T, P]):
                 due_ns = self.origin_ns + offset
                 waited_ns = max(0, arrived_ns - max(sought_ns, due_ns))
                 if gate is None or gate.due_ns != due_ns:
-                    if gate is None or due_ns - group_ns > SPIN_MAX_NS:
+                    if gate is None or not joins_group(due_ns, group_ns):
                         gap_ns = max(due_ns - previous_ns, 0)
-                        lead_ns = min(SPIN_MAX_NS, gap_ns // SPIN_SHARE)
-                        margin_ns = self._waking.ns(gap_ns, lead_ns)
-                        self._waking.note(_sleep_until(due_ns - lead_ns, margin_ns))
-                        group_ns, handed_ns = due_ns, due_ns - lead_ns
+                        lead = lead_ns(gap_ns)
+                        margin_ns = self._waking.ns(gap_ns, lead)
+                        self._waking.note(_sleep_until(due_ns - lead, margin_ns))
+                        group_ns, handed_ns = due_ns, due_ns - lead
                     gate = self._gate(due_ns, due_ns - handed_ns)
                     previous_ns = due_ns
                 self._buffer.popleft()

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from slogate.scenarios.arrivals import segments
 from slogate.scenarios.model import Scenario
-from slogate.scenarios.traces import Trace
 from slogate.scenarios.workloads import TraceWorkload
 
 if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
@@ -95,22 +94,33 @@ def burstiness(times_s: np.ndarray, input_tokens: np.ndarray, speed: float) -> B
     )
 
 
-def replayed_trace(scenario: Scenario) -> tuple[Trace, float] | None:
+@dataclass(frozen=True, slots=True)
+class Replayed:
+    """What a scenario replays at its recorded times: the arrivals (seconds
+    from the trace's first request), their prompt tokens, and the speed-up."""
+
+    times_s: np.ndarray
+    input_tokens: np.ndarray
+    speed: float
+
+
+def replayed_trace(scenario: Scenario) -> Replayed | None:
     """The trace a scenario replays at its recorded times (``arrival: trace``)
-    and the speed-up of its first such stage; None when it replays none."""
+    at the speed-up of its first such stage; None when it replays none."""
     workload = scenario.workload
-    if not isinstance(workload, TraceWorkload) or workload.trace.times_s is None:
+    if not isinstance(workload, TraceWorkload):
+        return None
+    trace = workload.trace
+    times = trace.times_s
+    if times is None:
         return None
     for segment in segments(scenario.load):
         if segment.rate is not None and segment.rate.arrival == "trace":
-            return workload.trace, segment.rate.rps / workload.trace.rate_rps
+            return Replayed(times, trace.input_tokens, segment.rate.rps / trace.rate_rps)
     return None
 
 
-def trace_burstiness(trace: Trace, speed: float) -> list[Burstiness]:
-    """The trace at each of ``SPEEDS`` and at ``speed``, slowest first; none for a
-    trace without times."""
-    times = trace.times_s
-    if times is None:
-        return []
-    return [burstiness(times, trace.input_tokens, s) for s in sorted({*SPEEDS, speed})]
+def trace_burstiness(replayed: Replayed) -> list[Burstiness]:
+    """The trace at each of ``SPEEDS`` and at its own speed, slowest first."""
+    speeds = sorted({*SPEEDS, replayed.speed})
+    return [burstiness(replayed.times_s, replayed.input_tokens, s) for s in speeds]

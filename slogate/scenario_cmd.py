@@ -51,8 +51,8 @@ def replay_check(scenario: Scenario, args: argparse.Namespace) -> dict[str, Any]
     replayed = replayed_trace(scenario)
     if replayed is None:
         return None
-    trace, speed = replayed
-    table = trace_burstiness(trace, speed)
+    speed = replayed.speed
+    table = trace_burstiness(replayed)
     result: dict[str, Any] = {
         "speed": speed,
         "burstiness": [vars_of(b) for b in table],
@@ -66,8 +66,9 @@ def replay_check(scenario: Scenario, args: argparse.Namespace) -> dict[str, Any]
     at_speed = next(b for b in table if b.speed == speed)
     with ExactEngine(MEASURING_BEHAVIOUR) as engine:
         costs = measure_costs(scenario, engine.url, at_speed.per_ms)
-    prediction = predict(at_speed, costs, args.max_lag_ms or scenario.load.max_lag_ms)
-    result["costs"] = vars_of(costs)
+    bound_ms = args.max_lag_ms or scenario.load.max_lag_ms
+    prediction = predict(at_speed, replayed.times_s, costs, bound_ms)
+    result["costs"] = costs.to_dict()
     result["replay"] = prediction.to_dict()
     result["lines"] += [
         f"this machine: preparing a request {costs.prepare_ms:.3f} ms + "
