@@ -16,7 +16,7 @@ import threading
 import time
 
 import pytest
-from loadruns import locust_command, scenario_file, summary
+from loadruns import held_by_the_machine, locust_command, scenario_file, summary
 
 from slogate.analysis.slo import EXIT_INVALID, EXIT_PASS
 from slogate.engines.exact import ExactEngine
@@ -87,11 +87,15 @@ STEADY_TRIES = 3
 def test_a_generator_that_kept_up_judges_as_before(engine, tmp_path):
     """A run whose loop the machine's other work held (other test processes on
     these cores) is rightly INVALID; the claim is about a generator that kept
-    up, so it gets up to STEADY_TRIES runs. A FAIL, or INVALID every time, fails."""
+    up, so it gets up to STEADY_TRIES runs. A FAIL fails; so does INVALID every
+    time, unless the machine held the loop more than its own work did (a CI run
+    whose hypervisor took 14-17% of the machine: the claim cannot be checked)."""
     for attempt in range(STEADY_TRIES):
         code, s, _ = run(engine, tmp_path, f"steady{attempt}", freeze=False)
         if s["verdict"] != "invalid":
             break
+    if s["verdict"] == "invalid" and (why := held_by_the_machine(s)):
+        pytest.skip(f"INVALID in {STEADY_TRIES} runs, rightly: {why}")
     assert (code, s["verdict"]) == (EXIT_PASS, "pass"), s["invalid_reasons"]
     generator = s["generator"]
     assert generator["per_process"]["local"]["pid"] > 0
