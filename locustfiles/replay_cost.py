@@ -173,10 +173,10 @@ def predict(burst: Burstiness, times_s: np.ndarray, costs: Costs, bound_ms: floa
     # says so)
     shards = (
         n
-        for n in range(1, max(burst.per_ms, 1) + 1)
+        for n in range(2, max(burst.per_ms, 1) + 1)
         if likely_lag_ms(at_speed[::n], costs)[0] <= bound_ms
     )
-    sending = next(shards, 0)
+    sending = 1 if lag_p99 <= bound_ms else next(shards, 0)
     processes = max(math.ceil(prepare_share / PREPARE_SHARE_MAX), sending) if sending else 0
     # a lower speed shrinks the preparation's share, never a burst
     slower = lag_p99 <= bound_ms and prepare_share > PREPARE_SHARE_MAX
@@ -213,32 +213,34 @@ def replay_lags_ms(times_s: np.ndarray, costs: Costs, seed: int = 0) -> np.ndarr
     the measured wake-ups, drawn at random (none while the sends before it
     still ran). Each request of the group is set up before the gates, then
     each writes at its instant, in turn; its lag ends with its write."""
-    due = np.round(np.asarray(times_s, dtype=np.float64) * 1e9).astype(np.int64)
+    due: list[int] = np.round(np.asarray(times_s, dtype=np.float64) * 1e9).astype(np.int64).tolist()
     wakes = np.asarray(costs.wakes_ms or (0.0,), dtype=np.float64) * 1e6
-    late = np.random.default_rng(seed).choice(wakes, size=len(due)).astype(np.int64)
+    late: list[int] = (
+        np.random.default_rng(seed).choice(wakes, size=len(due)).astype(np.int64).tolist()
+    )
     setup_ns, send_ns = round(costs.setup_us * 1e3), round(costs.send_us * 1e3)
     lags = np.zeros(len(due), dtype=np.float64)
     waking = WakeMargin()
-    previous = (int(due[0]) if len(due) else 0) - SPIN_MAX_NS * SPIN_SHARE  # as the dispatcher's
+    previous = (due[0] if due else 0) - SPIN_MAX_NS * SPIN_SHARE  # as the dispatcher's
     busy_until = previous  # the last write of the group before
     first = 0
     while first < len(due):
-        group_ns = int(due[first])
+        group_ns = due[first]
         end = first + 1
-        while end < len(due) and joins_group(int(due[end]), group_ns):
+        while end < len(due) and joins_group(due[end], group_ns):
             end += 1
         gap_ns = max(group_ns - previous, 0)
         lead = lead_ns(gap_ns)
         wake_at = group_ns - lead - waking.ns(gap_ns, lead)
         handed = max(group_ns - lead, busy_until)
         if busy_until < wake_at:  # it slept
-            handed = max(handed, wake_at + int(late[first]))
-            waking.note(int(late[first]))
+            handed = max(handed, wake_at + late[first])
+            waking.note(late[first])
         written = handed + (end - first) * setup_ns
         for k in range(first, end):
-            written = max(written, int(due[k])) + send_ns
-            lags[k] = (written - int(due[k])) / 1e6
-        busy_until, previous, first = written, int(due[end - 1]), end
+            written = max(written, due[k]) + send_ns
+            lags[k] = (written - due[k]) / 1e6
+        busy_until, previous, first = written, due[end - 1], end
     return lags
 
 
