@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import zlib
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from slogate.scenarios.arrivals import arrival_events, has_arrivals
 from slogate.scenarios.context_fit import ContextFit, fitted, fitted_conversation
@@ -22,9 +21,6 @@ from slogate.scenarios.model import Conversation, PlannedTurn, Scenario
 from slogate.scenarios.prompt_text import TokenCounter, make_writer
 from slogate.scenarios.workloads import Context, TraceWorkload
 from slogate.scenarios.workloads.agent_trace import TreeSession
-
-if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
-    pass
 
 STREAM_TAG = 0
 ARRIVALS_TAG = 2  # Context.shared_rng uses 1

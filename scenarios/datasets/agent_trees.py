@@ -17,14 +17,11 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slogate.scenarios.datasets.conversations import records_of
 from slogate.scenarios.datasets.report import DatasetReport, Lengths
 from slogate.scenarios.datasets.table import DatasetError
-
-if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
-    pass
 
 
 @dataclass(frozen=True, slots=True)

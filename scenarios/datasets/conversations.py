@@ -18,14 +18,11 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slogate.scenarios.datasets import openai_messages, sharegpt
 from slogate.scenarios.datasets.report import DatasetReport, Lengths
 from slogate.scenarios.datasets.table import DatasetError, Skip, json_lines
-
-if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
-    pass
 
 FORMATS = ("auto", "sharegpt", "openai")
 READERS = {"sharegpt": sharegpt, "openai": openai_messages}

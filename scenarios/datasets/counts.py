@@ -13,13 +13,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from slogate.scenarios.cache import cache_dir, store
 from slogate.scenarios.prompt_text import count_batch
-
-if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
-    pass
 
 
 def token_counts(tokenizer: str, texts: Sequence[str]) -> list[int]:

@@ -10,12 +10,9 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
-
-if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
-    pass
 
 FORMATS = ("csv", "jsonl")
 

@@ -11,7 +11,7 @@ replies, so a turn's real context can differ from the plan by the reply lengths.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slogate.scenarios.distributions import Dist
 from slogate.scenarios.limits import MAX_TURNS
@@ -28,9 +28,6 @@ from slogate.scenarios.workloads.common import (
     system,
     tokens,
 )
-
-if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
-    pass
 
 OPENERS = (
     "Read the following passage and explain what it says.",

@@ -9,7 +9,7 @@ outputs are short with a long tail.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slogate.scenarios.distributions import Dist
 from slogate.scenarios.model import PlannedTurn
@@ -31,9 +31,6 @@ from slogate.scenarios.workloads.common import (
     system,
     tokens,
 )
-
-if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
-    pass
 
 COMPLETE = "Complete the following Python code."
 EDITS = (

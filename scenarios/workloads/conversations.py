@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slogate.scenarios import traces
 from slogate.scenarios.datasets import DatasetReport
@@ -44,9 +44,6 @@ from slogate.scenarios.schema import (
     section_shape,
 )
 from slogate.scenarios.workloads.common import Context, seconds
-
-if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
-    pass
 
 SALT_ORDER = 4
 SALT_VISIT = 5

@@ -9,7 +9,7 @@ prefix cache can hit, is set by ``documents.zipf`` and ``documents.pool``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slogate.scenarios.distributions import Dist
 from slogate.scenarios.limits import MAX_COUNT, MAX_DOCUMENTS
@@ -37,9 +37,6 @@ from slogate.scenarios.workloads.common import (
     system,
     tokens,
 )
-
-if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
-    pass
 
 QUESTION = "Using only the documents above, answer this question ({tag}):\n"
 
