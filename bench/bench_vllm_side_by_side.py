@@ -10,7 +10,10 @@ runs both load generators on the others. For each concurrency it runs
 fixed input and output lengths, ``--ignore-eos``, ``--max-concurrency``, its
 completions backend), then ``slogate run`` of the same shape (api completions,
 fixed lengths, ``ignore_eos``, that many closed-loop users, for as long as
-vLLM's benchmark took), and scrapes vLLM's ``/metrics`` before and after each.
+vLLM's benchmark took, then drained: the requests in flight at the stop
+finish, so vLLM's histograms over the run hold the same requests as
+slogate, as every request of vLLM's benchmark finishes), and scrapes vLLM's
+``/metrics`` before and after each.
 It prints TTFT, TPOT and ITL p50/p99 from both tools, and the same from vLLM's
 histograms over each tool's run (the bucket each percentile falls in), then
 one JSON line per row. Point ``--url`` at a GPU vLLM to take the same table
@@ -55,6 +58,7 @@ from slogate.engines.vllm import (
 ROOT = Path(__file__).resolve().parent.parent
 METRICS = ("ttft", "tpot", "itl")
 QUANTILES = {"p50": 0.5, "p99": 0.99}
+DRAIN = "120s"
 # vLLM's histograms of the same quantities: TPOT is per request
 ENGINE_HISTOGRAMS = {
     "ttft": "vllm:time_to_first_token_seconds",
@@ -156,7 +160,7 @@ def run_slogate(url: str, args: argparse.Namespace, users: int, seconds: float, 
     path.write_text(yaml.safe_dump(scenario))
     out = folder / f"slogate-c{users}"
     command = [sys.executable, "-m", "slogate.cli", "run", str(path), "--host", url,
-               "--warmup", "0s", "--out", str(out)]  # fmt: skip
+               "--warmup", "0s", "--drain", DRAIN, "--out", str(out)]  # fmt: skip
     subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     summary = json.loads((out / "summary.json").read_text())
     result = summary["scenarios"][scenario["name"]]
