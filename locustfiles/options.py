@@ -244,7 +244,7 @@ OPTIONS = (
     ),
     Option(
         "--saturation",
-        "past saturation (requests in flight and TTFT both rising, a trend test at 99% "
+        "past saturation (requests in flight and TTFT both rising, a trend test at 99 percent "
         "confidence): 'monitor' says so in the verdict, 'stop' ends the run, exit 3; 'off'",
         saturation_mode,
         default="monitor",
@@ -265,7 +265,7 @@ OPTIONS = (
     ),
     Option(
         "--abort-on-fail",
-        "stop the run, FAIL, as soon as an SLO has failed for good (its whole 95% "
+        "stop the run, FAIL, as soon as an SLO has failed for good (its whole 95 percent "
         "interval beyond the limit); a passing run always runs to the end",
         switch=True,
         cli=("--abort-on-fail",),

@@ -6,9 +6,11 @@ option of the registry, with Locust's real parser in a process of its own
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,13 @@ from locust.argument_parser import get_parser, ui_extra_args_dict
 from slogate.locustfiles import plugin
 parser = get_parser()
 parsed = [vars(parser.parse_args(argv)) for argv in json.loads(sys.argv[1])]
-print(json.dumps({"parsed": parsed, "web_ui": sorted(ui_extra_args_dict([]))}, default=str))
+web_ui = ui_extra_args_dict([])
+print(json.dumps({
+    "parsed": parsed,
+    "web_ui": sorted(web_ui),
+    "web_ui_help": {name: extra["help_text"] for name, extra in web_ui.items()},
+    "help": parser.format_help(),
+}, default=str))
 """
 
 
@@ -60,7 +68,12 @@ def locust(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     by_flag = {}
     for i, option in enumerate(OPTIONS):
         by_flag[option.flag] = (parsed[2 * i], parsed[2 * i + 1] if argvs[2 * i + 1] else None)
-    return {"by_flag": by_flag, "web_ui": answer["web_ui"]}
+    return {
+        "by_flag": by_flag,
+        "web_ui": answer["web_ui"],
+        "web_ui_help": answer["web_ui_help"],
+        "help": answer["help"],
+    }
 
 
 @pytest.mark.parametrize("option", OPTIONS, ids=[o.flag for o in OPTIONS])
@@ -83,6 +96,35 @@ def test_the_web_ui_shows_slogates_options_but_the_internal_ones(locust) -> None
     shown = {o.locust_dest for o in OPTIONS if not o.locust_own and o.web_ui}
     assert locust["web_ui"] == sorted(shown)
     assert "scenario" in shown and not any(name.startswith("slogate_") for name in shown)
+
+
+def subcommands(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """``parser`` and every subcommand's parser below it."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from subcommands(sub)
+
+
+def test_every_commands_help_renders() -> None:
+    """argparse %-formats each help text: a bare percent sign in one (\"99% confidence\")
+    made `slogate run --help` raise instead of printing."""
+    parsers = list(subcommands(build_parser()))
+    assert len(parsers) > 10
+    for parser in parsers:
+        assert parser.format_help().startswith("usage: "), parser.prog
+
+
+def test_locusts_help_and_web_ui_show_each_options_text_as_written(locust) -> None:
+    """Locust's `--help` renders every option slogate adds, and its web UI
+    shows each help text as declared (not escaped for argparse)."""
+    for option in OPTIONS:
+        if option.locust_own:
+            continue
+        assert option.flag in locust["help"]
+        if option.web_ui:
+            assert locust["web_ui_help"][option.locust_dest] == option.help
 
 
 def test_the_load_docs_list_every_option_slogate_adds_to_locust() -> None:
