@@ -281,3 +281,24 @@ def test_a_run_recorded_by_the_recorder_reports_what_was_sent(tmp_path: Path) ->
     assert "&lt;b&gt;boom 0&lt;/b&gt;" in (tmp_path / "report.html").read_text()
     # requests end over 20 s of wall time: four 5 s windows, plus the header
     assert len((tmp_path / "timeseries.csv").read_text().splitlines()) == 5
+
+
+def test_the_report_says_when_itl_rests_on_apportioned_tokens(tmp_path: Path) -> None:
+    """A run whose requests' tokens were spread over their chunks by text
+    length says what that can do to ITL's tail and how to get exact counts;
+    a run counted exactly does not."""
+    apportioned = realistic_run()
+    write_results(tmp_path / "apportioned", apportioned)
+    html = (tmp_path / "apportioned" / "report.html").read_text()
+    n = apportioned.overall("chat").counters.chunk_token_methods["proportional"]
+    assert f"{n:,} requests carried more tokens than chunks" in html
+    assert "<code>request.continuous_usage: true</code>" in html
+
+    exact = realistic_run()
+    counters = exact.overall("chat").counters
+    counters.chunk_token_methods.clear()
+    counters.chunk_token_methods.update(exact=n)
+    write_results(tmp_path / "exact", exact)
+    html = (tmp_path / "exact" / "report.html").read_text()
+    assert f"Tokens per chunk for ITL: exact ({n:,})" in html
+    assert "more tokens than chunks" not in html
