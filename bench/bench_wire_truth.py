@@ -197,7 +197,8 @@ def main() -> None:
         if not (out / "summary.json").exists():
             raise SystemExit("slogate run wrote no summary")
         summary = json.loads((out / "summary.json").read_text())
-        requests = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
+        lines = (out / "requests.jsonl").read_text().splitlines()
+        requests = [r for r in map(json.loads, lines) if r["ok"]]
     (measured,) = summary["scenarios"].values()
     engine = (summary.get("engine_latency") or {}).get("itl_ms") or {}
     result = {
