@@ -585,9 +585,9 @@ def _body(
             body["tools"] = [{"type": "function", "function": tool} for tool in options.tools]
     else:
         body["prompt"] = turn.prompt
-    if options.include_usage or options.continuous_usage:
+    if options.include_usage or options.continuous_usage is True:
         stream_options: dict[str, Any] = {"include_usage": True}
-        if options.continuous_usage:
+        if options.continuous_usage is True:
             stream_options["continuous_usage_stats"] = True
         body["stream_options"] = stream_options
     return common_options(body, turn, options)

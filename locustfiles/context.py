@@ -86,6 +86,7 @@ class LoadContext:
     watch: LoopWatch = field(init=False)
     request_log: RequestLog | None = None
     fit: ContextFit | None = None
+    owned_by: str = ""  # the engine as its /v1/models named itself
     # several endpoints (docs/load.md, "Several endpoints"): none means the host alone
     endpoints: list[Endpoint] = field(default_factory=list)
     spread: str = "round-robin"
@@ -206,7 +207,7 @@ class LoadContext:
                 named.url if named else self.host,
                 api=scenario.api,
                 model=model,
-                options=scenario.request,
+                options=scenario.request.for_engine(self.owned_by),
                 timeouts=scenario.timeouts,
                 concurrency=concurrency,
                 endpoint=named.name if named else None,

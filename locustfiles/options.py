@@ -497,6 +497,13 @@ OPTIONS = (
         web_ui=False,
     ),
     Option(
+        "--slogate-engine",
+        "internal: the engine as it named itself to the master (/v1/models owned_by)",
+        default="",
+        example="vllm",
+        web_ui=False,
+    ),
+    Option(
         "--slogate-context",
         "internal: the engine's context in tokens, as the master found it (0: none)",
         int,

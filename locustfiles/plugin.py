@@ -123,6 +123,7 @@ def build_context(
         spread=options.spread,
         affinity=options.affinity,
         model=model,
+        owned_by=options.slogate_engine,
         seed=loaded[0].seed,
         shards=shards,
         window_s=options.window,
@@ -230,6 +231,7 @@ def start_session(options: Any, runner: Any) -> RunSession:
     if isinstance(runner, MasterRunner):
         shards = max(shards, options.expect_workers or 1)
     options.slogate_model = engine.model
+    options.slogate_engine = engine.owned_by
     options.slogate_shards = shards
     options.slogate_context, fits = context_check(loaded, engine.context, options.fit_context or "")
     out_dir = results_folder(loaded[0].name, options.out)

@@ -8,7 +8,7 @@ reads ``slo``. Durations are seconds, latencies milliseconds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 Api = Literal["chat", "completions", "responses", "messages", "embeddings"]
@@ -93,12 +93,18 @@ class LoadSpec:
         return self.rate is not None
 
 
+# Engines (their /v1/models ``owned_by``) that send per-chunk usage when asked.
+PER_CHUNK_USAGE_ENGINES = ("vllm",)
+
+
 @dataclass(frozen=True, slots=True)
 class RequestOptions:
     """What goes into every request body beside the messages."""
 
     include_usage: bool = True
-    continuous_usage: bool = False
+    # per-chunk usage (vLLM's stream_options.continuous_usage_stats), or "auto":
+    # asked of the engines known to send it, settled by `for_engine`
+    continuous_usage: bool | Literal["auto"] = "auto"
     ignore_eos: bool = False
     min_tokens: bool = False
     temperature: float | None = None
@@ -126,6 +132,17 @@ class RequestOptions:
     session_header: str | None = None
     session_id_header: str | None = None
     session_cookie: str | None = None
+
+    def for_engine(self, owned_by: str) -> RequestOptions:
+        """These options with ``continuous_usage: auto`` settled for the engine
+        that announced itself as ``owned_by`` (``/v1/models``): on where it is
+        known to send per-chunk usage, whose exact tokens per chunk keep ITL's
+        tail true when the engine merges a lagging stream's tokens into one
+        chunk (docs/engines.md, vLLM); off elsewhere, where an unknown
+        ``stream_options`` field may be refused."""
+        if self.continuous_usage != "auto":
+            return self
+        return replace(self, continuous_usage=owned_by in PER_CHUNK_USAGE_ENGINES)
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ class Invalid(Exception):
     """A value does not fit; the message says what was expected."""
 
 
-AUTO = "auto"  # a warm-up found after the run, not given
+AUTO = "auto"  # decided by what the run finds (a warm-up, per-chunk usage), not given
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,14 +167,18 @@ def duration(*, positive: bool = False) -> Check:
     return Check(f"{qualifier} up to 7 days, such as 500ms, 30s, 5m or 1h", convert, shape)
 
 
-def warmup() -> Check:
-    """A warm-up: a duration, or ``auto`` (found after the run, ``slogate.analysis.warmup``)."""
-    plain = duration()
+def or_auto(plain: Check) -> Check:
+    """``plain``'s values, or ``auto``: decided later, by what the run finds."""
 
-    def convert(value: Any) -> float | str:
+    def convert(value: Any) -> Any:
         return AUTO if value == AUTO else plain.convert(value)
 
     return Check(f"{AUTO} or {plain.expects}", convert, {"anyOf": [{"const": AUTO}, plain.shape]})
+
+
+def warmup() -> Check:
+    """A warm-up: a duration, or ``auto`` (found after the run, ``slogate.analysis.warmup``)."""
+    return or_auto(duration())
 
 
 def choice(*options: str) -> Check:

@@ -50,6 +50,7 @@ from slogate.scenarios.schema import (
     nested,
     number,
     optional,
+    or_auto,
     pattern,
     required,
     section_shape,
@@ -330,7 +331,7 @@ def _read_stages(
 
 REQUEST_FIELDS = {
     "include_usage": optional(BOOLEAN, True),
-    "continuous_usage": optional(BOOLEAN, False),
+    "continuous_usage": optional(or_auto(BOOLEAN), AUTO),
     "ignore_eos": optional(BOOLEAN, False),
     "min_tokens": optional(BOOLEAN, False),
     "temperature": optional(number(ge=0, le=2)),

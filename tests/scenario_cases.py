@@ -28,6 +28,7 @@ BAD_VALUES = [
     ("api: grpc\n", "api", "expected one of chat, completions"),
     ("seed: 1.5\n", "seed", "expected an integer"),
     ("request: {ignore_eos: yes please}\n", "request.ignore_eos", "true or false"),
+    ("request: {continuous_usage: 1}\n", "request.continuous_usage", "auto or true or false"),
     ("request: {extra_body: {stream: false}}\n", "request.extra_body", "remove stream"),
     ("request: {tokenizer: nowhere.json}\n", "request.tokenizer", "local, server, estimate"),
     ("request: {temperature: 7}\n", "request.temperature", "<= 2"),

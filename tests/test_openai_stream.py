@@ -17,9 +17,12 @@ from slogate.client.openai_stream import (
     Chunk,
     ChunkKind,
     as_chunk,
+    chat_body,
     chunk_object,
+    completions_body,
     parse_chunk,
 )
+from slogate.scenarios.model import PlannedTurn, RequestOptions
 
 
 def classify(data: bytes) -> Chunk:
@@ -370,3 +373,17 @@ def test_keepalive_comments_and_split_utf8_text() -> None:
     assert record.ok
     assert text == "日本🙂"
     assert record.chunk_chars == [2, 1]
+
+
+@pytest.mark.parametrize("body", [chat_body, completions_body])
+def test_per_chunk_usage_is_asked_only_once_settled_on(body) -> None:
+    """``continuous_usage: auto`` not yet settled for an engine asks for the
+    final usage only: a server that does not know the per-chunk field may
+    refuse the request."""
+    turn = PlannedTurn("a", 0, 0, "hello there", 4, 4, 4)
+    asked = {
+        setting: body("m", turn, None, RequestOptions(continuous_usage=setting))["stream_options"]
+        for setting in ("auto", True, False)
+    }
+    assert asked["auto"] == asked[False] == {"include_usage": True}
+    assert asked[True] == {"include_usage": True, "continuous_usage_stats": True}

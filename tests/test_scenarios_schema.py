@@ -58,6 +58,23 @@ def test_durations_with_units(tmp_path):
     assert s.load.duration_s == 90.0 and s.load.warmup_s == 0.5 and s.timeouts.stall_s == 3600.0
 
 
+@pytest.mark.parametrize(
+    ("given", "vllm", "other"), [("", True, False), ("true", True, True), ("false", False, False)]
+)
+def test_per_chunk_usage_is_asked_where_the_engine_is_known_to_send_it(
+    tmp_path, given, vllm, other
+):
+    """``continuous_usage`` defaults to ``auto``: on against an engine that
+    named itself vLLM, off against any other (which may refuse the field);
+    given true or false, it is that whatever the engine."""
+    text = MINIMAL + (f"request: {{continuous_usage: {given}}}\n" if given else "")
+    [s] = scenarios.load(write(tmp_path, text))
+    assert s.request.continuous_usage == (given == "true" if given else "auto")
+    assert s.request.for_engine("vllm").continuous_usage is vllm
+    assert s.request.for_engine("sglang").continuous_usage is other
+    assert s.request.for_engine("").continuous_usage is other
+
+
 @pytest.mark.parametrize(("text", "path", "expected"), BAD_VALUES)
 def test_bad_values_name_the_key(tmp_path, text, path, expected):
     found = problems(write(tmp_path, MINIMAL + text))

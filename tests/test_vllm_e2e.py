@@ -153,6 +153,8 @@ def test_slogate_run_against_vllm(vllm: VllmServer, api: str, tmp_path: Path) ->
     assert result["requests"]["failed"] == 0
     tokens = result["tokens"]
     assert tokens["count_method"] == "usage"
+    if api != "responses":  # asked of vLLM by default (continuous_usage: auto)
+        assert tokens["chunk_token_method"] == "exact", tokens
     engine_generated = after["generation_tokens_total"] - before["generation_tokens_total"]
     # The engine also counts the warm-up's tokens and those of streams cut at the end.
     assert 0 < tokens["output"] <= engine_generated
