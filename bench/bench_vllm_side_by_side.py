@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from bench_engine_agreement import DRAIN
 
 from slogate.analysis.server_metrics import (
     Dialect,
@@ -58,7 +59,6 @@ from slogate.engines.vllm import (
 ROOT = Path(__file__).resolve().parent.parent
 METRICS = ("ttft", "tpot", "itl")
 QUANTILES = {"p50": 0.5, "p99": 0.99}
-DRAIN = "120s"
 # vLLM's histograms of the same quantities: TPOT is per request
 ENGINE_HISTOGRAMS = {
     "ttft": "vllm:time_to_first_token_seconds",
@@ -137,33 +137,54 @@ def run_vllm_bench(python: Path, url: str, args: argparse.Namespace, users: int,
     return row, took
 
 
-def run_slogate(url: str, args: argparse.Namespace, users: int, seconds: float, folder: Path):
+def fixed_run(
+    url: str,
+    name: str,
+    users: int,
+    duration: str,
+    lengths: tuple[int, int],
+    folder: Path,
+    request: dict[str, Any] | None = None,
+    extra: tuple[str, ...] = (),
+) -> Path:
+    """``slogate run`` of the fixed workload (completions, ``lengths`` tokens in
+    and out, ``ignore_eos``, ``users`` closed-loop users, no think time) for
+    ``duration``, then drained; its results folder. ``request`` adds request
+    options, ``extra`` arguments of ``slogate run``."""
+    input_len, output_len = lengths
     scenario = {
-        "name": f"side-by-side-c{users}",
+        "name": name,
         "api": "completions",
         "model": "auto",
         "seed": users,
         "workload": {
             "kind": "chat",
             "text": "prose",
-            "input_tokens": args.input_len,
-            "output_tokens": args.output_len,
+            "input_tokens": input_len,
+            "output_tokens": output_len,
             "turns": 1,
             "think_time_s": 0,
         },
-        "load": {"users": users, "spawn_rate": users, "duration": f"{max(seconds, 10):.0f}s"},
-        "request": {"ignore_eos": True},
+        "load": {"users": users, "spawn_rate": users, "duration": duration},
+        "request": {"ignore_eos": True, **(request or {})},
         "timeouts": {"first_token": "120s", "stall": "60s"},
         "slo": {"ttft_ms": {"p50": 60000}},
     }
-    path = folder / f"c{users}.yaml"
+    path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(scenario))
-    out = folder / f"slogate-c{users}"
+    out = folder / f"slogate-{name}"
     command = [sys.executable, "-m", "slogate.cli", "run", str(path), "--host", url,
-               "--warmup", "0s", "--drain", DRAIN, "--out", str(out)]  # fmt: skip
-    subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+               "--warmup", "0s", "--drain", DRAIN, *extra, "--out", str(out)]  # fmt: skip
+    subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800, check=False)
+    return out
+
+
+def run_slogate(url: str, args: argparse.Namespace, users: int, seconds: float, folder: Path):
+    name = f"side-by-side-c{users}"
+    lengths = (args.input_len, args.output_len)
+    out = fixed_run(url, name, users, f"{max(seconds, 10):.0f}s", lengths, folder)
     summary = json.loads((out / "summary.json").read_text())
-    result = summary["scenarios"][scenario["name"]]
+    result = summary["scenarios"][name]
     row: dict[str, Any] = {
         metric: {key: result["metrics"][f"{metric}_ms"][key] for key in QUANTILES}
         | {"mean": result["metrics"][f"{metric}_ms"].get("mean")}

@@ -28,8 +28,6 @@ import collections
 import json
 import socket
 import struct
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -37,14 +35,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
+from bench_vllm_side_by_side import fixed_run
 
-ROOT = Path(__file__).resolve().parent.parent
 ETH_P_ALL = 0x0003
 SO_TIMESTAMPNS = 35  # also the control message's type
 ETH_HEADER = 14
 TOKEN_EVENT = b'"text":"'  # one per completions event that carries output
-OUTPUT_TOKENS = 64
+INPUT_TOKENS, OUTPUT_TOKENS = 128, 64
 
 
 class LoopbackCapture(threading.Thread):
@@ -112,35 +109,6 @@ def _stamp(value: bytes) -> int:
     return seconds * 1_000_000_000 + nanoseconds
 
 
-def run_slogate(args: argparse.Namespace, folder: Path) -> Path:
-    scenario = {
-        "name": "wire",
-        "api": "completions",
-        "model": "auto",
-        "seed": args.users,
-        "workload": {
-            "kind": "chat",
-            "text": "prose",
-            "input_tokens": 128,
-            "output_tokens": OUTPUT_TOKENS,
-            "turns": 1,
-            "think_time_s": 0,
-        },
-        "load": {"users": args.users, "spawn_rate": args.users, "duration": args.duration},
-        "request": {"ignore_eos": True, "continuous_usage": args.continuous_usage},
-        "timeouts": {"first_token": "120s", "stall": "60s"},
-        "slo": {"ttft_ms": {"p50": 60000}},
-    }
-    path = folder / "wire.yaml"
-    path.write_text(yaml.safe_dump(scenario))
-    out = folder / "out"
-    command = [sys.executable, "-m", "slogate.cli", "run", str(path), "--host", args.url,
-               "--warmup", "0s", "--drain", "120s", "--save-requests",
-               "--out", str(out)]  # fmt: skip
-    subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800, check=False)
-    return out
-
-
 def compare(requests: list[dict[str, Any]], streams: list[np.ndarray]) -> dict[str, Any]:
     """Match each request whose tokens each came as an event of its own to
     the stream with the same gaps; the client's chunk times minus the
@@ -190,7 +158,16 @@ def main() -> None:
         raise SystemExit("the loopback capture needs root (CAP_NET_RAW)") from None
     capture.start()
     with tempfile.TemporaryDirectory() as folder:
-        out = run_slogate(args, Path(folder))
+        out = fixed_run(
+            args.url,
+            "wire",
+            args.users,
+            args.duration,
+            (INPUT_TOKENS, OUTPUT_TOKENS),
+            Path(folder),
+            request={"continuous_usage": args.continuous_usage},
+            extra=("--save-requests",),
+        )
         time.sleep(0.5)  # the last packets reach the capture
         capture.done.set()
         capture.join()
