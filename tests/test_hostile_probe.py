@@ -15,8 +15,11 @@ from pathlib import Path
 
 import pytest
 from loadruns import ROOT, cli, free_port, scenario_file, summary
+from test_history import night
+from test_reliability_inputs import in_own_mounts
 from test_web_ui import post, template_args, wait_for
 
+from slogate.analysis.file_sizes import MAX_DATA_BYTES, MAX_DOCUMENT_BYTES
 from slogate.engines.exact import ExactEngine
 from slogate.scenarios.errors import QUOTED_CHARS
 from slogate.scenarios.limits import MAX_AGENT_DEPTH, MAX_TOKENS
@@ -207,3 +210,59 @@ def test_sigterm_as_a_run_writes_its_results_starts_no_other(tmp_path: Path) -> 
         process, out = repeat_set(tmp_path, engine, "0s")
         wait_until(process, lambda: (out / "run-1" / "summary.json").is_file())
         interrupted_set(process, out)
+
+
+def test_prune_unlinks_a_run_folder_that_is_a_link_out_of_the_root(tmp_path: Path) -> None:
+    """N12: rmtree refused the link, exit 3, the index not rewritten."""
+    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
+    root.mkdir()
+    night(root, 0)
+    (root / "night-01").symlink_to(night(elsewhere, 1), target_is_directory=True)
+    night(root, 2)
+    done = cli("prune", str(root), "--keep", "0")
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in root.iterdir()) == ["index.html"]
+    assert (elsewhere / "night-01" / "summary.json").is_file()  # not the root's to delete
+    assert "night-0" not in (root / "index.html").read_text()
+
+
+@pytest.mark.slow
+def test_prune_names_a_run_it_cannot_remove_and_finishes(tmp_path: Path) -> None:
+    """A run on a read-only mount: named, the others removed, the index rewritten, exit 3."""
+    stuck = night(tmp_path, 0)
+    night(tmp_path, 1)
+    setup = f"mount --bind {stuck} {stuck}\nmount -o remount,bind,ro {stuck}"
+    done = in_own_mounts(
+        setup, [sys.executable, "-m", "slogate.cli", "prune", str(tmp_path), "--keep", "0"]
+    )
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert f"cannot remove {stuck}: " in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "night-01").exists() and (tmp_path / "index.html").is_file()
+
+
+def oversized(path: Path, size: int) -> Path:
+    """``path`` of ``size`` bytes without writing them (a sparse file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as handle:
+        handle.truncate(size)
+    return path
+
+
+def test_prune_skips_a_summary_past_its_size_limit(tmp_path: Path) -> None:
+    """A 1 GB summary.json cost prune 3 GB and 12 s (bench_hostile measures the memory)."""
+    night(tmp_path, 0)
+    oversized(tmp_path / "huge" / "summary.json", MAX_DOCUMENT_BYTES + 1)
+    done = cli("prune", str(tmp_path), "--keep", "0")
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["huge", "index.html"]
+
+
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_report_and_compare_refuse_a_data_file_past_its_size_limit(
+    tmp_path: Path, command: str
+) -> None:
+    folder = night(tmp_path, 0)
+    oversized(folder / "data" / "run.json", MAX_DATA_BYTES + 1)
+    args = (str(folder),) if command == "report" else (str(folder), str(folder))
+    line = one_line(cli(command, *args), 2)
+    assert f"run.json: {MAX_DATA_BYTES + 1:,} bytes, over the limit of {MAX_DATA_BYTES:,}" in line
