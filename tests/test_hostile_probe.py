@@ -5,6 +5,7 @@ contract of docs/reliability.md (one line, the right exit code, no traceback).""
 from __future__ import annotations
 
 import http.cookiejar
+import http.server
 import json
 import signal
 import subprocess
@@ -14,12 +15,15 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from loadruns import ROOT, cli, free_port, scenario_file, summary
+from httpserving import serving
+from loadruns import ROOT, ModelsHandler, cli, free_port, scenario_file, slogate, summary
 from test_history import night
+from test_preflight import engine_without
 from test_reliability_inputs import in_own_mounts
 from test_web_ui import post, template_args, wait_for
 
 from slogate.analysis.file_sizes import MAX_DATA_BYTES, MAX_DOCUMENT_BYTES
+from slogate.client.streaming import MAX_NAME_CHARS
 from slogate.engines.exact import ExactEngine
 from slogate.scenarios.errors import QUOTED_CHARS
 from slogate.scenarios.limits import MAX_AGENT_DEPTH, MAX_TOKENS
@@ -266,3 +270,100 @@ def test_report_and_compare_refuse_a_data_file_past_its_size_limit(
     args = (str(folder),) if command == "report" else (str(folder), str(folder))
     line = one_line(cli(command, *args), 2)
     assert f"run.json: {MAX_DATA_BYTES + 1:,} bytes, over the limit of {MAX_DATA_BYTES:,}" in line
+
+
+@pytest.mark.parametrize(("mode", "context"), [("clamp", 2), ("drop", 32)])
+def test_a_refusal_under_fit_context_does_not_advise_it(
+    tmp_path: Path, mode: str, context: int
+) -> None:
+    """Every request past the context, even clamped (no prompt fits 2 tokens):
+    the refusal once advised passing the --fit-context the user had passed."""
+    with engine_without(set(), {"default_generation_settings": {"n_ctx": context}}) as url:
+        done = slogate("run", "tests/data/exact-chat.yaml", "--host", url, "--duration", "2s",
+                       "--fit-context", mode, "--out", str(tmp_path / "out"))  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"planned requests are longer than the engine's context of {context} " in done.stderr
+    assert f"even --fit-context {mode} leaves no request to send" in done.stderr
+    assert "or pass --fit-context" not in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_a_huge_model_id_is_cut_as_a_replica_name_is(tmp_path: Path) -> None:
+    """A 100 KB model id (a label of every metric) made metrics.prom 5.8 MB and
+    report.html 336 KB; it is cut to the replica names' length."""
+    name = "m" * 100_000
+    out = tmp_path / "out"
+    with ExactEngine({"ttft_ms": 20, "itl_ms": 5}, model=name) as engine:
+        done = slogate("run", "tests/data/exact-chat.yaml", "--host", engine.url,
+                       "--duration", "3s", "--warmup", "0s", "--out", str(out))  # fmt: skip
+    assert done.returncode in (0, 1, 4), done.stderr[-2000:]
+    s = summary(out)
+    assert s["run"]["engine"]["model"] == name[:MAX_NAME_CHARS]
+    assert s["scenarios"]["exact-chat"]["requests"]["ok"] > 0
+    for file in ("metrics.prom", "report.html", "summary.md", "summary.json"):
+        assert "m" * (MAX_NAME_CHARS + 1) not in (out / file).read_text(), file
+
+
+class CachingEngine(ModelsHandler):
+    """Streams a two-token reply whose usage says ``CACHED`` of 10 prompt tokens cached."""
+
+    protocol_version = "HTTP/1.1"
+    CACHED = 0
+
+    def do_POST(self) -> None:
+        if self.load_request() is None:
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        usage = {"prompt_tokens": 10, "completion_tokens": 2,
+                 "prompt_tokens_details": {"cached_tokens": self.CACHED}}  # fmt: skip
+        for data in (
+            {"choices": [{"delta": {"role": "assistant", "content": "a "}}]},
+            {"choices": [{"delta": {"content": "b"}, "finish_reason": "stop"}]},
+            {"choices": [], "usage": usage},
+        ):
+            self._event(json.dumps(data).encode())
+        self._event(b"[DONE]")
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _event(self, data: bytes) -> None:
+        event = b"data: " + data + b"\n\n"
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+        self.wfile.flush()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("cached", "hit_rate"), [(5, 0.5), (100, None), (-5, None)])
+def test_a_cached_count_outside_the_prompt_is_taken_as_unsaid(
+    tmp_path: Path, cached: int, hit_rate: float | None
+) -> None:
+    """100 cached of a 10-token prompt printed a hit rate of 1000%, -5 one of -50%."""
+    CachingEngine.CACHED = cached
+    out = tmp_path / "out"
+    with serving(http.server.ThreadingHTTPServer(("127.0.0.1", 0), CachingEngine)) as port:
+        done = slogate("run", "tests/data/exact-chat.yaml", "--host", f"http://127.0.0.1:{port}",
+                       "--duration", "2s", "--warmup", "0s", "--metrics-url", "off",
+                       "--out", str(out))  # fmt: skip
+    assert done.returncode in (0, 1, 4), done.stderr[-2000:]
+    block = summary(out)["scenarios"]["exact-chat"]
+    assert block["requests"]["ok"] > 0
+    cache = block["prefix_cache"]
+    assert (cache and cache["hit_rate"]) == hit_rate
+    assert "1000" not in (out / "summary.md").read_text() and "-50" not in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("run",), "slogate run: error: the following arguments are required: scenario"),
+        (("run", "chat", "--users", "abc"), "slogate run: error: argument --users/-u: expected"),
+        (("scenario", "check"), "slogate scenario check: error: the following arguments"),
+        (("nosuch",), "slogate: error: argument command: invalid choice: 'nosuch'"),
+    ],
+)
+def test_a_usage_error_is_one_line_pointing_to_help(args: tuple[str, ...], says: str) -> None:
+    """argparse printed 20 lines of usage above the error."""
+    line = one_line(cli(*args), 2)
+    assert line.startswith(says) and line.endswith("--help)")
