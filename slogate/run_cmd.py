@@ -184,9 +184,10 @@ def run_folder(out: Path, index: int) -> Path:
 
 @contextlib.contextmanager
 def recording_stops(heard: list[int]) -> Iterator[None]:
-    """SIGINT and SIGTERM between a set's runs are appended to ``heard``
-    rather than ending the process (SIGTERM in a cool-down once killed it with
-    no set summary), so the set judges the runs that ended and starts none."""
+    """SIGINT and SIGTERM between a set's runs and while it is judged are
+    appended to ``heard`` rather than ending the process (SIGTERM in a
+    cool-down once killed it with no set summary), so the set judges the runs
+    that ended and starts none."""
 
     def record(signum: int, _frame: object) -> None:
         heard.append(signum)
@@ -242,18 +243,18 @@ def run_repeats(
             results.append(finished_trial(run_out, code))
             if untrusted(results[-1]) or heard:
                 break
-    stopped = signal.Signals(heard[0]).name if heard else None
-    if stopped:
-        print(f"slogate: interrupted ({stopped}): judging the runs that ended", file=sys.stderr)
-    command = shlex.join(["slogate", *sys.argv[1:]])
-    doc = build_document(results, out, args.repeat, args.cooldown, command, stopped)
-    base = args.baseline
-    if base == "auto":
-        found = auto_baseline_of(doc, out)
-        print(f"slogate: --baseline auto: {found or 'no earlier repeat set of this scenario'}")
-        base, baseline = (str(found), read_repeats(found)) if found else ("", None)
-    if baseline is not None:
-        doc = with_baseline(doc, baseline, base, str(out))
-    files = write_repeats(out, doc)
-    print(repeats_table(doc, files["report"]), flush=True)
-    return int(doc["exit_code"])
+        stopped = signal.Signals(heard[0]).name if heard else None
+        if stopped:
+            print(f"slogate: interrupted ({stopped}): judging the runs that ended", file=sys.stderr)
+        command = shlex.join(["slogate", *sys.argv[1:]])
+        doc = build_document(results, out, args.repeat, args.cooldown, command, stopped)
+        base = args.baseline
+        if base == "auto":
+            found = auto_baseline_of(doc, out)
+            print(f"slogate: --baseline auto: {found or 'no earlier repeat set of this scenario'}")
+            base, baseline = (str(found), read_repeats(found)) if found else ("", None)
+        if baseline is not None:
+            doc = with_baseline(doc, baseline, base, str(out))
+        files = write_repeats(out, doc)
+        print(repeats_table(doc, files["report"]), flush=True)
+        return int(doc["exit_code"])
