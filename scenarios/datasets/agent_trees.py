@@ -181,14 +181,13 @@ def within_limit(tokens: int, where: str, field: str) -> int:
     return tokens
 
 
-def nesting(depth: int, where: str, field: str) -> int:
-    """``depth``, refused past :data:`MAX_AGENT_DEPTH` subagents: each level
-    is a frame of the readers and planners that walk the tree."""
+def nesting(depth: int, where: str, field: str) -> None:
+    """Refuse subagents nested past :data:`MAX_AGENT_DEPTH`: each level is a
+    frame of the readers and planners that walk the tree."""
     if depth > MAX_AGENT_DEPTH:
         raise DatasetError(
             f"{where}, field {field!r}: subagents nested more than {MAX_AGENT_DEPTH} deep"
         )
-    return depth
 
 
 def seconds(record: dict[str, Any], key: str, where: str, field: str) -> float | None:
