@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from slogate.analysis.file_sizes import MAX_DOCUMENT_BYTES, read_bounded
 from slogate.analysis.versions import (
     ExperimentSchema,
     RepeatsSchema,
@@ -908,7 +909,11 @@ def as_model(model: type[T], data: T | Any, where: str) -> T:
 def read_document(model: type[T], file: Path) -> T:
     """``file`` parsed as ``model``; ContractError naming the file and the bad fields."""
     try:
-        data = orjson.loads(file.read_bytes())
+        raw = read_bounded(file, MAX_DOCUMENT_BYTES)
+    except ValueError as exc:
+        raise ContractError(str(exc)) from None
+    try:
+        data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise ContractError(f"{file}: not JSON: {exc}") from None
     return parse(model, data, str(file))

@@ -34,6 +34,7 @@ from slogate.analysis.compare import (
     classify,
     summed_bounds,
 )
+from slogate.analysis.file_sizes import MAX_DOCUMENT_BYTES, read_bounded
 from slogate.analysis.percentiles import Estimate
 from slogate.analysis.versions import REPEATS_SCHEMA
 
@@ -122,9 +123,9 @@ def repeat_set(file: Path) -> bool:
     """Whether ``file`` is a repeat set's summary (``slogate run --repeat``): not a
     run, so neither a baseline nor unreadable; its runs are in its folder."""
     try:
-        schema: object = orjson.loads(file.read_bytes()).get("schema")
+        schema: object = orjson.loads(read_bounded(file, MAX_DOCUMENT_BYTES)).get("schema")
         return schema == REPEATS_SCHEMA
-    except (OSError, orjson.JSONDecodeError, AttributeError):
+    except (OSError, ValueError, AttributeError):
         return False
 
 

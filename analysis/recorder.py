@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from slogate.analysis.bands import context_band, tpot_band, ttft_band
 from slogate.analysis.histograms import Batch, HistogramSet
-from slogate.analysis.records import RequestRecord, SessionRecord
+from slogate.analysis.records import RequestRecord, SessionRecord, reported_cached
 from slogate.analysis.request_metrics import AnswerMetrics, RequestMetrics, request_metrics
 from slogate.analysis.timelines import Timelines
 
@@ -244,7 +244,7 @@ def count_into(counters: Counters, record: RequestRecord, m: RequestMetrics, goo
     counters.answer_tokens += answer.answer_tokens
     counters.tool_call_requests += record.tool_calls > 0
     counters.tool_calls += record.tool_calls
-    cached = record.cached_tokens
+    cached = reported_cached(record)
     if cached is not None:
         counters.cache_reported += 1
         counters.cache_hits += cached > 0
@@ -255,7 +255,7 @@ def cache_hit(record: RequestRecord) -> bool:
     """A prefix-cache hit: the server said it served part of the prompt from
     its cache (cached_tokens > 0). A reply that did not say is a miss: vLLM
     releases before 0.32 leave the field out when nothing was cached."""
-    return bool(record.cached_tokens)
+    return bool(reported_cached(record))
 
 
 # The answer's histograms and their headline twins: equal for a request that did

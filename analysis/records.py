@@ -171,3 +171,15 @@ class RequestRecord:
         self.error_message = message
         self.end_ns = end_ns
         return self
+
+
+def reported_cached(record: RequestRecord) -> int | None:
+    """The prompt tokens the server said it served from its cache, where that
+    can be true; a count below 0 or above the prompt is taken as unsaid (10
+    cached of a 1-token prompt made a hit rate of 1000%, -5 of 10 one of -50%)."""
+    cached = record.cached_tokens
+    if cached is None or cached < 0:
+        return None
+    if record.input_tokens is not None and cached > record.input_tokens:
+        return None
+    return cached

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slogate.analysis.file_sizes import MAX_DATA_BYTES, read_bounded
 from slogate.analysis.journal import JOURNAL_FILE, replay
 from slogate.analysis.recorder import ENDPOINT, OVERALL, REPLICA, Bucket
 from slogate.analysis.timelines import Timelines
@@ -138,7 +139,7 @@ def forget_final_save(out_dir: str | os.PathLike[str]) -> None:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_bounded(path, MAX_DATA_BYTES).decode("utf-8"))
     except (UnicodeDecodeError, RecursionError) as error:
         raise ValueError(f"{path}: not readable JSON ({error})") from error
     except json.JSONDecodeError as error:

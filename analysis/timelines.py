@@ -27,7 +27,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
-from slogate.analysis.records import RequestRecord
+from slogate.analysis.records import RequestRecord, reported_cached
 from slogate.analysis.request_metrics import RequestMetrics
 
 MAX_REQUESTS = 500_000
@@ -111,13 +111,14 @@ class Timelines:
             return None
         self.scenario.append(self._scenario_index(record.scenario))
         self.user.append(record.user)
+        cached = reported_cached(record)
         values = {
             "start_s": end_wall_s - m.e2e_ns / 1e9,
             "ttft_ms": _ms(m.ttft_ns),
             "e2e_ms": m.e2e_ns / NS_PER_MS,
             "tpot_ms": UNKNOWN if cut_off else _ms(m.tpot_ns),
             "input_tokens": _input_tokens(record, cut_off),
-            "cached_tokens": UNKNOWN if record.cached_tokens is None else record.cached_tokens,
+            "cached_tokens": UNKNOWN if cached is None else cached,
             "output_tokens": m.output_tokens,
             "conversation": record.conversation,
             "turn": record.turn,

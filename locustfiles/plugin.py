@@ -290,7 +290,9 @@ def context_check(
         return 0, []
     fit = ContextFit(context, mode)
     found = [sampled_overflow(s, fit) for s in loaded]
-    refused = [o.refusal(context) for o in found if o.over and (not mode or o.dropped == o.sampled)]
+    refused = [
+        o.refusal(context, mode) for o in found if o.over and (not mode or o.dropped == o.sampled)
+    ]
     if refused:
         fail(EXIT_CONFIG, "; ".join(refused))
     return context, [o for o in found if o.over]

@@ -34,6 +34,7 @@ from slogate.analysis.summary import redact
 from slogate.analysis.timeseries import apart_row, window_row
 from slogate.analysis.warmup import METHOD, WarmupCut, find_cut
 from slogate.client.engine_info import EngineInfo
+from slogate.client.streaming import MAX_NAME_CHARS
 from slogate.locustfiles.context import LoadContext
 from slogate.locustfiles.provenance import git_revision, tool_version
 from slogate.locustfiles.worker_clocks import wall
@@ -385,8 +386,13 @@ class RunSession:
 
     def engine_meta(self) -> dict[str, Any]:
         """The engine as it announced itself, and what the run did with the
-        planned requests longer than its context (``--fit-context``)."""
-        meta: dict[str, Any] = {"owned_by": self.engine.owned_by, "model": self.engine.model}
+        planned requests longer than its context (``--fit-context``). Its names
+        are cut as a replica's are: a 1 MB model id, a label of every metric,
+        made metrics.prom 51 MB (the requests still name the model whole)."""
+        meta: dict[str, Any] = {
+            "owned_by": self.engine.owned_by[:MAX_NAME_CHARS],
+            "model": self.engine.model[:MAX_NAME_CHARS],
+        }
         fit = self.ctx.fit
         if fit is not None:
             meta["context"] = fit.context

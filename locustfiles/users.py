@@ -22,7 +22,7 @@ from locust.exception import StopUser
 from locust.user.task import LOCUST_STATE_STOPPING
 
 from slogate.analysis.recorder import apart
-from slogate.analysis.records import SESSION, SLOT, SessionRecord, sender
+from slogate.analysis.records import SESSION, SLOT, SessionRecord, reported_cached, sender
 from slogate.client.protocol import user_message
 from slogate.client.streaming import (
     PROTOCOLS,
@@ -61,8 +61,9 @@ class _ConversationCache:
         self.where = apart(record)
         if record.ok and record.input_tokens:
             self.prompt += record.input_tokens
-            self.cached += record.cached_tokens or 0
-            self.reported |= record.cached_tokens is not None
+            cached = reported_cached(record)
+            self.cached += cached or 0
+            self.reported |= cached is not None
 
 
 class _ScenarioUser(User):

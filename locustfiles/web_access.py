@@ -69,11 +69,21 @@ def install_login(web_ui: Any, auth: str) -> None:
     def login_submit() -> Any:
         given_user = request.form.get("username", "")
         given_password = request.form.get("password", "")
-        if hmac.compare_digest(given_user, user) & hmac.compare_digest(given_password, password):
+        if _same(given_user, user) & _same(given_password, password):
             login_user(WebUser())
             return redirect(url_for("locust.index"))
         session["auth_error"] = "wrong user name or password"
         return redirect(url_for("locust.login"))
+
+
+def _same(given: str, expected: str) -> bool:
+    """A constant-time comparison of UTF-8 bytes: ``hmac.compare_digest``
+    refuses a ``str`` with any non-ASCII character (every login with a
+    password such as ``pässwort`` answered HTTP 500); ``surrogatepass`` keeps
+    the undecodable bytes of an environment variable comparable too."""
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
+    )
 
 
 def fill_start_form(

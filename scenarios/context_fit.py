@@ -116,13 +116,20 @@ class Overflow:
     longest_input: int
     longest_output: int
 
-    def refusal(self, context: int) -> str:
+    def refusal(self, context: int, mode: str = "") -> str:
+        """Why the run is refused, and what would help: ``--fit-context`` only
+        where it was not given (with it, every request was dropped)."""
+        advice = (
+            f"even --fit-context {mode} leaves no request to send: shorten the scenario's lengths"
+            if mode
+            else "shorten the scenario's lengths, or pass --fit-context clamp (cut the output "
+            "to fit) or drop"
+        )
         return (
             f"scenario {self.scenario}: {self.over} of {self.sampled} planned requests are "
             f"longer than the engine's context of {context} tokens (prompt + max output "
             f"tokens; the longest {self.longest_input} + {self.longest_output} = "
-            f"{self.longest_input + self.longest_output}): shorten the scenario's lengths, "
-            "or pass --fit-context clamp (cut the output to fit) or drop"
+            f"{self.longest_input + self.longest_output}): {advice}"
         )
 
     def to_dict(self) -> dict[str, int | str]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from slogate.scenarios import traces
+from slogate.scenarios.errors import quoted
 from slogate.scenarios.schema import (
     TEXT,
     Field,
@@ -231,7 +232,8 @@ def read_dist(reader: Reader, value: Any, path: str, *, least: float, most: floa
         got = value.get("dist") if isinstance(value, dict) else value
         reader.problem(
             join(path, "dist") if isinstance(value, dict) else path,
-            f"expected a number or a mapping with dist: one of {', '.join(KINDS)}, got {got!r}",
+            f"expected a number or a mapping with dist: one of {', '.join(KINDS)}, "
+            f"got {quoted(got)}",
         )
         return None
     kind = value["dist"]

@@ -8,6 +8,18 @@ problems found in one pass are reported together.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+QUOTED_CHARS = 500  # a value quoted in an error, as an error message is cut elsewhere
+
+
+def quoted(value: Any) -> str:
+    """``repr(value)`` cut to :data:`QUOTED_CHARS`: a 5 MB string where a
+    list was expected must not become a 5 MB error line."""
+    shown = repr(value)
+    if len(shown) <= QUOTED_CHARS:
+        return shown
+    return f"{shown[:QUOTED_CHARS]}... ({len(shown):,} characters)"
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ MAX_PROCESSES = 1024  # load-generating worker processes
 MAX_REPEATS = 100  # runs of one `--repeat` set
 MAX_PROBE_RPS = 1000.0  # `--probes`: one-token requests per second beside the load
 MAX_TOKENS = 2_097_152  # any input or output length (2 Mi tokens, beyond every context window)
+MAX_AGENT_DEPTH = 32  # subagents nested in an agent trace (recorded sessions go 2 or 3 deep)
 MAX_TURNS = 1000  # turns of one conversation
 MAX_COUNT = 1000  # other counts drawn per request (RAG documents)
 MAX_DOCUMENTS = 100_000  # documents in a RAG pool

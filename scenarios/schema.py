@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from slogate.scenarios.errors import Problem
+from slogate.scenarios.errors import Problem, quoted
 from slogate.scenarios.limits import MAX_SECONDS
 from slogate.scenarios.units import DURATION_PATTERN, parse_duration
 
@@ -52,7 +52,7 @@ class Check:
         try:
             return self.convert(value)
         except (ValueError, TypeError) as exc:
-            raise Invalid(f"expected {self.expects}, got {value!r}") from exc
+            raise Invalid(f"expected {self.expects}, got {quoted(value)}") from exc
 
     def shaped(self, shape: Shape) -> Check:
         """The same check, described by a narrower schema: a section kept as a
@@ -290,7 +290,7 @@ class Reader:
             value = {}
         if not isinstance(value, dict):
             keys = ", ".join(fields)
-            self.problem(path, f"expected a mapping with keys among {keys}, got {value!r}")
+            self.problem(path, f"expected a mapping with keys among {keys}, got {quoted(value)}")
             return None
         for key in value:
             if key not in fields:
@@ -319,7 +319,7 @@ class Reader:
     def items(self, value: Any, path: str, what: str) -> list[tuple[str, Any]]:
         """The entries of a list with their paths; a problem if it is not a list."""
         if not isinstance(value, list) or not value:
-            self.problem(path, f"expected a non-empty list of {what}, got {value!r}")
+            self.problem(path, f"expected a non-empty list of {what}, got {quoted(value)}")
             return []
         return [(join(path, i), item) for i, item in enumerate(value)]
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from slogate.scenarios.distributions import dist_field
+from slogate.scenarios.errors import quoted
 from slogate.scenarios.limits import (
     MAX_IN_FLIGHT,
     MAX_RPS,
@@ -406,7 +407,7 @@ def tokenizer_path(reader: Reader, value: str, path: str) -> str | None:
     file = (file if file.is_absolute() else reader.base_dir / file).resolve()
     expected = f"expected {', '.join(TOKENIZERS)} or the path of a tokenizer.json"
     if not file.is_file():
-        reader.problem(path, f"{expected}, got {value!r} (no such file: {file})")
+        reader.problem(path, f"{expected}, got {quoted(value)} (no such file: {file})")
         return None
     try:
         load_tokenizer(str(file))
@@ -574,13 +575,13 @@ def read_slo_tiers(reader: Reader, value: Any, path: str) -> tuple[tuple[str, Sl
     """Named sets of SLOs (``interactive: {...}``, ``batch: {...}``), each an
     ``slo`` section: a sweep reports the most load under each."""
     if not isinstance(value, dict):
-        reader.problem(path, f"expected a mapping of tier names to SLOs, got {value!r}")
+        reader.problem(path, f"expected a mapping of tier names to SLOs, got {quoted(value)}")
         return None
     tiers = []
     for name, slo in value.items():
         if not isinstance(name, str) or _TIER_NAME.fullmatch(name) is None:
             reader.problem(
-                path, f"expected tier names of letters, digits, '_' or '-', got {name!r}"
+                path, f"expected tier names of letters, digits, '_' or '-', got {quoted(name)}"
             )
             continue
         spec = read_slo(reader, slo, join(path, name))

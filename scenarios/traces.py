@@ -27,6 +27,7 @@ from slogate.scenarios.datasets import (
 from slogate.scenarios.datasets.layout import KNOWN_COLUMNS
 from slogate.scenarios.datasets.report import Lengths
 from slogate.scenarios.datasets.table import Table, file_format, read_table
+from slogate.scenarios.errors import quoted
 from slogate.scenarios.limits import MAX_TOKENS
 
 if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
@@ -293,7 +294,7 @@ def _datetime_s(table: Table, row: int, column: str, key: str) -> tuple[int, flo
     if match is None:
         raise TraceError(
             f"{table.where(row, column)}: expected date-time text such as "
-            f"2023-11-16 18:15:46.68, got {value!r}",
+            f"2023-11-16 18:15:46.68, got {quoted(value)}",
             key,
         )
     year, month, day, hour, minute, second, fraction, zone = match.groups()

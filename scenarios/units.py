@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 import re
 
+from slogate.scenarios.errors import quoted
+
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 # What parse_duration reads from text, for the scenario's JSON Schema: parts
@@ -47,4 +49,4 @@ def _parse_text(text: str) -> float:
 
 
 def _expected(value: object) -> str:
-    return f"expected a duration such as 500ms, 30s, 5m, 1h or 1m30s, got {value!r}"
+    return f"expected a duration such as 500ms, 30s, 5m, 1h or 1m30s, got {quoted(value)}"

@@ -14,8 +14,9 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+from slogate.analysis.exitcodes import EXIT_CONFIG
 from slogate.locustfiles.argtypes import (
     duration,
     endpoint,
@@ -152,11 +153,19 @@ def deferred_module(name: str) -> Any:
     return importlib.import_module(f"slogate.{name}_cmd")
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """Usage errors in one line with a pointer to ``--help``: argparse's own
+    put the whole usage (20 lines for ``slogate run``) above the error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_CONFIG, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(given: str | None = None) -> argparse.ArgumentParser:
     """The whole command line; with ``given`` (the first argument), only that
     deferred subcommand's module is imported, so ``slogate --help`` and
     ``slogate scenario check`` import none of them."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrors(
         prog="slogate", description="Load tests and SLO gates for LLM inference servers."
     )
     sub = parser.add_subparsers(dest="command", required=True)

@@ -2,7 +2,8 @@
 
 Keeps the newest N runs of each scenario set and target and/or drops runs older
 than AGE, then rewrites the root's index.html so it lists only what is left.
-Only folders holding a slogate ``summary.json`` are ever removed.
+Only folders holding a slogate ``summary.json`` are ever removed; a run
+folder that is a symbolic link loses the link, never what it names.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from slogate.analysis.exitcodes import EXIT_CONFIG
+from slogate.analysis.exitcodes import EXIT_CONFIG, EXIT_INVALID
 from slogate.analysis.history import RESULTS_ROOT, read_runs, runs_to_prune
 from slogate.locustfiles.argtypes import age, non_negative_int
 from slogate.reports import write_index
@@ -37,11 +38,30 @@ def prune_command(args: argparse.Namespace) -> int:
         print(f"slogate prune: {root}: not a folder", file=sys.stderr)
         return EXIT_CONFIG
     doomed = runs_to_prune(read_runs(root), args.keep, args.older_than, datetime.now(timezone.utc))
+    failed = 0
     for run in doomed:
         print(f"slogate prune: {'would remove' if args.dry_run else 'removing'} {run.folder}")
         if not args.dry_run:
-            shutil.rmtree(run.folder)
+            failed += not remove(run.folder)
     if not args.dry_run:
         write_index(root)
     print(f"slogate prune: {len(doomed)} run(s) {'to remove' if args.dry_run else 'removed'}")
+    if failed:
+        print(f"slogate prune: {failed} run(s) could not be removed", file=sys.stderr)
+        return EXIT_INVALID
     return 0
+
+
+def remove(folder: Path) -> bool:
+    """Remove a run's folder; a symbolic link only as a link (the run it
+    names may lie outside the root, and is not the root's to delete). A
+    folder that cannot be removed is named, and the others still go."""
+    try:
+        if folder.is_symlink():
+            folder.unlink()
+        else:
+            shutil.rmtree(folder)
+    except OSError as error:
+        print(f"slogate prune: cannot remove {folder}: {error}", file=sys.stderr)
+        return False
+    return True

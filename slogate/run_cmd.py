@@ -12,11 +12,14 @@ folder of its own, and judges the set on their spread
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
+import signal
 import socket
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +38,7 @@ if TYPE_CHECKING:  # pydantic: imported only when a set is judged
     from slogate.analysis.contracts import Repeats
 
 RUN_LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "run.py"
+COOL_DOWN_POLL_S = 0.1  # how soon a cool-down ends once a stop is heard
 
 
 def choose_processes(args: argparse.Namespace, loaded: list[Scenario]) -> tuple[int, str]:
@@ -178,6 +182,32 @@ def run_folder(out: Path, index: int) -> Path:
     return out / f"run-{index}"
 
 
+@contextlib.contextmanager
+def recording_stops(heard: list[int]) -> Iterator[None]:
+    """SIGINT and SIGTERM between a set's runs and while it is judged are
+    appended to ``heard`` rather than ending the process (SIGTERM in a
+    cool-down once killed it with no set summary), so the set judges the runs
+    that ended and starts none."""
+
+    def record(signum: int, _frame: object) -> None:
+        heard.append(signum)
+
+    previous = {s: signal.signal(s, record) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def cool_down(seconds: float, heard: list[int]) -> None:
+    """Wait ``seconds``, or less once a stop is heard (a handler that returns
+    does not cut ``time.sleep`` short)."""
+    deadline = time.monotonic() + seconds
+    while not heard and (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(left, COOL_DOWN_POLL_S))
+
+
 def run_repeats(
     args: argparse.Namespace,
     scenario: Path,
@@ -195,31 +225,36 @@ def run_repeats(
 
     each = argparse.Namespace(**{**vars(args), "baseline": ""})  # the set compares, not each run
     results: list[TrialResult] = []
-    try:
+    heard: list[int] = []  # SIGINT and SIGTERM alike, in a run or between runs
+    with recording_stops(heard):
         for index in range(1, args.repeat + 1):
             if index > 1 and args.cooldown > 0:
                 print(f"slogate: cool-down {args.cooldown:g} s before run {index} of "
                       f"{args.repeat}", flush=True)  # fmt: skip
-                time.sleep(args.cooldown)
+                cool_down(args.cooldown, heard)
+            if heard:
+                break
             run_out = run_folder(out, index)
             print(f"slogate: run {index} of {args.repeat}: {run_out}", flush=True)
-            code = waiter.wait(locust_command(each, scenario, host, run_out, processes), run_out)
+            cmd = locust_command(each, scenario, host, run_out, processes)
+            code = waiter.wait(cmd, run_out, heard)
             if code == EXIT_CONFIG:
                 return code
             results.append(finished_trial(run_out, code))
-            if untrusted(results[-1]):
+            if untrusted(results[-1]) or heard:
                 break
-    except KeyboardInterrupt:
-        print("slogate: interrupted: judging the runs that ended", file=sys.stderr)
-    command = shlex.join(["slogate", *sys.argv[1:]])
-    doc = build_document(results, out, args.repeat, args.cooldown, command)
-    base = args.baseline
-    if base == "auto":
-        found = auto_baseline_of(doc, out)
-        print(f"slogate: --baseline auto: {found or 'no earlier repeat set of this scenario'}")
-        base, baseline = (str(found), read_repeats(found)) if found else ("", None)
-    if baseline is not None:
-        doc = with_baseline(doc, baseline, base, str(out))
-    files = write_repeats(out, doc)
-    print(repeats_table(doc, files["report"]), flush=True)
-    return int(doc["exit_code"])
+        stopped = signal.Signals(heard[0]).name if heard else None
+        if stopped:
+            print(f"slogate: interrupted ({stopped}): judging the runs that ended", file=sys.stderr)
+        command = shlex.join(["slogate", *sys.argv[1:]])
+        doc = build_document(results, out, args.repeat, args.cooldown, command, stopped)
+        base = args.baseline
+        if base == "auto":
+            found = auto_baseline_of(doc, out)
+            print(f"slogate: --baseline auto: {found or 'no earlier repeat set of this scenario'}")
+            base, baseline = (str(found), read_repeats(found)) if found else ("", None)
+        if baseline is not None:
+            doc = with_baseline(doc, baseline, base, str(out))
+        files = write_repeats(out, doc)
+        print(repeats_table(doc, files["report"]), flush=True)
+        return int(doc["exit_code"])

@@ -35,19 +35,25 @@ def hand_over(cmd: list[str], out: Path) -> NoReturn:
     os.execv(sys.executable, [sys.executable, "-m", "slogate.waiter", str(out), *cmd])
 
 
-def wait(cmd: list[str], out: Path) -> int:
-    """Run Locust's command to its end; its exit code, or 3 (judged) for a death."""
-    code = run_locust(cmd)
+def wait(cmd: list[str], out: Path, heard: list[int] | None = None) -> int:
+    """Run Locust's command to its end; its exit code, or 3 (judged) for a death.
+    Each signal passed on is appended to ``heard``."""
+    code = run_locust(cmd, heard)
     if code not in CONTRACT:
         return died(code, out)
     return code
 
 
-def run_locust(cmd: list[str]) -> int:
+def run_locust(cmd: list[str], heard: list[int] | None = None) -> int:
+    """Locust's exit code. A signal passed on is appended to ``heard``: one
+    that came as Locust was already writing its results is lost on it, and a
+    ``--repeat`` set must still start no other run."""
     child = subprocess.Popen(cmd, start_new_session=True)
 
     def forward(signum: int, _frame: object) -> None:
         child.send_signal(signal.SIGTERM)
+        if heard is not None:
+            heard.append(signum)
 
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -135,12 +135,20 @@ def run_entry(result: TrialResult, out: Path, index: int) -> dict[str, Any]:
 
 
 def build_document(
-    results: Sequence[TrialResult], out: Path, asked: int, cooldown_s: float, command: str
+    results: Sequence[TrialResult],
+    out: Path,
+    asked: int,
+    cooldown_s: float,
+    command: str,
+    stopped: str | None = None,
 ) -> dict[str, Any]:
     """The repeat set's summary.json: each run, each scenario's spreads and the
     combined verdict and exit code (docs/ci.md, "Repeats"); checked against
-    its contract (:class:`Repeats`)."""
+    its contract (:class:`Repeats`). ``stopped`` names the signal that
+    stopped the set: invalid even when it came as the last run's load ended."""
     reasons = [why for why in map(untrusted, results) if why]
+    if stopped:
+        reasons.append(f"the set was interrupted ({stopped})")
     if len(results) < asked:
         reasons.append(f"{len(results)} of {asked} runs ran (the set was stopped)")
     names = list(dict.fromkeys(n for r in results if r.summary for n in r.summary.scenarios))

@@ -140,6 +140,27 @@ class ModelsHandler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def start_stream(self) -> None:
+        """A 200 with SSE headers, chunked (the handler's protocol is HTTP/1.1)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def event(self, data: bytes) -> None:
+        """One ``data:`` event, as a chunk of its own, flushed."""
+        event = b"data: " + data + b"\n\n"
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+        self.wfile.flush()
+
+    def stream(self, *payloads: object) -> None:
+        """A whole stream: each payload as JSON, ``[DONE]`` and the last chunk."""
+        self.start_stream()
+        for payload in payloads:
+            self.event(json.dumps(payload).encode())
+        self.event(b"[DONE]")
+        self.wfile.write(b"0\r\n\r\n")
+
 
 def served(engine, seen: list = ()) -> dict[str, int]:
     """Outcomes in the engine's log: ``seen`` (entries read earlier) and the rest."""

@@ -5,6 +5,7 @@ configuration, 3 the engine cannot be used). No tracebacks."""
 from __future__ import annotations
 
 import http.server
+import re
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -96,8 +97,10 @@ def test_a_locustfile_that_names_no_scenario_asks_for_one(engine, tmp_path) -> N
 
 
 def error_line(stderr: str) -> str:
-    """argparse's message, without the program's name (``locust``, ``slogate run``)."""
-    return next(line for line in stderr.splitlines() if ": error: " in line).split(": error: ")[1]
+    """argparse's message, without the program's name (``locust``, ``slogate run``)
+    and the pointer to its help that ``slogate`` adds."""
+    line = next(line for line in stderr.splitlines() if ": error: " in line)
+    return re.sub(r" \(see [\w ]+ --help\)$", "", line.split(": error: ")[1])
 
 
 @pytest.mark.parametrize(

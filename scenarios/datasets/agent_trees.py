@@ -22,6 +22,8 @@ from typing import Any
 from slogate.scenarios.datasets.conversations import records_of
 from slogate.scenarios.datasets.report import DatasetReport, Lengths
 from slogate.scenarios.datasets.table import DatasetError
+from slogate.scenarios.errors import quoted
+from slogate.scenarios.limits import MAX_AGENT_DEPTH, MAX_TOKENS
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +110,13 @@ Parse = Callable[[list[tuple[int, Any]], str, int], list[AgentTree]]
 def read_trees(path: Path, parse: Parse, block_tokens: int) -> AgentTraceSet:
     """Every tree of ``path`` (one JSON object, a JSON list of them, or JSONL):
     ``parse(records, file name, block_tokens)`` is the format's own reader,
-    given each record with the line it starts on."""
-    trees = parse(records(path), path.name, block_tokens)
+    given each record with the line it starts on. JSON nested deeper than
+    the interpreter's stack (5,000 brackets) is the file's fault, not a
+    failed run."""
+    try:
+        trees = parse(records(path), path.name, block_tokens)
+    except RecursionError:
+        raise DatasetError(f"{path.name} is nested too deep to read") from None
     if not trees:
         raise DatasetError(f"{path.name} has no agent sessions")
     return AgentTraceSet(tuple(trees), report(path.name, trees))
@@ -151,17 +158,36 @@ def report(source: str, trees: list[AgentTree]) -> DatasetReport:
 
 
 def field_error(where: str, field: str, expected: str, got: Any) -> DatasetError:
-    return DatasetError(f"{where}, field {field!r}: expected {expected}, got {got!r}")
+    return DatasetError(f"{where}, field {field!r}: expected {expected}, got {quoted(got)}")
 
 
 def count(record: dict[str, Any], key: str, where: str, field: str, least: int = 0) -> int:
-    """``record[key]``, a whole number of at least ``least``."""
+    """``record[key]``, a whole number from ``least`` to the token limit: a
+    call of 10^12 tokens would be planned (3 GB in 5 s) before any engine
+    could refuse it."""
     value = record.get(key)
+    name = f"{field}.{key}" if field else key
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise field_error(
-            where, f"{field}.{key}" if field else key, f"an integer >= {least}", value
+        raise field_error(where, name, f"an integer >= {least}", value)
+    return within_limit(value, where, name)
+
+
+def within_limit(tokens: int, where: str, field: str) -> int:
+    """``tokens``, refused past :data:`MAX_TOKENS` (docs/reliability.md, "Limits")."""
+    if tokens > MAX_TOKENS:
+        raise DatasetError(
+            f"{where}, field {field!r}: {tokens} is beyond the limit of {MAX_TOKENS} tokens"
         )
-    return value
+    return tokens
+
+
+def nesting(depth: int, where: str, field: str) -> None:
+    """Refuse subagents nested past :data:`MAX_AGENT_DEPTH`: each level is a
+    frame of the readers and planners that walk the tree."""
+    if depth > MAX_AGENT_DEPTH:
+        raise DatasetError(
+            f"{where}, field {field!r}: subagents nested more than {MAX_AGENT_DEPTH} deep"
+        )
 
 
 def seconds(record: dict[str, Any], key: str, where: str, field: str) -> float | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from slogate.scenarios.datasets.table import DatasetError, Skip, message_objects, string_field
+from slogate.scenarios.errors import quoted
 
 KEY = "messages"
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
@@ -34,7 +35,7 @@ def _text(content: Any, where: str, field: str) -> str:
         return content
     if not isinstance(content, list):
         raise DatasetError(
-            f"{where}, field {field!r}: expected a string or a list of parts, got {content!r}"
+            f"{where}, field {field!r}: expected a string or a list of parts, got {quoted(content)}"
         )
     texts = []
     for part in content:

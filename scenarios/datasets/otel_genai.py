@@ -29,8 +29,11 @@ from slogate.scenarios.datasets.agent_trees import (
     AgentTree,
     derived_blocks,
     field_error,
+    nesting,
+    within_limit,
 )
 from slogate.scenarios.datasets.table import DatasetError
+from slogate.scenarios.errors import quoted
 
 OPERATION = "gen_ai.operation.name"
 INPUT = "gen_ai.usage.input_tokens"
@@ -144,18 +147,19 @@ def _tokens(span: Span, key: str, least: int) -> int:
     if tokens < least:
         raise DatasetError(
             f"{span.where} ({span.name!r}), attribute {key!r}: expected an integer >= {least}, "
-            f"got {value!r}"
+            f"got {quoted(value)}"
         )
-    return tokens
+    return within_limit(tokens, f"{span.where} ({span.name!r})", key)
 
 
 def _tree(trace: str, spans: list[Span], block_tokens: int) -> AgentTree:
-    by_id = {s.span: s for s in spans}
+    by_id = _by_id(trace, spans)
 
     def owner(span: Span) -> str:
-        """The span id of the nearest agent above ``span`` ("" for the trace)."""
+        """The span id of the nearest agent above ``span`` ("" for the trace);
+        a span is never its own (its parent link may name itself)."""
         parent = by_id.get(span.parent)
-        seen = set()
+        seen = {span.span}
         while parent is not None and parent.span not in seen:
             if parent.operation in AGENT_OPERATIONS:
                 return parent.span
@@ -181,12 +185,24 @@ def _tree(trace: str, spans: list[Span], block_tokens: int) -> AgentTree:
     return AgentTree(trace, spans[0].where, block_tokens, root)
 
 
+def _by_id(trace: str, spans: list[Span]) -> dict[str, Span]:
+    """Each span by its id; two spans of one trace with one id make its
+    parent links ambiguous (and a span that is its parent's twin, a loop)."""
+    by_id: dict[str, Span] = {}
+    for span in spans:
+        if span.span in by_id:
+            raise DatasetError(f"{span.where}: trace {trace} has a second span with this id")
+        by_id[span.span] = span
+    return by_id
+
+
 def _agent(
     span_id: str,
     name: str,
     members: dict[str, list[Span]],
     block_tokens: int,
     fresh: itertools.count,
+    depth: int = 0,
 ) -> Agent:
     mine = sorted(members[span_id], key=lambda s: s.start_ns)
     tools = [s for s in mine if s.operation == TOOL_OPERATION]
@@ -195,7 +211,10 @@ def _agent(
     ended_ns: int | None = None
     for span in mine:
         if span.operation in AGENT_OPERATIONS:
-            steps.append(_agent(span.span, span.name or span.span, members, block_tokens, fresh))
+            nesting(depth + 1, span.where, OPERATION)
+            steps.append(
+                _agent(span.span, span.name or span.span, members, block_tokens, fresh, depth + 1)
+            )
         elif span.operation in CALL_OPERATIONS:
             tokens_in, tokens_out = _tokens(span, INPUT, 1), _tokens(span, OUTPUT, 0)
             context = before.input_tokens + before.output_tokens if before else 0

@@ -14,6 +14,8 @@ from typing import Any
 
 import orjson
 
+from slogate.scenarios.errors import quoted
+
 FORMATS = ("csv", "jsonl")
 
 
@@ -65,11 +67,12 @@ class Table:
                 out[i] = math.nan
             if not math.isfinite(out[i]) or out[i] < 0:
                 raise DatasetError(
-                    f"{self.where(i, name)}: expected a number >= 0, got {value!r}", key
+                    f"{self.where(i, name)}: expected a number >= 0, got {quoted(value)}", key
                 )
             if out[i] > limit:
                 raise DatasetError(
-                    f"{self.where(i, name)}: {value!r} is beyond the limit of {limit:.0f}", key
+                    f"{self.where(i, name)}: {quoted(value)} is beyond the limit of {limit:.0f}",
+                    key,
                 )
         return out
 
@@ -159,12 +162,14 @@ def message_objects(
     holds, for the error. ``where`` is ``file line N``."""
     items = record.get(key)
     if not isinstance(items, list):
-        raise DatasetError(f"{where}, field {key!r}: expected a list of messages, got {items!r}")
+        raise DatasetError(
+            f"{where}, field {key!r}: expected a list of messages, got {quoted(items)}"
+        )
     for i, item in enumerate(items):
         field = f"{key}[{i}]"
         if not isinstance(item, dict):
             raise DatasetError(
-                f"{where}, field {field!r}: expected an object with {keys}, got {item!r}"
+                f"{where}, field {field!r}: expected an object with {keys}, got {quoted(item)}"
             )
         yield field, item
 
@@ -173,5 +178,7 @@ def string_field(item: dict[str, Any], name: str, where: str, field: str) -> str
     """``item[name]``, which must be a string."""
     value = item.get(name)
     if not isinstance(value, str):
-        raise DatasetError(f"{where}, field '{field}.{name}': expected a string, got {value!r}")
+        raise DatasetError(
+            f"{where}, field '{field}.{name}': expected a string, got {quoted(value)}"
+        )
     return value

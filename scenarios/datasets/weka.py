@@ -19,6 +19,7 @@ from slogate.scenarios.datasets.agent_trees import (
     check_blocks,
     count,
     field_error,
+    nesting,
     seconds,
 )
 
@@ -36,12 +37,15 @@ def read_tree(record: Any, where: str) -> AgentTree:
         raise field_error(where, "(record)", "a JSON object with requests", record)
     block = count(record, "block_size", where, "", least=1)
     name = str(record.get("id", where))
-    return AgentTree(name, where, block, _agent(record, name, where, "", block))
+    return AgentTree(name, where, block, _agent(record, name, where, "", block, 0))
 
 
-def _agent(record: dict[str, Any], name: str, where: str, field: str, block: int) -> Agent:
+def _agent(
+    record: dict[str, Any], name: str, where: str, field: str, block: int, depth: int
+) -> Agent:
     items = record.get("requests")
     path = f"{field}.requests" if field else "requests"
+    nesting(depth, where, path)
     if not isinstance(items, list) or not items:
         raise field_error(where, path, "a non-empty list of requests", items)
     steps: list[AgentCall | Agent] = []
@@ -55,7 +59,7 @@ def _agent(record: dict[str, Any], name: str, where: str, field: str, block: int
             agent_id = item.get("agent_id")
             if not isinstance(agent_id, str) or not agent_id:
                 raise field_error(where, f"{at}.agent_id", "a non-empty string", agent_id)
-            steps.append(_agent(item, f"{name}/{agent_id}", where, at, block))
+            steps.append(_agent(item, f"{name}/{agent_id}", where, at, block, depth + 1))
             continue
         call = _call(item, where, at, end_s)
         check_blocks(call, block, where, at)

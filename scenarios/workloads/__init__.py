@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from slogate.scenarios.datasets import DatasetReport
+from slogate.scenarios.errors import quoted
 from slogate.scenarios.schema import Reader, Shape, join, section_shape, tagged_shape
 from slogate.scenarios.workloads import agent_trace, chat, code, conversations, embed, rag, trace
 from slogate.scenarios.workloads.agent_trace import AgentTraceWorkload
@@ -68,7 +69,7 @@ def read_workload(reader: Reader, value: Any, path: str) -> Workload | None:
     kind = value.get("kind") if isinstance(value, dict) else None
     if not isinstance(kind, str) or kind not in KINDS:
         where = join(path, "kind") if isinstance(value, dict) else path
-        reader.problem(where, f"expected kind: one of {', '.join(KINDS)}, got {kind!r}")
+        reader.problem(where, f"expected kind: one of {', '.join(KINDS)}, got {quoted(kind)}")
         return None
     module = KINDS[kind]
     f = reader.section(value, path, module.FIELDS)
