@@ -265,11 +265,13 @@ class RunSession:
                     blurred.append(100.0 * share)
             slos += [slo_now(result) for result in self.live_slo(scenario)[0]]
         health = self.generator_health()
+        gauges = self.gauges()
         return Progress(
             elapsed_s=elapsed,
             planned_s=self.ctx.timeline.total_s,
             users=self.users,
-            in_flight=self.gauges()["in_flight"],
+            in_flight=gauges["in_flight"],
+            held=gauges["backlog"],
             requests_per_s=requests / span,
             tokens_per_s=tokens / span,
             requests=requests,

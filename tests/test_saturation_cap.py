@@ -186,3 +186,13 @@ def test_a_lag_the_dispatcher_itself_caused_still_names_the_generator() -> None:
     assert reason.startswith("load generator lag p99 ")
     assert "the lag was mostly dispatcher late" in reason
     assert [f for f in diagnose(run) if f.cause == "load generator"]
+
+
+def test_the_status_line_shows_the_arrivals_held_back_beside_those_in_flight() -> None:
+    from test_progress import progress
+
+    from slogate.reports.progress import progress_line
+
+    capped = progress_line(progress(in_flight=1024.0, held=2272.0, slos=()))
+    assert capped.startswith("[slogate]   20/25s users 8 inflight 1024 held 2272 | 1.64 req/s")
+    assert " held " not in progress_line(progress(in_flight=1024.0, slos=()))
