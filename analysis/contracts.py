@@ -349,7 +349,11 @@ class StoppedEarly(Contract):
 
 
 class SaturationFound(Contract):
-    """When a scenario was first found past saturation, and the two trends."""
+    """When a scenario was first found past saturation, and the two trends:
+    ``held_back``, the queue counted arrivals held at the in-flight cap;
+    ``ttft_from_schedule``, TTFT was taken from the scheduled instants;
+    ``finished_per_s`` and ``offered_per_s``, the engine's rate against the
+    schedule's (docs/load.md, "Saturation")."""
 
     at_s: float
     scenario: str
@@ -358,6 +362,10 @@ class SaturationFound(Contract):
     ttft_ms_per_s: float
     windows: int
     reason: str
+    held_back: bool = False
+    ttft_from_schedule: bool = False
+    finished_per_s: Number = None
+    offered_per_s: Number = None
 
 
 class SaturationCheck(Contract):

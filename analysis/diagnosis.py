@@ -48,7 +48,7 @@ from slogate.analysis.confirmation import (
     series,
 )
 from slogate.analysis.findings import Finding
-from slogate.analysis.lag_causes import cause_p99_ms, cause_text
+from slogate.analysis.lag_causes import cause_p99_ms, cause_text, held_by_cap
 from slogate.analysis.recorder import Bucket, Counters
 from slogate.analysis.remedies import action, engine_family
 from slogate.analysis.rundata import RunData
@@ -101,18 +101,29 @@ def generator_findings(run: RunData) -> list[Finding]:
     lag, bound = lag_p99_ms(run), generator.get("max_lag_ms")
     if lag is not None and bound is not None and lag > bound:
         causes = cause_p99_ms(run)
-        findings.append(
-            Finding(
-                "load generator",
-                f"The load generator itself lagged: requests were sent {lag:.1f} ms after their "
-                f"scheduled time at p99, over the {bound:g} ms bound"
-                + (f", {cause_text(causes)}" if causes else "")
-                + ". Latencies measured from the actual start understate queueing; fix the "
-                "generator (more --processes, a lower rate) before reading the verdicts.",
-                {"lag_p99_ms": lag, "max_lag_ms": bound, "lag_cause_p99_ms": causes},
-                ("*",),
+        evidence = {"lag_p99_ms": lag, "max_lag_ms": bound, "lag_cause_p99_ms": causes}
+        if held_by_cap(causes):
+            text = (
+                f"Requests were sent {lag:.1f} ms after their scheduled time at p99, over the "
+                f"{bound:g} ms bound, {cause_text(causes)}: every slot under the in-flight cap "
+                "was taken because the engine finished fewer requests than arrived. The "
+                "generator was not late; the queue grew in the schedule. Latencies from the "
+                "schedule describe that queue: lower the rate, or find the engine's capacity."
             )
-        )
+            findings.append(Finding("saturation", text, evidence, ("*",)))
+        else:
+            findings.append(
+                Finding(
+                    "load generator",
+                    f"The load generator itself lagged: requests were sent {lag:.1f} ms after "
+                    f"their scheduled time at p99, over the {bound:g} ms bound"
+                    + (f", {cause_text(causes)}" if causes else "")
+                    + ". Latencies measured from the actual start understate queueing; fix the "
+                    "generator (more --processes, a lower rate) before reading the verdicts.",
+                    evidence,
+                    ("*",),
+                )
+            )
     if generator.get("cpu_warning"):
         findings.append(
             Finding(

@@ -326,10 +326,14 @@ def record_headline(hist: HistogramSet, m: RequestMetrics, gaps: Gaps) -> None:
 def record_window(
     bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: bool, gaps: Gaps
 ) -> None:
-    """A time window keeps only the headline latencies: it lives a few seconds."""
+    """A time window keeps only the headline latencies: it lives a few seconds.
+    Open loop, TTFT from the schedule too: the saturation check's signal when
+    a queue waits at the in-flight cap (``slogate.analysis.saturation``)."""
     count_into(bucket.counters, record, m, good)
     if record.ok:
         record_headline(bucket.histograms, m, gaps)
+        if m.ttft_sched_ns is not None:
+            bucket.histograms.record_ns("ttft_sched", m.ttft_sched_ns)
 
 
 def record_into(

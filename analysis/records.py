@@ -108,6 +108,9 @@ class RequestRecord:
     Open loop, where the lateness of a request's send came from:
     ``prepare_wait_ns`` is how long after ``scheduled_ns`` the dispatcher
     waited for the request to be built (the look-ahead fell behind),
+    ``cap_wait_ns`` how much of the rest until its send started the
+    dispatcher waited for a free slot under ``load.max_in_flight`` (for it or
+    the arrivals before it: the engine's queue, not the generator's fault),
     ``connected_ns`` when it had a connection (``start_ns`` when an idle one
     was waiting) and ``sent_ns`` when its bytes were handed to the kernel
     (0: never written).
@@ -145,6 +148,7 @@ class RequestRecord:
     http_status: int | None = None
     stalled_same_reads: int = 0
     prepare_wait_ns: int = 0
+    cap_wait_ns: int = 0
     connected_ns: int = 0
     sent_ns: int = 0
     cancelled: bool = False  # the client closed it as the scenario planned: not an error

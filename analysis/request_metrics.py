@@ -20,9 +20,11 @@ docs/design.md's measurement contract:
 - Scheduled (open loop): TTFT and E2E from the scheduled instant, and the
   generator's lag (the request's bytes handed to the kernel - its scheduled
   instant), so queueing in a late generator cannot hide (coordinated
-  omission). The lag splits by cause, the four parts summing to it: prepared
-  late (the dispatcher waited for it to be built), dispatcher late (the rest
-  until its send started), connect (no idle connection was waiting) and write.
+  omission). The lag splits by cause, the five parts summing to it: prepared
+  late (the dispatcher waited for it to be built), held by the in-flight cap
+  (the dispatcher waited for a free slot: the engine's queue), dispatcher
+  late (the rest until its send started), connect (no idle connection was
+  waiting) and write.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class LagParts:
     """An open-loop request's lag by cause, in nanoseconds; they sum to its lag."""
 
     prepare_ns: int
+    cap_ns: int
     dispatch_ns: int
     connect_ns: int
     write_ns: int
@@ -77,6 +80,7 @@ class LagParts:
         """``(histogram name, value)`` of each part (``lag_prepare``, ...)."""
         return (
             ("lag_prepare", self.prepare_ns),
+            ("lag_cap", self.cap_ns),
             ("lag_dispatch", self.dispatch_ns),
             ("lag_connect", self.connect_ns),
             ("lag_write", self.write_ns),
@@ -85,15 +89,17 @@ class LagParts:
 
 def lag_parts(record: RequestRecord) -> LagParts | None:
     """Where a written open-loop request's lag came from (None: not scheduled, or
-    never written): the dispatcher's wait for it to be built, then the
-    dispatcher itself until the send started, then connect and write."""
+    never written): the dispatcher's wait for it to be built, its waits for
+    a free slot under the in-flight cap, then the dispatcher itself until the
+    send started, then connect and write."""
     scheduled = record.scheduled_ns
     if scheduled is None or not record.sent_ns:
         return None
     connected = record.connected_ns or record.start_ns
     return LagParts(
         prepare_ns=record.prepare_wait_ns,
-        dispatch_ns=record.start_ns - scheduled - record.prepare_wait_ns,
+        cap_ns=record.cap_wait_ns,
+        dispatch_ns=record.start_ns - scheduled - record.prepare_wait_ns - record.cap_wait_ns,
         connect_ns=connected - record.start_ns,
         write_ns=record.sent_ns - connected,
     )

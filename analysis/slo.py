@@ -18,8 +18,9 @@ the engine's batching: they stay a finding of the diagnosis, not a reason to
 distrust.
 
 The run's verdict is ``invalid`` when its numbers cannot be trusted (the run did
-not complete, ``--saturation stop`` ended it past saturation, the load
-generator lagged beyond its bound or ran out of CPU, no request was measured,
+not complete, ``--saturation stop`` ended it past saturation, arrivals were
+sent later than their bound (the engine's queue held at the in-flight cap, or
+the load generator lagging), the generator ran out of CPU, no request was measured,
 or an SLO was invalid as above); otherwise the worst
 scenario verdict wins, fail before inconclusive before pass. Exit codes follow
 docs/design.md.
@@ -51,7 +52,7 @@ from slogate.analysis.generator import (
     processes,
 )
 from slogate.analysis.histograms import recorded
-from slogate.analysis.lag_causes import cause_p99_ms, cause_text
+from slogate.analysis.lag_causes import cause_p99_ms, in_flight_caps, lag_reason
 from slogate.analysis.percentiles import CONFIDENCE, estimate, min_samples
 from slogate.analysis.recorder import ANSWER_TWINS, Bucket, Counters
 from slogate.analysis.rundata import RunData
@@ -400,12 +401,7 @@ def invalid_reasons(run: RunData) -> list[str]:
     generator = meta.get("generator") or {}
     lag, bound = lag_p99_ms(run), generator.get("max_lag_ms")
     if lag is not None and bound is not None and lag > bound:
-        cause = cause_text(cause_p99_ms(run))
-        reasons.append(
-            f"load generator lag p99 {lag:.1f} ms exceeds its bound {bound:g} ms: "
-            "arrivals were late, latencies understate queueing"
-            + (f"; the lag was {cause}" if cause else "")
-        )
+        reasons.append(lag_reason(lag, bound, cause_p99_ms(run), in_flight_caps(meta)))
     if generator.get("cpu_warning"):
         reasons.append("load generator CPU was saturated (over 90%): timings are unreliable")
     counters = [run.overall(name).counters for name in run.scenario_names()]

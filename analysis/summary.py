@@ -54,6 +54,7 @@ DETAILED = (
     "max_stall",
     "lag",
     "lag_prepare",
+    "lag_cap",
     "lag_dispatch",
     "lag_connect",
     "lag_write",

@@ -30,7 +30,10 @@ def window_row(
         "output_tokens_per_s": c.output_tokens / window_s,
         "input_tokens_per_s": c.input_tokens / window_s,
     }
-    for metric in ("ttft", "itl", "tpot", "e2e"):
+    # open loop: TTFT from the schedule too, which keeps growing with a queue
+    # held back at the in-flight cap while TTFT from the send stays flat
+    scheduled = ("ttft_sched",) if "ttft_sched" in bucket.histograms else ()
+    for metric in ("ttft", "itl", "tpot", "e2e", *scheduled):
         histogram = bucket.histograms.histogram(metric) if metric in bucket.histograms else None
         for key, p in WINDOW_PERCENTILES.items():
             value = None

@@ -21,6 +21,7 @@ from slogate.analysis.records import USER, RequestRecord, SessionRecord, sender
 from slogate.client.endpoints import Endpoint, Spread, WeightedRoundRobin
 from slogate.client.engine_info import remote_token_counter
 from slogate.client.streaming import StreamClient
+from slogate.locustfiles.backlog import Backlog
 from slogate.locustfiles.clearance import Clearance
 from slogate.locustfiles.loopwatch import LoopWatch
 from slogate.locustfiles.request_log import RequestLog
@@ -104,6 +105,8 @@ class LoadContext:
     _dispatching: set[str] = field(default_factory=set)
     # where bookkeeping waits for a gap between the open-loop instants
     clearance: Clearance = field(default_factory=Clearance)
+    # open loop: each dispatcher's arrivals due and not yet sent
+    backlogs: list[Backlog] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.timeline = build_timeline(self.scenarios[0].load, self.dispatchers)
@@ -220,6 +223,17 @@ class LoadContext:
         its endpoint's requests in flight."""
         self.in_flight += delta
         self.endpoint_in_flight[self._endpoint_of.get(client, 0)] += delta
+
+    def backlog(self) -> dict[str, float]:
+        """Open loop: the arrivals of this process whose instant has passed and
+        that no send has taken yet (``backlog``: held back by the in-flight
+        cap, mostly), and how long the oldest held at the cap has waited
+        (``backlog_wait_ms``)."""
+        now_ns = time.perf_counter_ns()
+        return {
+            "backlog": sum(backlog.held(now_ns) for backlog in self.backlogs),
+            "backlog_wait_ms": max((b.waited_ms(now_ns) for b in self.backlogs), default=0.0),
+        }
 
     def watch_loop(self) -> None:
         """Start measuring this process's loop delays and collector pauses from

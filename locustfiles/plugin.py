@@ -404,6 +404,7 @@ def on_final(environment: Any, msg: Any, **_: Any) -> None:
 def gauges(ctx: LoadContext) -> dict[str, Any]:
     return {
         "in_flight": ctx.in_flight,
+        **ctx.backlog(),
         "cancelled": ctx.cancelled,
         "cpu_warning": ctx.cpu_warning,
         "finished": ctx.finished,

@@ -121,7 +121,7 @@ class RunSession:
         self.collector: Recorder = ctx.recorder
         self.rows: list[dict[str, Any]] = []
         self.apart_rows: list[dict[str, Any]] = []  # by endpoint and replica
-        self.worker_gauges: dict[str, dict[str, int]] = {}
+        self.worker_gauges: dict[str, dict[str, Any]] = {}
         self.worker_health: dict[str, dict[str, Any]] = {}
         self.finals: set[str] = set()
         self.missing_finals: list[str] = []
@@ -177,12 +177,19 @@ class RunSession:
         own = self.ctx.watch.health()
         return {"local": own.to_dict()} if own.measured else {}
 
-    def gauges(self) -> dict[str, int]:
-        if self.worker_gauges:
-            in_flight = sum(g["in_flight"] for g in self.worker_gauges.values())
-        else:
-            in_flight = self.ctx.in_flight
-        return {"users": self.users, "in_flight": in_flight}
+    def gauges(self) -> dict[str, float]:
+        """Users, requests in flight and, open loop, the arrivals due and not yet
+        sent (``backlog``: held back by the in-flight cap) and the longest wait
+        among them so far (``backlog_wait_ms``), in every process."""
+        if not self.worker_gauges:
+            return {"users": self.users, "in_flight": self.ctx.in_flight, **self.ctx.backlog()}
+        workers = self.worker_gauges.values()
+        return {
+            "users": self.users,
+            "in_flight": sum(g["in_flight"] for g in workers),
+            "backlog": sum(g["backlog"] for g in workers),
+            "backlog_wait_ms": max(g["backlog_wait_ms"] for g in workers),
+        }
 
     def cancelled(self) -> int:
         """Requests cut off by the end of the run, in every process."""
@@ -259,11 +266,13 @@ class RunSession:
                     blurred.append(100.0 * share)
             slos += [slo_now(result) for result in self.live_slo(scenario)[0]]
         health = self.generator_health()
+        gauges = self.gauges()
         return Progress(
             elapsed_s=elapsed,
             planned_s=self.ctx.timeline.total_s,
             users=self.users,
-            in_flight=self.gauges()["in_flight"],
+            in_flight=gauges["in_flight"],
+            held=gauges["backlog"],
             requests_per_s=requests / span,
             tokens_per_s=tokens / span,
             requests=requests,
@@ -305,9 +314,14 @@ class RunSession:
         if len(self.rows) == self.rows_checked:
             return None  # no window closed since the last look
         self.rows_checked = len(self.rows)
-        warmup = self.ctx.timeline.warmup_s
+        timeline = self.ctx.timeline
+        phase = timeline.phase_at(self.ctx.elapsed_s())
+        rate = phase.rate if phase is not None else None
         for scenario in self.ctx.scenarios:
-            found = detect_saturation(scenario.name, self.rows, since_s=warmup)
+            offered = None if rate is None else rate.rps * scenario.weight
+            found = detect_saturation(
+                scenario.name, self.rows, since_s=timeline.warmup_s, offered_per_s=offered
+            )
             if found is not None:
                 self.saturated = found
                 log.warning("slogate: %s", found.reason)

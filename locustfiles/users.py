@@ -34,6 +34,7 @@ from slogate.client.streaming import (
     new_conversation_id,
 )
 from slogate.locustfiles.agent_sessions import TreePlay
+from slogate.locustfiles.backlog import Backlog, HeldTime
 from slogate.locustfiles.lookahead import Due, LookAhead
 from slogate.locustfiles.state import current_context
 from slogate.scenarios.model import PlannedTurn
@@ -88,6 +89,7 @@ class _ScenarioUser(User):
         user: int,
         due: Due | None = None,
         writing: Callable[[], None] | None = None,
+        cap_ns: int = 0,
         warm: bool = False,
     ) -> StreamResult:
         """Send one request and record it, in slogate's histograms and in Locust's
@@ -100,7 +102,9 @@ class _ScenarioUser(User):
         ``user``: who sent it (:func:`~slogate.analysis.records.sender`); ``due``:
         open loop, its instant, the dispatcher's wait for it and the gate its
         write waits at (it is handed over ahead); ``writing``: as
-        :meth:`StreamClient.send_prepared` takes it; ``warm``: sent to warm the
+        :meth:`StreamClient.send_prepared` takes it; ``cap_ns``: open loop, how
+        long after its instant the dispatcher waited for a free slot under the
+        in-flight cap (:class:`~slogate.locustfiles.backlog.HeldTime`); ``warm``: sent to warm the
         engine's cache, recorded with the warm-up's requests."""
         ctx = self.ctx
         ctx.sending(client, 1)
@@ -121,6 +125,7 @@ class _ScenarioUser(User):
         record.user = user
         if due is not None:
             record.prepare_wait_ns = due.waited_ns
+            record.cap_wait_ns = cap_ns
         ended_s = ctx.elapsed_s()
         with ctx.clearance.clear("record"):
             ctx.record(record, warm, ended_s)
@@ -307,32 +312,54 @@ class OpenLoopUser(_ScenarioUser):
         # arrivals and charge its own start-up to the engine as lag. Each
         # request's send (connect, write, the stream) is a greenlet of its own,
         # so a server slow to read one body delays that request alone.
+        share = self.scenario.weight / ctx.shards
         ahead = LookAhead(
-            self.planner.arrivals(rate_scale=self.scenario.weight / ctx.shards),
+            self.planner.arrivals(rate_scale=share),
             offset_ns=lambda turn: int(turn.arrival_s * 1e9),
             prepare=prepare,
             until_ns=time.perf_counter_ns() + int((ctx.timeline.total_s - ctx.elapsed_s()) * 1e9),
             ready=ready,
         )
+        # arrivals held back by the cap stay a queue the saturation check sees
+        backlog = Backlog(
+            self.planner.arrival_offsets(rate_scale=share),
+            origin_ns=lambda: ahead.origin_ns,
+            dropped=lambda: self.planner.dropped_arrivals,
+        )
+        held = HeldTime()
         slots = ctx.slots
 
-        def send(client: StreamClient, prepared: PreparedRequest, due: Due, slot: int) -> None:
+        def send(
+            client: StreamClient, prepared: PreparedRequest, due: Due, slot: int, cap_ns: int
+        ) -> None:
             try:
-                self.send(client, prepared, sender(SLOT, self.shard, slot), due, ahead.written)
+                self.send(
+                    client, prepared, sender(SLOT, self.shard, slot), due, ahead.written, cap_ns
+                )
             finally:
                 slots.give(slot)
 
         ctx.clearance.watch(ahead)
+        ctx.backlogs.append(backlog)
         try:
             for due in ahead:
                 if self.draining:
                     break
-                pool.wait_available()
+                if pool.full():
+                    waited_ns = time.perf_counter_ns()
+                    backlog.waiting = due.due_ns
+                    pool.wait_available()
+                    backlog.waiting = 0
+                    held.add(waited_ns, time.perf_counter_ns())
+                held.forget_before(due.due_ns)
+                cap_ns = held.within(due.due_ns, time.perf_counter_ns())
                 client, prepared = due.item
-                pool.spawn(send, client, prepared, due, slots.take())
+                pool.spawn(send, client, prepared, due, slots.take(), cap_ns)
+                backlog.dispatched += 1
             ahead.close()  # after a drain's break: what waits at a gate is not sent
             pool.join()
         finally:
+            ctx.backlogs.remove(backlog)
             ctx.clearance.forget(ahead)
             ahead.close()
             pool.kill()

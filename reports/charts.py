@@ -153,6 +153,8 @@ def timeseries_charts(
         for kind in error_kinds
     ]
     gauges = [Series(g, column(rows, g)) for g in ("users", "in_flight") if g in rows[-1]]
+    if any(r.get("backlog") for r in rows):  # open loop, arrivals held at the in-flight cap
+        gauges.append(Series("held back", column(rows, "backlog")))
     charts = [
         line_chart(
             [

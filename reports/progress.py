@@ -65,6 +65,7 @@ class Progress:
     stall_p99_ms: float | None  # the generator's own loop stalls: its error bound
     stall_warning_ms: float
     blurred_pct: float | None  # chunks read together (their ITL gaps are 0): ITL is blurred
+    held: float = 0  # open loop: arrivals due and not yet sent (the in-flight cap is full)
 
 
 def amount(value: float | None, unit: str = "") -> str:
@@ -117,7 +118,8 @@ def progress_line(progress: Progress) -> str:
     head = (
         f"[slogate] {progress.elapsed_s:4.0f}/{progress.planned_s:.0f}s"
         f" users {progress.users} inflight {progress.in_flight:.0f}"
-        f" | {amount(progress.requests_per_s)} req/s {amount(progress.tokens_per_s)} tok/s"
+        + (f" held {progress.held:.0f}" if progress.held else "")
+        + f" | {amount(progress.requests_per_s)} req/s {amount(progress.tokens_per_s)} tok/s"
         f" err {progress.errors}"
     )
     tail = ""
@@ -151,7 +153,8 @@ def progress_panel(progress: Progress) -> Any:
     load = Table.grid(padding=(0, 3))
     load.add_row(
         f"users [b]{progress.users}[/]",
-        f"in flight [b]{progress.in_flight:.0f}[/]",
+        f"in flight [b]{progress.in_flight:.0f}[/]"
+        + (f", held back [b]{progress.held:.0f}[/]" if progress.held else ""),
         f"[b]{amount(progress.requests_per_s)}[/] req/s",
         f"[b]{amount(progress.tokens_per_s)}[/] tok/s",
         f"errors [b]{progress.errors}[/] of {progress.requests}",

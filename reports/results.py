@@ -50,6 +50,7 @@ METRIC_LABELS = {f"{name}_ms": label for name, label in LABELS.items()} | {
     "max_stall_ms": "max stall per request",
     "lag_ms": "generator lag",
     "lag_prepare_ms": "generator lag: prepared late",
+    "lag_cap_ms": "generator lag: held by the in-flight cap (the engine's queue)",
     "lag_dispatch_ms": "generator lag: dispatcher late",
     "lag_connect_ms": "generator lag: connect",
     "lag_write_ms": "generator lag: write",

@@ -65,6 +65,7 @@ class Planner:
         self._extras_rng = np.random.default_rng([*self._entropy, EXTRAS_TAG, stream])
         self._cancel_rng = np.random.default_rng([*self._entropy, CANCEL_TAG, stream])
         self._next = 0
+        self.dropped_arrivals = 0  # open loop: arrivals left out by --fit-context drop
 
     def conversation(self) -> Conversation:
         """The next conversation (chat: several turns; other kinds: one)."""
@@ -121,12 +122,26 @@ class Planner:
             if self.fit is not None:
                 turn = fitted(turn, self.fit, self.trim)
                 if turn is None:
+                    self.dropped_arrivals += 1
                     continue
             if self.scenario.images is not None:
                 turn = self._with_images(turn)
             if self.scenario.cancel is not None:
                 turn = self._with_cancel(turn)
             yield dataclasses.replace(turn, arrival_s=arrival_s)
+
+    def arrival_offsets(self, rate_scale: float = 1.0) -> Iterator[float]:
+        """The instants of :meth:`arrivals` (dropped ones included: see
+        ``dropped_arrivals``) without their requests: the same seeded draw,
+        so the open-loop dispatcher can count the arrivals due ahead of the
+        requests it has built (``slogate.locustfiles.backlog``)."""
+        import numpy as np
+
+        workload = self.scenario.workload
+        trace = workload.trace if isinstance(workload, TraceWorkload) else None
+        rng = np.random.default_rng([*self._entropy, ARRIVALS_TAG])
+        for arrival_s, _ in arrival_events(self.scenario.load, trace, rng, self.stream, rate_scale):
+            yield arrival_s
 
     def _with_cancel(self, turn: PlannedTurn) -> PlannedTurn:
         """The turn, cancelled with the scenario's share, after a drawn delay or

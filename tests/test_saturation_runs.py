@@ -41,20 +41,20 @@ def capacity_rps(url: str) -> float:
     return 1.0 / min(asyncio.run(lone()) for _ in range(3))
 
 
-def open_loop(tmp_path, engine, rps: float, duration: str, mode: str):
+def open_loop(tmp_path, engine, rps: float, duration: str, mode: str, cap: int = 4096, *more):
     scenario = scenario_file(
         tmp_path,
         "exact-open",
         workload={"kind": "chat", "text": "prose", "input_tokens": 32,
                   "output_tokens": OUTPUT_TOKENS, "turns": 1},
         load={"rate": {"rps": round(rps, 3), "arrival": "poisson"}, "duration": duration,
-              "max_in_flight": 4096},
+              "max_in_flight": cap},
         slo={"ttft_ms": {"p50": 600000}},
     )  # fmt: skip
     out = tmp_path / "out"
     done = slogate(
         "run", str(scenario), "--host", engine.url, "--out", str(out), "--saturation", mode,
-        timeout=240,
+        *more, timeout=240,
     )  # fmt: skip
     return done, summary(out)
 
@@ -83,3 +83,30 @@ def test_half_the_capacity_is_never_flagged(tmp_path, engine):
     assert done.returncode == 0 or s["verdict"] == "invalid", done.stderr[-3000:]
     assert not any("saturation" in reason for reason in s["invalid_reasons"])
     assert "past saturation" not in done.stderr
+
+
+def test_three_times_the_capacity_past_a_small_in_flight_cap_is_stopped_naming_the_engine(
+    tmp_path, engine
+):
+    """A cap of 8 fills within seconds; from then on the requests in flight and
+    TTFT from the send are flat, and the queue grows in the dispatcher. One-second
+    windows make the detector's six windows six seconds."""
+    capacity = capacity_rps(engine.url)
+    rps = 3 * capacity
+    done, s = open_loop(tmp_path, engine, rps, "60s", "stop", 8, "--window", "1")
+    assert done.returncode == 3, done.stderr[-3000:]
+    check = s["run"]["saturation"]
+    assert check["stopped"] is True
+    found = check["found"]
+    assert found["held_back"] is True and found["ttft_from_schedule"] is True, found
+    assert found["at_s"] <= 20.0, found
+    assert found["offered_per_s"] == pytest.approx(round(rps, 3))
+    assert found["finished_per_s"] == pytest.approx(capacity, rel=0.35)
+    assert f"against {found['offered_per_s']:.3g} offered" in found["reason"]
+    assert s["run"]["measured_s"] < 30.0  # it ended there, not at 60 s
+    reasons = s["invalid_reasons"]
+    assert reasons[0].startswith("stopped by --saturation stop: exact-open: past saturation")
+    # the lag is the cap's: the engine's queue, not a generator fault
+    assert next(iter(s["generator"]["lag_cause_p99_ms"])) == "in_flight_cap"
+    assert not any(r.startswith("load generator lag") for r in reasons), reasons
+    assert any(r.startswith("arrivals waited for the in-flight cap of 8") for r in reasons)
