@@ -67,6 +67,7 @@ def test_a_router_naming_a_new_replica_per_reply_keeps_bounded_rows(tmp_path: Pa
     assert replicas[OTHER_REPLICAS]["requests"]["total"] == total - MAX_REPLICAS
     assert sum(r["requests"]["total"] for r in replicas.values()) == total
     assert str(MAX_REPLICAS) in block["replicas_note"]
+    assert "share the row" in (out / "report.html").read_text()
     assert block["served_by_header"] == "x-served-by"
     spans = {span for _, span in RunData.load(out).buckets if span.startswith(REPLICA)}
     assert len(spans) == MAX_REPLICAS + 1

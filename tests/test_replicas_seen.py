@@ -38,3 +38,4 @@ def test_the_embedded_routers_replicas_add_up_with_no_scenario_setting(tmp_path:
     assert sum(r["requests"]["total"] for r in replicas.values()) == total
     assert all(r["requests"]["total"] >= total // 3 - 1 for r in replicas.values())  # round robin
     assert block["replicas_note"] is None
+    assert "response header <code>x-served-by</code>" in (out / "report.html").read_text()
