@@ -302,6 +302,8 @@ class ScenarioSummary(Contract):
     slices: list[SliceSummary] = Field(default_factory=list)
     endpoints: dict[str, ApartSummary] = Field(default_factory=dict)
     replicas: dict[str, ApartSummary] = Field(default_factory=dict)
+    served_by_header: str | None = None  # the response header that named the replicas
+    replicas_note: str | None = None  # set when more replicas were named than kept apart
     source: str | None = None
     api: str | None = None
     load: dict[str, Any] = Field(default_factory=dict)

@@ -10,14 +10,15 @@ each Unicode bidi control (embeddings, overrides, isolates and the marks:
 they reorder what is shown around them, so ``exe.txt`` can display as
 ``txt.exe``) becomes U+FFFD, so a reader sees that something was there. Tab
 and newline are each output's own business (Markdown joins lines, the HTML
-keeps them).
+keeps them). A CSV cell is text a spreadsheet runs: :func:`neutral_cell`
+also quotes what would start a formula.
 """
 
 from __future__ import annotations
 
 import logging
 
-__all__ = ["NEUTRALISED", "NeutralLog", "neutral_text", "neutralise_logs"]
+__all__ = ["NEUTRALISED", "NeutralLog", "neutral_cell", "neutral_text", "neutralise_logs"]
 
 _KEPT = {0x09, 0x0A}
 NEUTRALISED = frozenset(
@@ -40,6 +41,18 @@ def neutral_text(text: str) -> str:
     """``text`` with every control and bidi character replaced by U+FFFD; a
     ``str`` subclass keeps its class (Jinja's Markup stays Markup)."""
     return text.translate(_TABLE)
+
+
+# What a spreadsheet reads as a formula at a cell's start (OWASP "CSV
+# Injection"): ``=HYPERLINK(...)`` from a server would be a live link.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutral_cell(text: str) -> str:
+    """``text`` as a CSV cell: neutralised, and quoted with a leading ``'``
+    where a spreadsheet would take it for a formula."""
+    text = neutral_text(text)
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
 class NeutralLog(logging.Filter):

@@ -71,6 +71,8 @@ class Counters:
     intended_output_tokens: int = 0
     count_methods: Counter[str] = field(default_factory=Counter)
     chunk_token_methods: Counter[str] = field(default_factory=Counter)
+    # requests by the response header that named their replica (behind a router)
+    served_by_headers: Counter[str] = field(default_factory=Counter)
     # gaps between output chunks, and those of 0: chunks timed by one read,
     # and of those the ones read while the generator's loop was held
     chunk_gaps: int = 0
@@ -128,6 +130,7 @@ class Counters:
         self.intended_output_tokens += other.intended_output_tokens
         self.count_methods.update(other.count_methods)
         self.chunk_token_methods.update(other.chunk_token_methods)
+        self.served_by_headers.update(other.served_by_headers)
         self.chunk_gaps += other.chunk_gaps
         self.same_read_gaps += other.same_read_gaps
         self.same_read_stalled_gaps += other.same_read_stalled_gaps
@@ -161,6 +164,7 @@ class Counters:
             "intended_output_tokens": self.intended_output_tokens,
             "count_methods": dict(self.count_methods),
             "chunk_token_methods": dict(self.chunk_token_methods),
+            "served_by_headers": dict(self.served_by_headers),
             "chunk_gaps": self.chunk_gaps,
             "same_read_gaps": self.same_read_gaps,
             "same_read_stalled_gaps": self.same_read_stalled_gaps,
@@ -187,7 +191,7 @@ class Counters:
         return counters
 
 
-_COUNTER_FIELDS = ("errors", "count_methods", "chunk_token_methods")
+_COUNTER_FIELDS = ("errors", "count_methods", "chunk_token_methods", "served_by_headers")
 
 
 @dataclass(slots=True)
@@ -223,6 +227,8 @@ def count_into(counters: Counters, record: RequestRecord, m: RequestMetrics, goo
     if record.cancelled:
         counters.cancelled += 1
         return
+    if record.served_by_header is not None:
+        counters.served_by_headers[record.served_by_header] += 1
     if record.error is not None:  # not ok: cancelled ones returned above
         counters.note_error(record.error.value, record.error_message)
         return
@@ -387,6 +393,11 @@ def record_into(
 
 ENDPOINT = "endpoint:"
 REPLICA = "replica:"
+# Replicas kept apart, each in a row of its own: a router that names a new
+# replica in every reply would otherwise grow a bucket per reply (4.5 MB each,
+# issue 42 N2); the replicas named after the first MAX_REPLICAS share one row.
+MAX_REPLICAS = 32
+OTHER_REPLICAS = "(others)"
 
 
 def apart(record: RequestRecord) -> list[str]:
@@ -425,6 +436,17 @@ class Recorder:
         self.windows: dict[tuple[str, int], Bucket] = {}
         self.apart_windows: dict[tuple[str, str, int], Bucket] = {}
         self.timelines = Timelines()
+        self.replicas: set[str] = set()  # the replica spans kept apart, across drains
+
+    def kept(self, span: str) -> str:
+        """``span`` itself, but for a replica named after MAX_REPLICAS others:
+        the one row the rest are folded into, so the rows still add up."""
+        if not span.startswith(REPLICA) or span in self.replicas:
+            return span
+        if len(self.replicas) < MAX_REPLICAS:
+            self.replicas.add(span)
+            return span
+        return REPLICA + OTHER_REPLICAS
 
     def bucket(self, scenario: str, span: str) -> Bucket:
         return _found(self.buckets, (scenario, span))
@@ -455,7 +477,7 @@ class Recorder:
             index = max(int((wall_s - self.origin_s) // self.window_s), 0)
             record_window(self.window(record.scenario, index), record, m, good, gaps)
             for span in apart(record):
-                window = self.apart_window(record.scenario, span, index)
+                window = self.apart_window(record.scenario, self.kept(span), index)
                 record_window(window, record, m, good, gaps)
         self.timelines.add(record, m, wall_s, warmup)
         return m
@@ -537,7 +559,7 @@ class Recorder:
         if stage is not None:
             targets.append(self.bucket(scenario, f"stage:{stage}"))
         if not warmup:
-            targets += [self.bucket(scenario, span) for span in spans]
+            targets += [self.bucket(scenario, self.kept(span)) for span in spans]
         return targets
 
     def apply_cut(self, first_kept: int, cut_s: float) -> None:
@@ -577,11 +599,11 @@ class Recorder:
 
     def absorb(self, payload: dict[str, Any]) -> None:
         for scenario, span, data in payload["buckets"]:
-            self.bucket(scenario, span).add(Bucket.decode(data))
+            self.bucket(scenario, self.kept(span)).add(Bucket.decode(data))
         for scenario, index, data in payload["windows"]:
             self.window(scenario, index).add(Bucket.decode(data))
         for scenario, span, index, data in payload.get("apart_windows", ()):
-            self.apart_window(scenario, span, index).add(Bucket.decode(data))
+            self.apart_window(scenario, self.kept(span), index).add(Bucket.decode(data))
         if "timelines" in payload:
             self.timelines.extend(Timelines.decode(payload["timelines"]))
 

@@ -153,9 +153,11 @@ class RequestRecord:
     sent_ns: int = 0
     cancelled: bool = False  # the client closed it as the scenario planned: not an error
     # several endpoints: the one the client sent to; behind a router: the
-    # replica the response header named, and the router's session token
+    # replica the response header named (and that header), and the router's
+    # session token
     endpoint: str | None = None
     served_by: str | None = None
+    served_by_header: str | None = None
     session: str | None = None
 
     @property

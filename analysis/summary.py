@@ -26,7 +26,14 @@ from slogate.analysis.generator import ProcessHealth, generator_block, merged, p
 from slogate.analysis.judge import Judgement, judge
 from slogate.analysis.lag_causes import cause_p99_ms
 from slogate.analysis.percentiles import STANDARD_PERCENTILES, estimate, summarize
-from slogate.analysis.recorder import PROBE, SESSION_CACHE_HIT, Bucket, Counters
+from slogate.analysis.recorder import (
+    MAX_REPLICAS,
+    OTHER_REPLICAS,
+    PROBE,
+    SESSION_CACHE_HIT,
+    Bucket,
+    Counters,
+)
 from slogate.analysis.rundata import RunData
 from slogate.analysis.slo import (
     RunVerdict,
@@ -489,6 +496,22 @@ def apart_blocks(
     return rows
 
 
+def replicas_note(replicas: Mapping[str, Any]) -> str | None:
+    """Said when the server named more replicas than the run keeps apart."""
+    if OTHER_REPLICAS not in replicas:
+        return None
+    return (
+        f"the server named more than {MAX_REPLICAS} replicas: those named after the "
+        f"first {MAX_REPLICAS} share the row {OTHER_REPLICAS!r}"
+    )
+
+
+def served_by_header(c: Counters) -> str | None:
+    """The response header that named the replicas (the most requests')."""
+    found = c.served_by_headers.most_common(1)
+    return found[0][0] if found else None
+
+
 def slo_entry(result: SloResult) -> dict[str, Any]:
     t = result.threshold
     return {
@@ -518,6 +541,7 @@ def scenario_block(run: RunData, name: str, verdict: RunVerdict) -> dict[str, An
     weight = declared.get("weight")
     throughput = throughput_block(c, seconds, scheduled_rate(load.get("rate"), weight))
     health = merged(processes(run.meta))
+    replicas = apart_blocks(run, name, "replica", health)
     return {
         "verdict": verdict.scenarios[name].value,
         "requests": requests_block(c),
@@ -539,7 +563,9 @@ def scenario_block(run: RunData, name: str, verdict: RunVerdict) -> dict[str, An
         },
         "slices": slices_block(run, name, declared),
         "endpoints": apart_blocks(run, name, "endpoint", health),
-        "replicas": apart_blocks(run, name, "replica", health),
+        "replicas": replicas,
+        "served_by_header": served_by_header(c),
+        "replicas_note": replicas_note(replicas),
         "source": declared.get("source"),
         "api": declared.get("api"),
         "load": redact(load),

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from slogate.analysis.records import ErrorKind, RequestRecord
-from slogate.client.openai_stream import usage_int
+from slogate.client.openai_stream import ImplausibleUsage, usage_int
 from slogate.client.protocol import Protocol, bearer
 from slogate.scenarios.model import PlannedTurn, RequestOptions
 
@@ -60,7 +60,10 @@ def read_reply(record: RequestRecord, body: bytes, expected: int) -> tuple[Error
         return ErrorKind.PROTOCOL, f"data[{bad}] has no embedding vector"
     usage = obj.get("usage")
     if type(usage) is dict:
-        record.input_tokens = usage_int(usage, "prompt_tokens")
+        try:
+            record.input_tokens = usage_int(usage, "prompt_tokens")
+        except ImplausibleUsage as exc:
+            return ErrorKind.PROTOCOL, str(exc)
     record.output_tokens = 0  # nothing generated: an exact count
     record.inputs = expected
     record.finish_reason = "stop"

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from slogate.analysis.neutral import neutral_text
+from slogate.client.deadline import within
 
 __all__ = [
     "EngineError",
@@ -130,6 +131,21 @@ def _request(
 
 
 def _open(request: urllib.request.Request, timeout: float, api_key_env: str | None) -> Any:
+    """The answer's status and headers, whatever its status, within ``timeout``
+    as a whole (:func:`slogate.client.deadline.within`); EngineUnreachable when
+    none came by then."""
+    try:
+        return within(lambda: _opened(request, timeout, api_key_env), timeout, _close)
+    except TimeoutError as exc:
+        message = f"cannot reach {request.full_url}: {exc}"
+        raise EngineUnreachable(_masked(message, _key(api_key_env))) from exc
+
+
+def _close(answer: Any) -> None:
+    answer.close()
+
+
+def _opened(request: urllib.request.Request, timeout: float, api_key_env: str | None) -> Any:
     """The answer, whatever its status (an HTTPError is one too); EngineUnreachable
     when none came."""
     try:

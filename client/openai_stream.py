@@ -41,6 +41,7 @@ __all__ = [
     "Chunk",
     "ChunkKind",
     "ChunkParser",
+    "ImplausibleUsage",
     "StreamInterpreter",
     "as_chunk",
     "chunk_object",
@@ -202,15 +203,33 @@ def _choice_output(choice: dict[str, Any]) -> tuple[int, int, str, list[ToolDelt
     return chars + reasoning, reasoning, text, tools
 
 
+MAX_USAGE_TOKENS = (1 << 31) - 1
+"""The largest token count a usage field may hold: a thousand times the longest
+context window, and 2^32 requests of it still sum within the 64 bits the run's
+data is saved in (a count of 2^62 once broke the journal, issue 42 N3)."""
+
+
+class ImplausibleUsage(ValueError):
+    """A usage field holds an integer no token count can be: the request's
+    protocol error (:meth:`StreamInterpreter.parsed`), never a number kept."""
+
+
 def usage_int(usage: dict[str, Any], key: str, details: str | None = None) -> int | None:
-    """``usage[key]`` (or ``usage[details][key]``) when it is an integer."""
+    """``usage[key]`` (or ``usage[details][key]``) when it is an integer;
+    ImplausibleUsage when it is one below 0 or above MAX_USAGE_TOKENS."""
     if details is not None:
         inner = usage.get(details)
         if type(inner) is not dict:
             return None
         usage = inner
     value = usage.get(key)
-    return value if type(value) is int else None
+    if type(value) is not int:
+        return None
+    if not 0 <= value <= MAX_USAGE_TOKENS:
+        raise ImplausibleUsage(
+            f"usage {key} is {value}: not a token count (0 to {MAX_USAGE_TOKENS})"
+        )
+    return value
 
 
 def _event_error(data: bytes | bytearray) -> str:
@@ -423,7 +442,7 @@ class StreamInterpreter:
         data = sse.lone_data(piece)
         if data is None:
             return any(self.on_event(event, at_ns) for event in sse.feed(piece))
-        chunk = self._parse(data)
+        chunk = self.parsed(data)
         if answer_only and type(chunk) is str and self._template is None and self._lessons:
             self._lessons -= 1
             self._template = learn_template(piece, chunk, self._parse, sse.max_event_bytes)
@@ -431,7 +450,15 @@ class StreamInterpreter:
 
     def on_data(self, data: bytes | bytearray, at_ns: int) -> bool:
         """Apply the data of a plain event (no event name, no error field)."""
-        return self._take(self._parse(data), at_ns, self._answer_only())
+        return self._take(self.parsed(data), at_ns, self._answer_only())
+
+    def parsed(self, data: bytes | bytearray) -> Chunk | str:
+        """What the protocol's reader makes of ``data``; an implausible usage
+        count makes it malformed, a protocol error of this request alone."""
+        try:
+            return self._parse(data)
+        except ImplausibleUsage as exc:
+            return malformed(str(exc), data)
 
     def _answer_only(self) -> bool:
         """Plain text is all answer: no think tags to split it, no reasoning so far

@@ -46,6 +46,7 @@ from slogate.client.openai_stream import (
 )
 from slogate.client.protocol import Protocol, chat_messages
 from slogate.client.responses_stream import RESPONSES
+from slogate.client.served_by import served_by
 from slogate.client.sse import SSEParser, SSEProtocolError
 from slogate.client.think_tags import ThinkTags
 from slogate.scenarios.model import Api, PlannedTurn, RequestOptions, Timeouts
@@ -69,7 +70,6 @@ PROTOCOLS: dict[str, Protocol] = {
 WHOLE_BODY_LIMIT = 256 * 1024 * 1024  # a non-streamed reply (a batch of embeddings)
 NEVER_NS = 1 << 62  # no planned cancellation
 NEVER_TOKENS = 1 << 62
-MAX_NAME_CHARS = 200  # a replica's name as a router reported it
 HEADER_VALUE = re.compile(r"[\x21-\x7e]{1,4096}")  # a token safe to send back in a header
 SET_COOKIE = "set-cookie"
 # what a Cookie header can carry back (RFC 6265 cookie-octet)
@@ -532,12 +532,13 @@ class _Exchange:
             raise _Failure(ErrorKind.CONNECT, f"connection failed: {exc}") from exc
 
     def _note_router(self, headers: dict[str, str]) -> None:
-        """Behind a router: the replica that served the request and the
-        session token to send back, from the headers the scenario names."""
+        """Behind a router: the replica that served the request (from the
+        header the scenario names, else a known router's) and the session
+        token to send back, from the header the scenario names."""
         options = self.client.options
-        if options.served_by_header is not None:
-            served_by = headers.get(options.served_by_header)
-            self.record.served_by = None if served_by is None else served_by[:MAX_NAME_CHARS]
+        found = served_by(headers, options.served_by_header)
+        if found is not None:
+            self.record.served_by_header, self.record.served_by = found
         token = None
         if options.session_header is not None:
             token = headers.get(options.session_header)

@@ -13,6 +13,7 @@ outlives the load it was given.
 from __future__ import annotations
 
 import argparse
+import itertools
 import socket
 import struct
 import threading
@@ -20,7 +21,7 @@ import time
 from collections.abc import Callable
 from types import TracebackType
 
-__all__ = ["FAULTS", "MisbehavingServer"]
+__all__ = ["FAULTS", "HOSTILE_NAMES", "MisbehavingServer"]
 
 _SSE_HEAD = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
@@ -114,6 +115,56 @@ def echo_auth(conn: socket.socket, request: bytes) -> None:
     )
 
 
+def _valid_stream(conn: socket.socket, headers: bytes = b"", usage: bytes = b"") -> None:
+    """A short proper stream (4 output chunks, a finish, ``[DONE]``), with
+    extra header lines and the ``usage`` object of its last chunk."""
+    conn.sendall(_SSE_HEAD.replace(b"\r\n\r\n", b"\r\n" + headers + b"\r\n", 1))
+    for _ in range(4):
+        conn.sendall(_OUTPUT)
+    last = b'{"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]%s}'
+    conn.sendall(b"data: " + last % (b', "usage": ' + usage if usage else b"") + b"\n\n")
+    conn.sendall(b"data: [DONE]\n\n")
+
+
+def slow_loris(conn: socket.socket, request: bytes) -> None:
+    """A reply's head sent one byte a second: every read gets a byte in time,
+    so only a deadline over the whole answer ends the wait."""
+    for byte in _SSE_HEAD:
+        conn.sendall(bytes([byte]))
+        time.sleep(1.0)
+
+
+_replicas = itertools.count()
+
+
+def new_replica(conn: socket.socket, request: bytes) -> None:
+    """A proper stream whose ``x-served-by`` names a replica never named
+    before: a router with unbounded names."""
+    _valid_stream(conn, b"x-served-by: replica-%d-%s\r\n" % (next(_replicas), b"x" * 150))
+
+
+def huge_usage(conn: socket.socket, request: bytes) -> None:
+    """A proper stream whose usage holds counts of 2^62 (the prompt's and the
+    cached part of it): no token count is that large."""
+    big = 1 << 62
+    usage = b'{"prompt_tokens": %d, "completion_tokens": 4, "prompt_tokens_details": ' % big
+    _valid_stream(conn, usage=usage + b'{"cached_tokens": %d}}' % big)
+
+
+HOSTILE_NAMES = (
+    '=HYPERLINK("http://evil.example/x","click")',
+    "répliqué-ü",
+    "c1\x9b31mred",
+)
+
+
+def hostile_served_by(conn: socket.socket, request: bytes) -> None:
+    """A proper stream whose ``x-served-by`` is hostile text, in turn: a
+    spreadsheet formula, a UTF-8 name, a raw C1 control (a one-byte CSI)."""
+    name = HOSTILE_NAMES[next(_replicas) % len(HOSTILE_NAMES)]
+    _valid_stream(conn, b"x-served-by: " + name.encode() + b"\r\n")
+
+
 FAULTS: dict[str, Callable[[socket.socket, bytes], None]] = {
     "keepalive-flood": keepalive_flood,
     "data-flood": data_flood,
@@ -124,6 +175,10 @@ FAULTS: dict[str, Callable[[socket.socket, bytes], None]] = {
     "endless": endless,
     "clock-jump": clock_jump,
     "echo-auth": echo_auth,
+    "slow-loris": slow_loris,
+    "new-replica": new_replica,
+    "huge-usage": huge_usage,
+    "hostile-served-by": hostile_served_by,
 }
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from slogate.analysis.router_metrics import router_routes
 from slogate.analysis.server_metrics import DCGM, Dialect, ScrapeTarget, snapshot
+from slogate.client.deadline import within
 
 ENGINE = "engine"
 GPU = "dcgm"
@@ -197,6 +198,10 @@ class MetricsScraper:
             self._samples.append(sample)
 
 
+def _close(response: Any) -> None:
+    response.close()
+
+
 def fetch_text(url: str, timeout_s: float) -> str:
     """GET ``url`` and return its body as text; HTTP errors raise. ``timeout_s``
     bounds the whole answer, not each read: an endpoint that drips bytes
@@ -205,7 +210,8 @@ def fetch_text(url: str, timeout_s: float) -> str:
     request = urllib.request.Request(url, headers={"Accept": "text/plain"})
     pieces: list[bytes] = []
     size = 0
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+    answer = within(lambda: urllib.request.urlopen(request, timeout=timeout_s), timeout_s, _close)
+    with answer as response:
         while size <= MAX_BODY_BYTES:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{url}: no complete answer within {timeout_s:g} s")

@@ -11,6 +11,7 @@ import io
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from slogate.analysis.neutral import neutral_cell
 from slogate.analysis.percentiles import STANDARD_PERCENTILES
 
 if TYPE_CHECKING:  # pydantic: not in load processes
@@ -57,11 +58,20 @@ def percentile_rows(summary: Summary) -> Iterable[dict[str, Any]]:
                 yield percentile_row(name, f"stage:{stage}", metric, d)
 
 
+def cell(value: Any) -> Any:
+    """A value as its CSV cell: text (names a server or a scenario chose among
+    it) neutralised and kept from being read as a formula."""
+    if value is None:
+        return ""
+    return neutral_cell(value) if isinstance(value, str) else value
+
+
 def to_csv(columns: list[str], rows: Iterable[Mapping[str, Any]]) -> str:
+    """Every cell and column name through :func:`cell`."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=columns, restval="", extrasaction="ignore")
-    writer.writeheader()
-    writer.writerows({k: "" if v is None else v for k, v in row.items()} for row in rows)
+    writer = csv.writer(out)
+    writer.writerow(map(cell, columns))
+    writer.writerows([cell(row.get(c)) for c in columns] for row in rows)
     return out.getvalue()
 
 
