@@ -34,7 +34,7 @@ from slogate.analysis.summary import redact
 from slogate.analysis.timeseries import apart_row, window_row
 from slogate.analysis.warmup import METHOD, WarmupCut, find_cut
 from slogate.client.engine_info import EngineInfo
-from slogate.client.streaming import MAX_NAME_CHARS
+from slogate.client.served_by import MAX_NAME_CHARS
 from slogate.locustfiles.context import LoadContext
 from slogate.locustfiles.provenance import git_revision, tool_version
 from slogate.locustfiles.worker_clocks import wall

@@ -23,7 +23,7 @@ from test_reliability_inputs import in_own_mounts
 from test_web_ui import post, template_args, wait_for
 
 from slogate.analysis.file_sizes import MAX_DATA_BYTES, MAX_DOCUMENT_BYTES
-from slogate.client.streaming import MAX_NAME_CHARS
+from slogate.client.served_by import MAX_NAME_CHARS
 from slogate.engines.exact import ExactEngine
 from slogate.scenarios.errors import QUOTED_CHARS
 from slogate.scenarios.limits import MAX_AGENT_DEPTH, MAX_TOKENS
