@@ -132,13 +132,38 @@ class ModelsHandler(http.server.BaseHTTPRequestHandler):
         if self.path != "/v1/models":
             self.send_error(404)
             return
-        models = {"object": "list", "data": [{"id": "m", "owned_by": self.OWNED_BY}]}
-        body = json.dumps(models).encode()
-        self.send_response(200)
+        self.answer(200, {"object": "list", "data": [{"id": "m", "owned_by": self.OWNED_BY}]})
+
+    def answer(self, status: int, payload: Any) -> None:
+        """A whole JSON answer."""
+        body = json.dumps(payload).encode()
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def reply(self, text: tuple[str, str], prompt_tokens: int = 1) -> None:
+        """A streamed chat reply of two chunks of ``text``, its usage and
+        ``[DONE]``, chunked."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for data in (
+            {"choices": [{"delta": {"role": "assistant", "content": text[0]}}]},
+            {"choices": [{"delta": {"content": text[1]}, "finish_reason": "stop"}]},
+            {"choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 2}},
+        ):
+            self.event(json.dumps(data).encode())
+        self.event(b"[DONE]")
+        self.wfile.write(b"0\r\n\r\n")
+
+    def event(self, data: bytes) -> None:
+        """One SSE event, as a chunk of a ``Transfer-Encoding: chunked`` stream."""
+        event = b"data: " + data + b"\n\n"
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+        self.wfile.flush()
 
 
 def served(engine, seen: list = ()) -> dict[str, int]:

@@ -5,7 +5,6 @@ history, growing turn by turn, as recorded (or with its own replies, live)."""
 from __future__ import annotations
 
 import http.server
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,23 +31,7 @@ class RecordingEngine(ModelsHandler):
         if body is None:
             return
         type(self).bodies.append(body)
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        for data in (
-            {"choices": [{"delta": {"role": "assistant", "content": "engine "}}]},
-            {"choices": [{"delta": {"content": "reply"}, "finish_reason": "stop"}]},
-            {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 2}},
-        ):
-            self._event(json.dumps(data).encode())
-        self._event(b"[DONE]")
-        self.wfile.write(b"0\r\n\r\n")
-
-    def _event(self, data: bytes) -> None:
-        event = b"data: " + data + b"\n\n"
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
-        self.wfile.flush()
+        self.reply(("engine ", "reply"))
 
 
 @contextmanager

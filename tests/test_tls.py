@@ -55,19 +55,14 @@ class _SSEHandler(ModelsHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        self._event(b'{"choices":[{"delta":{"role":"assistant"}}]}')
+        self.event(b'{"choices":[{"delta":{"role":"assistant"}}]}')
         for i in range(TOKENS):
             time.sleep(max(0.0, started + TTFT_S + i * ITL_S - time.monotonic()))
-            self._event(b'{"choices":[{"delta":{"content":"word%d "}}]}' % i)
-        self._event(b'{"choices":[{"delta":{},"finish_reason":"length"}]}')
-        self._event(b'{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":%d}}' % TOKENS)
-        self._event(b"[DONE]")
+            self.event(b'{"choices":[{"delta":{"content":"word%d "}}]}' % i)
+        self.event(b'{"choices":[{"delta":{},"finish_reason":"length"}]}')
+        self.event(b'{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":%d}}' % TOKENS)
+        self.event(b"[DONE]")
         self.wfile.write(b"0\r\n\r\n")
-
-    def _event(self, data: bytes) -> None:
-        event = b"data: " + data + b"\n\n"
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
-        self.wfile.flush()
 
 
 @pytest.fixture(scope="module")
