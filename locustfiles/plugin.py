@@ -27,6 +27,7 @@ Locust's events, which are its extension seam:
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -311,7 +312,10 @@ def context_check(
     none) and what a sample of each scenario gives."""
     if not context:
         return 0, []
-    fit = run_fit(context, mode, count, counter)
+    # a sampled prompt is counted whole, then (no system text) as the text a clamp
+    # would cut: asked of the engine once
+    measure = None if counter is None else functools.lru_cache(maxsize=8)(counter)
+    fit = run_fit(context, mode, count, measure)
     found = [sampled_overflow(s, fit) for s in loaded]
     refused = [o.refusal(context) for o in found if o.over and (not mode or o.dropped == o.sampled)]
     if refused:

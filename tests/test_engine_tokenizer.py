@@ -33,6 +33,8 @@ from slogate.client.engine_info import (
     remote_token_counter,
 )
 from slogate.locustfiles.context_count import find_count
+from slogate.scenarios.context_fit import ContextFit, fitted, measured
+from slogate.scenarios.model import PlannedTurn
 from slogate.scenarios.prompt_text import LOCAL_TOKENIZER
 
 CONTEXT = 512
@@ -359,3 +361,40 @@ def test_a_tokenize_that_hangs_leaves_the_local_count_unless_the_scenario_plans_
         assert "did not answer" in caplog.text and "margin" in caplog.text
         with pytest.raises(TokenizeError, match="/tokenize did not answer"):
             find_count(url, [server], engine)
+
+
+def planned(k: int, text: str, prompt: int, output: int, system: str | None = None) -> PlannedTurn:
+    return PlannedTurn("chat", 0, k, text, output, prompt, output, system_text=system)
+
+
+def test_a_conversation_near_the_context_is_counted_in_the_engine_s_tokens() -> None:
+    """Each turn's own text is counted by the engine, the first with the
+    system text; later turns carry the difference, since their history holds
+    those texts; the template's tokens are allowed per message."""
+    words = {"sys ": 4, "one ": 4, "two ": 4}  # local counts of the texts (one token a char)
+
+    def engine(text: str) -> int:  # counts each of these texts twice as long
+        return 2 * len(text)
+
+    turns = (
+        planned(0, "one ", 4 + 4, 100, system="sys "),
+        planned(1, "two ", 4 + 4 + 100 + 4, 100, system="sys "),
+    )
+    fit = ContextFit(300, "clamp", measure=engine, framing=5)
+    first, second = measured(turns, fit, lambda text: sum(words[w] for w in words if w in text))
+    assert first.intended_input_tokens == 16  # sys and one, 8 tokens each by the engine
+    assert second.intended_input_tokens == 16 + 100 + 8
+    assert fit.prompt_length(second) == 124 + 5 * 4  # system, user, assistant, user
+    far = ContextFit(10_000, "clamp", measure=engine, framing=5)
+    assert measured(turns, far, len) == turns  # none near: no call
+
+
+def test_the_local_count_s_margin_and_the_template_leave_room() -> None:
+    """Without the engine's count a prompt counts a quarter more, each message
+    its framing too: a 400-token prompt fits 512 with at most 7 tokens of
+    output room (500 + 5 framing)."""
+    fit = ContextFit(512, "clamp", margin=0.25, framing=5)
+    turn = planned(0, "x", 400, 64)
+    clamped = fitted(turn, fit)
+    assert clamped is not None and clamped.max_tokens == 512 - 500 - 5
+    assert fit.prompt_length(turn) + clamped.max_tokens == 512
