@@ -28,12 +28,15 @@ from urllib.parse import urlsplit
 
 from slogate.analysis.neutral import neutral_text
 from slogate.client.deadline import within
+from slogate.scenarios.limits import MAX_TOKENS
 
 __all__ = [
     "EngineError",
     "EngineInfo",
     "EngineUnreachable",
     "RouteNotServed",
+    "TokenizeError",
+    "chat_framing",
     "discover",
     "parse_base_url",
     "probe_route",
@@ -58,6 +61,11 @@ class EngineError(RuntimeError):
 
 class EngineUnreachable(EngineError):
     """Nothing answered at the URL: refused, timed out, or the name did not resolve."""
+
+
+class TokenizeError(EngineError):
+    """The engine's ``/tokenize`` gave no answer, or one that is not a token
+    count: the prompts it measures cannot be trusted, so the run stops (exit 3)."""
 
 
 class RouteNotServed(EngineError):
@@ -276,22 +284,81 @@ def remote_token_counter(
     model: str | None = None,
 ) -> Callable[[str], int] | None:
     """A function counting a text's tokens with the engine's ``/tokenize`` (vLLM or
-    llama.cpp style, found by probing), or None when the engine has neither. The
-    function raises EngineError when a later call fails."""
+    llama.cpp style, found by probing), or None when the engine has neither
+    (it answers, but not with a count). Raises TokenizeError when the probe
+    gets no answer within ``timeout``; the function raises it when a later
+    call gets none, or an answer that is not a count (docs/reliability.md)."""
     url = _root(base_url) + "/tokenize"
     vllm_body: dict[str, Any] = {"prompt": PROBE_TEXT, "add_special_tokens": False}
     if model:
         vllm_body["model"] = model
-    status, payload = _call(url, timeout, api_key_env, vllm_body)
-    if status == 200 and isinstance(payload, dict) and isinstance(payload.get("count"), int):
-        return _counter(url, timeout, api_key_env, vllm_body, "prompt", lambda p: p["count"])
     llama_body: dict[str, Any] = {"content": PROBE_TEXT}
-    status, payload = _call(url, timeout, api_key_env, llama_body)
-    if status == 200 and isinstance(payload, dict) and isinstance(payload.get("tokens"), list):
-        return _counter(
-            url, timeout, api_key_env, llama_body, "content", lambda p: len(p["tokens"])
-        )
+    for template, field, count, key in (
+        (vllm_body, "prompt", _vllm_count, "count"),
+        (llama_body, "content", _llama_count, "tokens"),
+    ):
+        status, payload = _tokenize_call(url, timeout, api_key_env, template)
+        if status != 200 or not isinstance(payload, dict) or key not in payload:
+            continue
+        if count(payload) is None:  # the field is there, but holds no count
+            raise TokenizeError(_not_a_count(url, status, payload, api_key_env))
+        return _counter(url, timeout, api_key_env, template, field, count)
     return None
+
+
+def chat_framing(
+    base_url: str, api_key_env: str | None, timeout: float = 10.0, model: str | None = None
+) -> int | None:
+    """The tokens the engine's chat template adds around one user message (its
+    default system prompt and the generation prompt included): vLLM's
+    ``/tokenize`` counts ``messages`` as a chat request; None where it cannot."""
+    url = _root(base_url) + "/tokenize"
+    body: dict[str, Any] = {"prompt": PROBE_TEXT, "add_special_tokens": False}
+    chat: dict[str, Any] = {
+        "messages": [{"role": "user", "content": PROBE_TEXT}],
+        "add_generation_prompt": True,
+    }
+    if model:
+        body["model"] = chat["model"] = model
+    plain = _vllm_count(_tokenize_call(url, timeout, api_key_env, body)[1])
+    framed = _vllm_count(_tokenize_call(url, timeout, api_key_env, chat)[1])
+    if plain is None or framed is None or framed < plain:
+        return None
+    return framed - plain
+
+
+def _plausible(value: Any) -> int | None:
+    """A token count, or None: a count is an integer from 0 to MAX_TOKENS (a
+    count past it would make the prompt writer build text of that size)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS:
+        return value
+    return None
+
+
+def _vllm_count(payload: Any) -> int | None:
+    return _plausible(payload.get("count")) if isinstance(payload, dict) else None
+
+
+def _llama_count(payload: Any) -> int | None:
+    tokens = payload.get("tokens") if isinstance(payload, dict) else None
+    return _plausible(len(tokens)) if isinstance(tokens, list) else None
+
+
+def _not_a_count(url: str, status: int, payload: Any, api_key_env: str | None) -> str:
+    return (
+        f"the engine's /tokenize (POST {url}) answered HTTP {status}: "
+        f"{_shown(payload, api_key_env)}, not a token count from 0 to {MAX_TOKENS}"
+    )
+
+
+def _tokenize_call(
+    url: str, timeout: float, api_key_env: str | None, body: dict[str, Any]
+) -> tuple[int, Any]:
+    """``_call`` of ``/tokenize``, whose lack of an answer is a TokenizeError."""
+    try:
+        return _call(url, timeout, api_key_env, body)
+    except EngineUnreachable as error:
+        raise TokenizeError(f"the engine's /tokenize did not answer: {error}") from None
 
 
 def _counter(
@@ -300,12 +367,13 @@ def _counter(
     api_key_env: str | None,
     template: dict[str, Any],
     field: str,
-    count: Callable[[dict[str, Any]], int],
+    count: Callable[[Any], int | None],
 ) -> Callable[[str], int]:
     def count_tokens(text: str) -> int:
-        status, payload = _call(url, timeout, api_key_env, {**template, field: text})
-        if status != 200 or not isinstance(payload, dict):
-            raise EngineError(f"POST {url} answered HTTP {status}: {_shown(payload, api_key_env)}")
-        return int(count(payload))
+        status, payload = _tokenize_call(url, timeout, api_key_env, {**template, field: text})
+        found = count(payload) if status == 200 else None
+        if found is None:
+            raise TokenizeError(_not_a_count(url, status, payload, api_key_env))
+        return found
 
     return count_tokens

@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from slogate.analysis.export import request_line
 from slogate.analysis.recorder import GoodputLimits, Recorder
 from slogate.analysis.records import USER, RequestRecord, SessionRecord, sender
 from slogate.client.endpoints import Endpoint, Spread, WeightedRoundRobin
-from slogate.client.engine_info import remote_token_counter
+from slogate.client.engine_info import TokenizeError, remote_token_counter
 from slogate.client.streaming import StreamClient
 from slogate.locustfiles.backlog import Backlog
 from slogate.locustfiles.clearance import Clearance
+from slogate.locustfiles.context_count import tokenize_timeout
 from slogate.locustfiles.loopwatch import LoopWatch
 from slogate.locustfiles.request_log import RequestLog
 from slogate.locustfiles.timeline import Timeline, build_timeline
@@ -31,6 +34,17 @@ from slogate.scenarios import Planner
 from slogate.scenarios.context_fit import ContextFit
 from slogate.scenarios.model import Scenario
 from slogate.scenarios.planner import prepare_text
+
+log = logging.getLogger("slogate")
+
+
+def _stop_user() -> NoReturn:
+    """Stop the Locust user planning now, quietly. Imported here: importing
+    Locust patches the process for gevent, which a module the tests import
+    alone must not do; in a load process Locust is imported already."""
+    from locust.exception import StopUser
+
+    raise StopUser()
 
 
 def goodput_limits(scenarios: list[Scenario]) -> dict[str, GoodputLimits]:
@@ -83,6 +97,7 @@ class LoadContext:
     finished: int = 0
     timeline_done: bool = False
     stop_early: bool = False
+    failure: str | None = None  # why the run ended before its time: it is incomplete
     cpu_warning: bool = False
     watch: LoopWatch = field(init=False)
     request_log: RequestLog | None = None
@@ -128,6 +143,8 @@ class LoadContext:
         process), so it neither stalls the run nor escapes the start-up freeze."""
         for scenario in self.scenarios:
             self.planner(scenario, stream=0)
+            if self.failure is not None:  # the engine's /tokenize failed: said once
+                return
 
     @property
     def dispatchers(self) -> int:
@@ -184,10 +201,51 @@ class LoadContext:
 
     def server_token_counter(self, api_key_env: str | None) -> Callable[[str], int] | None:
         """The engine's /tokenize, asked once per process and key whether it has
-        one, with the scenario's own key."""
+        one, with the scenario's own key; guarded (:meth:`_guarded`)."""
         if api_key_env not in self._token_counters:
-            self._token_counters[api_key_env] = remote_token_counter(self.host, api_key_env)
+            try:
+                timeout = tokenize_timeout(self.scenarios)
+                found = remote_token_counter(self.host, api_key_env, timeout, self.model)
+            except TokenizeError as error:
+                self.fail(str(error))
+                found = None
+            self._token_counters[api_key_env] = None if found is None else self._guarded(found)
         return self._token_counters[api_key_env]
+
+    def engine_count(self, text: str) -> int:
+        """``text``'s tokens by the engine's /tokenize (with the first
+        scenario's key, as the pre-flight asked it): what a fit measures with
+        once the pre-flight found the engine counts (``ContextFit.measure``)."""
+        counter = self.server_token_counter(self.scenarios[0].request.api_key_env)
+        if counter is None:
+            self.fail("the engine's /tokenize, found before the load, no longer counts")
+            _stop_user()
+        return counter(text)
+
+    def _guarded(self, counter: Callable[[str], int]) -> Callable[[str], int]:
+        """``counter``, whose failure ends the run (:meth:`fail`) and stops the
+        user planning with it (``StopUser``: no traceback): a prompt it cannot
+        measure would be sent with an unknown length. Once failed, it fails at
+        once, so no user waits for it again."""
+
+        def count(text: str) -> int:
+            if self.failure is not None:
+                _stop_user()
+            try:
+                return counter(text)
+            except TokenizeError as error:
+                self.fail(str(error))
+                _stop_user()
+
+        return count
+
+    def fail(self, reason: str) -> None:
+        """End the load now for ``reason``, said once: what was measured is
+        kept, and the run is incomplete (exit 3)."""
+        if self.failure is None:
+            self.failure = reason
+            log.error("slogate: %s: stopping the run", reason)
+        self.stop_early = True
 
     def pick_endpoint(self) -> int:
         """The endpoint the next conversation (or request) goes to; 0 with one."""

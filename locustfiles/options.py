@@ -38,6 +38,7 @@ from slogate.locustfiles.argtypes import (
 )
 from slogate.locustfiles.request_log import REQUESTS_FILE
 from slogate.locustfiles.web_access import AUTH_ENV, LOOPBACK
+from slogate.scenarios.context_fit import FRAMING_TOKENS
 from slogate.scenarios.limits import MAX_PROCESSES
 
 MASTER_PORT = 5557  # Locust's own default
@@ -509,6 +510,21 @@ OPTIONS = (
         int,
         default=0,
         example="4096",
+        web_ui=False,
+    ),
+    Option(
+        "--slogate-count-with",
+        "internal: how the master found prompts are counted against the context (engine|local)",
+        default="local",
+        example="engine",
+        web_ui=False,
+    ),
+    Option(
+        "--slogate-framing",
+        "internal: tokens the engine's chat template adds per message, as the master found them",
+        int,
+        default=FRAMING_TOKENS,
+        example="5",
         web_ui=False,
     ),
     Option(

@@ -27,6 +27,7 @@ Locust's events, which are its extension seam:
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -34,6 +35,7 @@ import shlex
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -49,10 +51,17 @@ from slogate.analysis.neutral import neutralise_logs
 from slogate.analysis.rundata import RunData
 from slogate.analysis.server_metrics import parse_target
 from slogate.client.endpoints import Endpoint, check_endpoints, parse_endpoint
-from slogate.client.engine_info import EngineError, RouteNotServed, discover, probe_route
+from slogate.client.engine_info import (
+    EngineError,
+    RouteNotServed,
+    TokenizeError,
+    discover,
+    probe_route,
+)
 from slogate.client.streaming import PROTOCOLS
 from slogate.locustfiles import state
 from slogate.locustfiles.context import LoadContext
+from slogate.locustfiles.context_count import ContextCount, find_count, run_fit
 from slogate.locustfiles.distributed import Coordinator, WorkerSide, lost_reason
 from slogate.locustfiles.loopwatch import freeze_spawned, freeze_startup
 from slogate.locustfiles.memory import release_freed_memory
@@ -70,7 +79,7 @@ from slogate.locustfiles.webview import install_web_view
 from slogate.locustfiles.worker_clocks import wall
 from slogate.reports.crashlog import crash_line, write_crash_log
 from slogate.reports.progress import LiveView
-from slogate.scenarios.context_fit import ContextFit, Overflow, sampled_overflow
+from slogate.scenarios.context_fit import Overflow, sampled_overflow
 from slogate.scenarios.loader import resolve
 from slogate.scenarios.model import Scenario
 
@@ -116,7 +125,7 @@ def build_context(
     """This process's load context; every process logs requests into the folder
     the master chose (``--out`` reaches workers with the master's options)."""
     saving = options.save_requests and options.out
-    return LoadContext(
+    ctx = LoadContext(
         scenarios=loaded,
         host=host,
         endpoints=run_endpoints(options, loaded),
@@ -129,10 +138,12 @@ def build_context(
         window_s=options.window,
         origin_s=origin,
         request_log=RequestLog(Path(options.out) / REQUESTS_FILE) if saving else None,
-        fit=ContextFit(options.slogate_context, options.fit_context or "")
-        if options.slogate_context
-        else None,
     )
+    if options.slogate_context:
+        count = ContextCount(options.slogate_count_with, options.slogate_framing)
+        mode = options.fit_context or ""
+        ctx.fit = run_fit(options.slogate_context, mode, count, ctx.engine_count)
+    return ctx
 
 
 def run_endpoints(options: Any, loaded: list[Scenario]) -> list[Endpoint]:
@@ -233,7 +244,14 @@ def start_session(options: Any, runner: Any) -> RunSession:
     options.slogate_model = engine.model
     options.slogate_engine = engine.owned_by
     options.slogate_shards = shards
-    options.slogate_context, fits = context_check(loaded, engine.context, options.fit_context or "")
+    try:
+        count, counter = find_count(options.host, loaded, engine)
+        options.slogate_context, fits = context_check(
+            loaded, engine.context, options.fit_context or "", count, counter
+        )
+    except TokenizeError as error:
+        fail(EXIT_INVALID, error)
+    options.slogate_count_with, options.slogate_framing = count.method, count.framing
     out_dir = results_folder(loaded[0].name, options.out)
     problem = unwritable(out_dir)
     if problem:
@@ -254,6 +272,7 @@ def start_session(options: Any, runner: Any) -> RunSession:
         max_lag_ms=options.max_lag_ms or loaded[0].load.max_lag_ms,
         processes_reason=options.slogate_processes_reason or processes_reason(options),
         context_fits=fits,
+        context_count=count if engine.context else None,
         baseline=baseline,
         pricing=pricing,
         push_url=options.push_metrics or None,
@@ -280,15 +299,23 @@ def probe_routes(host: str, loaded: list[Scenario], model: str) -> None:
 
 
 def context_check(
-    loaded: list[Scenario], context: int | None, mode: str
+    loaded: list[Scenario],
+    context: int | None,
+    mode: str,
+    count: ContextCount,
+    counter: Callable[[str], int] | None,
 ) -> tuple[int, list[Overflow]]:
-    """Pre-flight: the planned requests against the engine's announced context.
-    Refused (exit 2, with the counts) when some are longer and ``mode``
-    (``--fit-context``) says nothing; else the context that fits them (0: the
-    engine announced none) and what a sample of each scenario gives."""
+    """Pre-flight: the planned requests against the engine's announced context,
+    counted as ``count`` says (``counter``: the engine's). Refused (exit 2,
+    with the counts) when some are longer and ``mode`` (``--fit-context``)
+    says nothing; else the context that fits them (0: the engine announced
+    none) and what a sample of each scenario gives."""
     if not context:
         return 0, []
-    fit = ContextFit(context, mode)
+    # a sampled prompt is counted whole, then (no system text) as the text a clamp
+    # would cut: asked of the engine once
+    measure = None if counter is None else functools.lru_cache(maxsize=8)(counter)
+    fit = run_fit(context, mode, count, measure)
     found = [sampled_overflow(s, fit) for s in loaded]
     refused = [
         o.refusal(context, mode) for o in found if o.over and (not mode or o.dropped == o.sampled)
@@ -408,6 +435,7 @@ def gauges(ctx: LoadContext) -> dict[str, Any]:
         "cancelled": ctx.cancelled,
         "cpu_warning": ctx.cpu_warning,
         "finished": ctx.finished,
+        "failure": ctx.failure,
     }
 
 
@@ -622,6 +650,8 @@ def finish_run(environment: Any, session: RunSession) -> None:
     if isinstance(runner, MasterRunner) and not done:
         runner.stop()  # interrupted: stop the workers, and collect their final data
     reason = None if done else "interrupted before the load profile ended"
+    if session.ctx.failure is not None:
+        reason = session.ctx.failure
     if _view is not None:
         session.close_windows(everything=True)
         _view.close(session.progress())  # the last panel, then the verdict table

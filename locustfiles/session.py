@@ -36,6 +36,7 @@ from slogate.analysis.warmup import METHOD, WarmupCut, find_cut
 from slogate.client.engine_info import EngineInfo
 from slogate.client.served_by import MAX_NAME_CHARS
 from slogate.locustfiles.context import LoadContext
+from slogate.locustfiles.context_count import ContextCount
 from slogate.locustfiles.provenance import git_revision, tool_version
 from slogate.locustfiles.worker_clocks import wall
 from slogate.reports.progress import Progress, SloNow, slo_now
@@ -79,6 +80,7 @@ class RunSession:
         max_lag_ms: float,
         processes_reason: str = "",
         context_fits: Sequence[Overflow] = (),
+        context_count: ContextCount | None = None,
         baseline: tuple[str, RunData] | None = None,
         pricing: Pricing | None = None,
         push_url: str | None = None,
@@ -106,6 +108,7 @@ class RunSession:
         self.max_lag_ms = max_lag_ms
         self.processes_reason = processes_reason
         self.context_fits = list(context_fits)
+        self.context_count = context_count
         self.baseline = baseline
         self.pricing = pricing
         self.push_url = push_url
@@ -154,12 +157,16 @@ class RunSession:
 
     def absorb(self, payload: dict[str, Any], worker: str) -> None:
         """A worker's report: its recorder's content since the last, its gauges
-        and its own health so far (the latest is kept)."""
+        and its own health so far (the latest is kept); a worker whose load
+        failed ends the run."""
         self.collector.absorb(payload["recorder"])
         self.cpu_warning |= payload["gauges"]["cpu_warning"]
         self.workers_seen.add(worker)
         self.worker_last_s[worker] = wall()
         self.worker_gauges[worker] = payload["gauges"]
+        failure = payload["gauges"].get("failure")
+        if failure:  # a worker's load cannot go on (its engine's /tokenize failed)
+            self.ctx.fail(f"worker {worker}: {failure}")
         if payload.get("generator") is not None:
             self.worker_health[worker] = payload["generator"]
 
@@ -410,6 +417,8 @@ class RunSession:
         fit = self.ctx.fit
         if fit is not None:
             meta["context"] = fit.context
+        if self.context_count is not None:
+            meta["context_count"] = self.context_count.to_dict()
         if fit is not None and self.context_fits:
             meta["fit_context"] = {
                 "mode": fit.mode,

@@ -12,6 +12,7 @@ dispatch itself is only a write.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 
@@ -37,6 +38,7 @@ from slogate.locustfiles.agent_sessions import TreePlay
 from slogate.locustfiles.backlog import Backlog, HeldTime
 from slogate.locustfiles.lookahead import Due, LookAhead
 from slogate.locustfiles.state import current_context
+from slogate.scenarios import Planner
 from slogate.scenarios.model import PlannedTurn
 from slogate.scenarios.workloads.agent_trace import TreeSession
 
@@ -80,7 +82,13 @@ class _ScenarioUser(User):
         self.ctx = current_context()
         worker = getattr(self.environment.runner, "worker_index", 0) or 0
         self.scenario, self.stream, self.user = self.ctx.next_user(worker)
-        self.planner = self.ctx.planner(self.scenario, self.stream)
+
+    @functools.cached_property
+    def planner(self) -> Planner:
+        """The user's planner, built in its first task: planning may ask the
+        engine's ``/tokenize``, whose failure stops the user quietly there
+        (``StopUser``), where in ``on_start`` Locust would print a traceback."""
+        return self.ctx.planner(self.scenario, self.stream)
 
     def send(
         self,
@@ -285,7 +293,7 @@ class OpenLoopUser(_ScenarioUser):
         if claimed is None:
             raise StopUser()
         self.scenario = claimed
-        self.planner = self.ctx.planner(self.scenario, self.shard)
+        self.stream = self.shard
 
     @task
     def dispatch(self) -> None:

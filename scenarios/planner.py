@@ -15,10 +15,10 @@ import zlib
 from collections.abc import Iterator
 
 from slogate.scenarios.arrivals import arrival_events, has_arrivals
-from slogate.scenarios.context_fit import ContextFit, fitted, fitted_conversation
+from slogate.scenarios.context_fit import ContextFit, fitted, fitted_conversation, measured
 from slogate.scenarios.images import image_pool
 from slogate.scenarios.model import Conversation, PlannedTurn, Scenario
-from slogate.scenarios.prompt_text import TokenCounter, make_writer
+from slogate.scenarios.prompt_text import TokenCounter, Writer, make_writer
 from slogate.scenarios.workloads import Context, TraceWorkload
 from slogate.scenarios.workloads.agent_trace import TreeSession
 
@@ -50,16 +50,26 @@ class Planner:
         stream: int = 0,
         count_tokens: TokenCounter | None = None,
         fit: ContextFit | None = None,
+        fitting: bool = True,
     ) -> None:
+        """``fit``: the engine's context and how prompts are counted against it;
+        ``fitting`` False plans with its counting but leaves the requests past
+        it as they are (the pre-flight counts them)."""
         import numpy as np
 
         self.scenario = scenario
-        self.fit = fit
+        self.fit = fit if fitting else None
         self.seed = seed
         self.stream = stream
         self._entropy = (seed, zlib.crc32(scenario.name.encode()))
         writer = make_writer(scenario.workload.corpus, scenario.request.tokenizer, count_tokens)
-        self.trim = writer.trim  # what a clamped prompt is cut with (context_fit)
+        self._measuring = None if writer.measured else fit  # already in the engine's count
+        self._local = writer.count
+        trimmer = writer
+        if self._measuring is not None and self._measuring.measure is not None:
+            trimmer = Writer(writer.corpus, writer.local, self._measuring.measure)
+        # what a clamped prompt is counted and cut with: as the fit counts (context_fit)
+        self.fit_count, self.trim = trimmer.count, trimmer.trim
         rng = np.random.default_rng([*self._entropy, STREAM_TAG, stream])
         self._kind = scenario.workload.planner(Context(scenario, writer, rng, self._entropy))
         self._extras_rng = np.random.default_rng([*self._entropy, EXTRAS_TAG, stream])
@@ -70,7 +80,7 @@ class Planner:
     def conversation(self) -> Conversation:
         """The next conversation (chat: several turns; other kinds: one)."""
         index = self._take_index()
-        turns = self._kind.conversation(index)
+        turns = self._measured(self._kind.conversation(index))
         if self.fit is not None:
             turns = fitted_conversation(turns, self.fit, self.trim)
         if self.scenario.images is not None and turns:
@@ -118,12 +128,11 @@ class Planner:
         trace = workload.trace if isinstance(workload, TraceWorkload) else None
         rng = np.random.default_rng([*self._entropy, ARRIVALS_TAG])
         for arrival_s, event in arrival_events(load, trace, rng, self.stream, rate_scale):
-            turn = self._kind.request(self._take_index(), event)
-            if self.fit is not None:
-                turn = fitted(turn, self.fit, self.trim)
-                if turn is None:
-                    self.dropped_arrivals += 1
-                    continue
+            (planned,) = self._measured((self._kind.request(self._take_index(), event),))
+            turn = planned if self.fit is None else fitted(planned, self.fit, self.trim)
+            if turn is None:
+                self.dropped_arrivals += 1
+                continue
             if self.scenario.images is not None:
                 turn = self._with_images(turn)
             if self.scenario.cancel is not None:
@@ -142,6 +151,12 @@ class Planner:
         rng = np.random.default_rng([*self._entropy, ARRIVALS_TAG])
         for arrival_s, _ in arrival_events(self.scenario.load, trace, rng, self.stream, rate_scale):
             yield arrival_s
+
+    def _measured(self, turns: tuple[PlannedTurn, ...]) -> tuple[PlannedTurn, ...]:
+        """The turns counted as the fit counts them (context_fit.measured)."""
+        if self._measuring is None:
+            return turns
+        return measured(turns, self._measuring, self._local)
 
     def _with_cancel(self, turn: PlannedTurn) -> PlannedTurn:
         """The turn, cancelled with the scenario's share, after a drawn delay or

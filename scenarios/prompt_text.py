@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from tokenizers import Tokenizer
 
 from slogate.scenarios.cache import cache_dir, key_of, store
+from slogate.scenarios.limits import MAX_TOKENS
 
 if TYPE_CHECKING:  # numpy only where requests are made: `scenario check` starts faster
     import numpy as np
@@ -38,6 +39,9 @@ CALIBRATION_CHARS = 50_000
 CALIBRATION_PASSAGES = 40
 JOIN = "\n"
 FIT_ROUNDS = 10
+# No tokenizer counts an eighth of the local one's tokens in the same text: a
+# fit that needs a longer passage has a measure it cannot trust.
+FIT_MOST = 8
 TRIM_ROUNDS = 48  # twice the bisections 16M words need
 _SPACE_RE = re.compile(r"\s")
 _LINE_START = re.compile(r"\n(?=\S)")
@@ -351,24 +355,33 @@ class Writer:
         wins when ``total`` cannot be hit exactly."""
         import numpy as np
 
-        tries: list[tuple[int, str, int]] = []
+        best: tuple[int, str, int] | None = None
         points: list[tuple[int, int]] = []  # (size, count) of fixed-start tries
+        most = _most_size(total)
         for attempt in range(FIT_ROUNDS):
             exact = attempt == 0
             passage = self.corpus.passage(np.random.default_rng(seed), size, exact=exact)
             text = prefix + passage + suffix
             count = self.count(text)
-            tries.append((abs(count - total), text, count))
+            if best is None or abs(count - total) < best[0]:
+                best = (abs(count - total), text, count)
             if count == total or (size == 1 and count > total):
                 break
             if not exact:
                 points.append((size, count))
             following = _next_size(points, size, count, total)
-            if following is None:
+            if following is None or (following > most and size == most):
                 break
-            size = following
-        _, text, count = min(tries, key=lambda t: t[0])
-        return text, count
+            size = min(following, most)
+        assert best is not None  # FIT_ROUNDS >= 1
+        return best[1], best[2]
+
+
+def _most_size(total: int) -> int:
+    """The longest passage (in the local count) a fit tries for ``total``
+    measured tokens: FIT_MOST times as many, never past MAX_TOKENS. However
+    the measure counts (a hostile ``/tokenize``), the text stays that small."""
+    return min(MAX_TOKENS, FIT_MOST * max(total, 1))
 
 
 def _next_size(points: list[tuple[int, int]], size: int, count: int, total: int) -> int | None:

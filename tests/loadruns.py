@@ -132,9 +132,12 @@ class ModelsHandler(http.server.BaseHTTPRequestHandler):
         if self.path != "/v1/models":
             self.send_error(404)
             return
-        models = {"object": "list", "data": [{"id": "m", "owned_by": self.OWNED_BY}]}
-        body = json.dumps(models).encode()
-        self.send_response(200)
+        self.answer(200, {"object": "list", "data": [{"id": "m", "owned_by": self.OWNED_BY}]})
+
+    def answer(self, status: int, payload: Any) -> None:
+        """A whole JSON answer."""
+        body = json.dumps(payload).encode()
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -160,6 +163,14 @@ class ModelsHandler(http.server.BaseHTTPRequestHandler):
             self.event(json.dumps(payload).encode())
         self.event(b"[DONE]")
         self.wfile.write(b"0\r\n\r\n")
+
+    def reply(self, text: tuple[str, str], prompt_tokens: int = 1) -> None:
+        """A streamed chat reply of two chunks of ``text`` and its usage."""
+        self.stream(
+            {"choices": [{"delta": {"role": "assistant", "content": text[0]}}]},
+            {"choices": [{"delta": {"content": text[1]}, "finish_reason": "stop"}]},
+            {"choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 2}},
+        )
 
 
 def served(engine, seen: list = ()) -> dict[str, int]:

@@ -31,11 +31,7 @@ class RecordingEngine(ModelsHandler):
         if body is None:
             return
         type(self).bodies.append(body)
-        self.stream(
-            {"choices": [{"delta": {"role": "assistant", "content": "engine "}}]},
-            {"choices": [{"delta": {"content": "reply"}, "finish_reason": "stop"}]},
-            {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 2}},
-        )
+        self.reply(("engine ", "reply"))
 
 
 @contextmanager

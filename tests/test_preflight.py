@@ -123,22 +123,14 @@ def engine_without(paths: set[str], props: dict | None = None) -> Iterator[str]:
     class Handler(ModelsHandler):
         def do_GET(self) -> None:
             if self.path == "/props" and props is not None:
-                self._answer(200, props)
+                self.answer(200, props)
             else:
                 super().do_GET()
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             posts.append((self.path, body))
-            self._answer(404 if self.path in paths else 400, {"error": "no"})
-
-        def _answer(self, status: int, payload: dict) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.answer(404 if self.path in paths else 400, {"error": "no"})
 
     with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as port:
         yield f"http://127.0.0.1:{port}"
