@@ -244,7 +244,7 @@ def _event_error(data: bytes | bytearray) -> str:
 
 
 def malformed(what: str, data: bytes | bytearray) -> Chunk:
-    return Chunk(ChunkKind.MALFORMED, message=f"{what}: {data[:200]!r}")
+    return Chunk(ChunkKind.MALFORMED, message=f"{what}: {bytes(data[:200])!r}")
 
 
 def event_object(data: bytes | bytearray) -> dict[str, Any] | Chunk:

@@ -325,16 +325,22 @@ class CachingEngine(ModelsHandler):
 def test_a_cached_count_outside_the_prompt_is_taken_as_unsaid(
     tmp_path: Path, cached: int, hit_rate: float | None
 ) -> None:
-    """100 cached of a 10-token prompt printed a hit rate of 1000%, -5 one of -50%."""
+    """100 cached of a 10-token prompt printed a hit rate of 1000%, -5 one of -50%.
+    Above the prompt the count is taken as unsaid; below 0 no usage count is
+    plausible, so the request is a protocol error (docs/reliability.md)."""
     CachingEngine.CACHED = cached
     out = tmp_path / "out"
     with serving(http.server.ThreadingHTTPServer(("127.0.0.1", 0), CachingEngine)) as port:
         done = slogate("run", "tests/data/exact-chat.yaml", "--host", f"http://127.0.0.1:{port}",
                        "--duration", "2s", "--warmup", "0s", "--metrics-url", "off",
                        "--out", str(out))  # fmt: skip
-    assert done.returncode in (0, 1, 4), done.stderr[-2000:]
     block = summary(out)["scenarios"]["exact-chat"]
-    assert block["requests"]["ok"] > 0
+    if cached < 0:
+        assert done.returncode == 3, done.stderr[-2000:]
+        assert block["requests"]["ok"] == 0 and block["requests"]["errors"]["protocol"] > 0
+    else:
+        assert done.returncode in (0, 1, 4), done.stderr[-2000:]
+        assert block["requests"]["ok"] > 0
     cache = block["prefix_cache"]
     assert (cache and cache["hit_rate"]) == hit_rate
     assert "1000" not in (out / "summary.md").read_text() and "-50" not in done.stdout
