@@ -73,6 +73,8 @@ def test_twice_the_capacity_is_stopped_past_saturation_within_60_s(tmp_path, eng
                for r in s["invalid_reasons"])  # fmt: skip
     assert s["run"]["measured_s"] < 70.0  # it did end there
     assert "past saturation at" in done.stderr
+    metadata = (tmp_path / "out" / "report.html").read_text().split('id="meta"')[1]
+    assert "SaturationFound(" not in metadata and "stopped: True" in metadata  # not a repr
 
 
 def test_half_the_capacity_is_never_flagged(tmp_path, engine):
