@@ -3,12 +3,13 @@ capacity under the scenario's SLOs, and the settings to recommend.
 
 Two passes keep the engine time below a full grid's. Screening: each treatment
 gets a short max-load search (short trials, a coarse tolerance, no
-confirmation) whose bracket [highest pass, lowest fail] bounds its capacity.
-Then, best screening bracket first, each treatment gets the full search
-(:func:`slogate.studies.sweep.run_sweep`, confirmed), started from its bracket,
-unless its bracket's upper bound lies below the best lower bound known by then:
-it cannot be the best, and the document says so (successive halving with one
-rung). Per engine start: start, warm up, reset its caches, measure, stop.
+confirmation) whose bracket [highest pass, lowest fail] bounds its capacity;
+it starts at the most load any treatment has held so far, and ends at once
+when it fails there. Then, best screening bracket first, each treatment gets
+the full search (:func:`slogate.studies.sweep.run_sweep`, confirmed), started
+from its bracket, unless it failed at a load another treatment held: it cannot
+be the best, and the document says so (successive halving with one rung).
+Per engine start: start, warm up, reset its caches, measure, stop.
 
 Every phase of a treatment ends in a record written atomically to its folder
 (``screening.json``, ``treatment.json``), so a tune killed at any point
@@ -47,6 +48,7 @@ from slogate.studies.sweep import build_document as sweep_document
 from slogate.studies.trials import TrialResult
 from slogate.studies.tune_factors import FactorSpace, Treatment
 from slogate.studies.tune_verdict import (
+    best_lower,
     compared,
     meets,
     pareto_front,
@@ -206,16 +208,24 @@ def watched(runner_for: RunnerFor, running: RunningTreatment) -> RunnerFor:
     return runner
 
 
-def screening_search(settings: TuneSettings, runner: TrialRunner) -> tuple[Any, Any]:
-    """A coarse max-load search without its confirmation: its bracket."""
+def screening_search(
+    settings: TuneSettings, runner: TrialRunner, held: float | None
+) -> tuple[float | None, float | None]:
+    """A coarse max-load search without its confirmation: its bracket. It
+    starts at ``held``, the most load another treatment has held (else the
+    target): a treatment that fails there is out of the race after one trial."""
     sweep = settings.sweep(settings.screen_duration, settings.screen_tolerance)
-    search = sweep.search()
+    search = MaxSearch(
+        start=held or settings.target, integer=settings.mode == "users", tolerance=sweep.tolerance
+    )
     trials = SweepTrials(sweep, runner)
     for _ in range(sweep.max_trials):
         step = search.next()
         if step is None or step.confirmation:
             break
         search.record(step.value, trials.judge(step.value, sweep.duration).passed)
+        if held is not None and search.lowest_fail is not None and search.lowest_fail <= held:
+            break
     return search.highest_pass, search.lowest_fail
 
 
@@ -329,8 +339,11 @@ class Tuner:
         settings = self.settings
         self.parts.say(f"screening {run.name}")
 
+        best = best_lower(self.records())
+        held = None if best is None else best[0]
+
         def measure(runner_for: RunnerFor, url: str, folder: Path) -> dict[str, Any]:
-            lower, upper = screening_search(settings, runner_for(url, folder))
+            lower, upper = screening_search(settings, runner_for(url, folder), held)
             return {"screening": {"lower": lower, "upper": upper}}
 
         record = {**run.base(), **engine_session(self.parts, run, "screen", self.warmup, measure)}

@@ -3,8 +3,8 @@
 A treatment's capacity is an interval [highest pass, lowest fail] of the load
 (the full search's, else its screening's). Two treatments differ only where
 their intervals do not overlap: one held a load the other failed. That rule
-decides the pruning (a screening bracket wholly below the best lower bound
-found so far is not worth a full search), the comparison with the current
+decides the pruning (a treatment that failed at a load another held is not
+worth a full search), the comparison with the current
 settings (better, worse or noise) and, with throughput per GPU and per user,
 the recommendation.
 """
@@ -46,23 +46,30 @@ def has_capacity(record: Record) -> bool:
     return record.get("status") in ("measured", "pruned")
 
 
+def best_lower(others: Sequence[Record], but: Record | None = None) -> tuple[float, str] | None:
+    """The highest load any treatment (but ``but``) has held, and which one."""
+    rivals = [
+        (bounds(o)[0], o["name"])
+        for o in others
+        if o is not but and (o.get("capacity") or o.get("screening"))
+    ]
+    best = max(rivals, key=lambda rival: rival[0], default=None)
+    return None if best is None or best[0] <= 0 else best
+
+
 def prune_reason(record: Record, others: Sequence[Record], unit: str) -> str | None:
-    """Why ``record`` needs no full search: its screening bracket's upper bound
-    lies below the best lower bound any other treatment has shown; None when it
-    may still be the best (or is the current settings, the verdict's reference)."""
+    """Why ``record`` needs no full search: it failed (its screening bracket's
+    upper bound) at a load another treatment held (the best lower bound shown);
+    None when it may still be the best, or is the current settings (the
+    verdict's reference)."""
     upper = (record.get("screening") or {}).get("upper")
-    if record.get("current") or upper is None:
-        return None
-    rivals = [(bounds(o)[0], o["name"]) for o in others if o is not record and has_capacity(o)]
-    if not rivals:
-        return None
-    best_lower, best = max(rivals, key=lambda rival: rival[0])
-    if upper >= best_lower:
+    best = best_lower(others, record)
+    if record.get("current") or upper is None or best is None or upper > best[0]:
         return None
     lower = bounds(record)[0]
     return (
-        f"screening bracket [{lower:g}, {upper:g}] {unit} lies below {best}'s lower bound "
-        f"{best_lower:g} {unit}"
+        f"screening bracket [{lower:g}, {upper:g}] {unit}: it failed at a load "
+        f"{best[1]} held ({best[0]:g} {unit})"
     )
 
 

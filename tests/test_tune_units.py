@@ -98,18 +98,26 @@ def record(name: str, lower: float | None, upper: float | None, **extra: object)
     return {"name": name, "status": status, key: block, "current": False, **extra}
 
 
-def test_a_bracket_below_the_best_lower_bound_is_pruned_and_one_touching_it_is_not() -> None:
+def test_a_treatment_that_failed_a_load_another_held_is_pruned() -> None:
     best = record("best", 24, 32)
     low = record("low", 12, 16, status="pending")
-    touching = record("touching", 16, 24, status="pending")
+    touching = record("touching", 16, 24, status="pending")  # failed at 24, which best held
+    above = record("above", 16, 26, status="pending")  # may hold up to 26: still in the race
     reason = prune_reason(low, [best, low, touching], "requests/s")
-    assert (
-        reason
-        == "screening bracket [12, 16] requests/s lies below best's lower bound 24 requests/s"
+    assert reason == (
+        "screening bracket [12, 16] requests/s: it failed at a load best held (24 requests/s)"
     )
-    assert prune_reason(touching, [best, low, touching], "requests/s") is None
+    assert prune_reason(touching, [best, touching], "requests/s") is not None
+    assert prune_reason(above, [best, above], "requests/s") is None
     assert prune_reason({**low, "current": True}, [best, low], "requests/s") is None
     assert prune_reason(record("open", 30, None, status="pending"), [best], "requests/s") is None
+    screened_best = record(
+        "screened", 20, 40, status="pending"
+    )  # a bracket counts before its search
+    assert prune_reason(low, [screened_best, low], "requests/s") is not None
+    assert prune_reason(low, [low, {"name": "failed", "status": "failed"}], "requests/s") is None
+    failed_first = record("failed first", None, 24, status="pending")  # its first trial failed
+    assert prune_reason(failed_first, [best, failed_first], "requests/s") is not None
 
 
 def test_better_worse_or_noise_against_the_current_interval() -> None:
