@@ -226,6 +226,7 @@ def tune_command(args: argparse.Namespace) -> int:
         engine.check(current)
         chosen = with_current(grid, current)
         settings = tune_settings(args, declared)
+        settings.check()
         out = (
             Path(args.resume) if args.resume else results_folder(f"tune-{scenario.stem}", args.out)
         )

@@ -81,6 +81,18 @@ class TuneSettings:
     seed: int | None = None
     command: str = ""
 
+    def check(self) -> None:
+        """ValueError naming a tolerance or target the searches would refuse,
+        before any engine starts."""
+        for flag, tolerance in (
+            ("--tolerance", self.tolerance),
+            ("--screen-tolerance", self.screen_tolerance),
+        ):
+            try:
+                self.sweep(self.duration, tolerance).search()
+            except ValueError as error:
+                raise ValueError(f"{flag}: {error}") from None
+
     def sweep(self, duration: float, tolerance: float) -> SweepSettings:
         return SweepSettings(
             scenario=self.scenario,

@@ -85,19 +85,23 @@ def test_a_tune_of_six_treatments_recommends_the_models_best_and_prunes(tmp_path
     assert doc["engine_time_s"] < doc["full_grid_engine_time_s"]
 
 
+def processes_naming(text: str) -> list[bytes]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            line = cmdline.read_bytes()
+        except OSError:
+            continue
+        if text.encode() in line:
+            found.append(line)
+    return found
+
+
 def wait_for_orphans(out: Path, timeout_s: float = 60) -> None:
     """Until no process names ``out``: the trial the kill cut off runs to its end
     (its engine gone with the tune), as after a real crash before a resume."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        lines = []
-        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-            try:
-                lines.append(cmdline.read_bytes())
-            except OSError:
-                continue
-        if not any(str(out).encode() in line for line in lines):
-            return
+    while processes_naming(str(out)) and time.monotonic() < deadline:
         time.sleep(0.5)
 
 
@@ -160,3 +164,33 @@ def test_a_command_template_drives_the_engine(tmp_path: Path) -> None:
     assert four["capacity"]["value"] > one["capacity"]["value"]
     assert four["vs_current"] == "better" and doc["recommended"]["treatment"] == four["name"]
     assert doc["recommended"]["command_line"].endswith("--port {port} --max-num-seqs 4")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_sigterm_stops_the_engine_keeps_the_document_and_exits_3(tmp_path: Path) -> None:
+    out = tmp_path / "tune"
+    marker = f"sigterm-{tmp_path.name}"
+    scenario = tmp_path / "capped.yaml"
+    scenario.write_text(SCENARIO)
+    start = (
+        f"{sys.executable} -m slogate.simengine --port {{port}} --max-num-seqs {{n}} "
+        f"--served-model-name {marker}"
+    )
+    args = [sys.executable, "-m", "slogate.cli", "tune", str(scenario), *SEARCH, "--no-prune"]
+    args += ["--engine", "template", "--start-command", start, "--current", "n=2"]
+    args += ["--ready-url", "http://127.0.0.1:{port}/health", "--set", "n=2,4", "--out", str(out)]
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not processes_naming(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_naming(marker), "the engine never started"
+    time.sleep(4)  # into the first treatment's trials
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 3, stdout[-2000:] + stderr[-2000:]
+    assert "interrupted" in stderr
+    assert processes_naming(marker) == []
+    doc = json.loads((out / "tune.json").read_text())
+    assert doc["finished"] is False and doc["verdict"] == "invalid"
+    assert [t["status"] for t in doc["treatments"]] == ["pending", "pending"]

@@ -196,6 +196,7 @@ def test_the_simulated_engine_checks_settings_before_starting() -> None:
             "unknown placeholder {prot}",
         ),
         (["--set", "max_num_seqs=1,2", "--scenario-without-slo"], "declares no SLO"),
+        (["--set", "max_num_seqs=1,2", "--tolerance", "1.5"], "--tolerance: tolerance must lie"),
     ],
 )  # fmt: skip
 def test_bad_input_exits_2_with_one_line(
