@@ -18,20 +18,7 @@ import pytest
 from slogate.simengine.profiles import load_profile
 from slogate.simengine.simulate import simulate_closed_loop
 
-# 128 in / 32 out per request at constant arrivals: with max_num_seqs M the
-# engine serves about M / e2e requests/s. Above that the queue of a D/D/M
-# system grows every second, so the median TTFT passes 150 ms within about 10%
-# above capacity in a 3 s trial; tensor parallelism shortens each step.
-SCENARIO = """\
-name: capped
-api: chat
-model: auto
-workload: {kind: chat, input_tokens: 128, output_tokens: 32, turns: 1, think_time_s: 0}
-load: {rate: {rps: 8, arrival: constant}, duration: 3s}
-request: {ignore_eos: true}
-slo:
-  ttft_ms: {p50: 150}     # bounded by 6 samples (p90 needs 36): trials stay short
-"""
+SCENARIO = (Path(__file__).parent / "data" / "tune-capped.yaml").read_text()
 SEARCH = ["--screen-duration", "2s", "--duration", "3s", "--warmup", "1s", "--tolerance", "0.25"]
 
 

@@ -28,16 +28,7 @@ from slogate.studies.tune_verdict import (
     recommended,
 )
 
-SCENARIO = """\
-name: capped
-api: chat
-model: auto
-workload: {kind: chat, input_tokens: 128, output_tokens: 32, turns: 1, think_time_s: 0}
-load: {rate: {rps: 8, arrival: constant}, duration: 3s}
-request: {ignore_eos: true}
-slo:
-  ttft_ms: {p90: 150}
-"""
+SCENARIO = (Path(__file__).parent / "data" / "tune-capped.yaml").read_text()
 
 
 def test_the_full_factorial_with_linked_factors_and_exclusions(tmp_path: Path) -> None:
