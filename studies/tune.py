@@ -120,7 +120,8 @@ class TuneParts:
 
 
 class EngineCrashed(RuntimeError):
-    """The engine stopped serving during a treatment's measurements."""
+    """The engine stopped serving during a treatment's measurements, or refused
+    its cache reset."""
 
 
 @dataclass
@@ -187,7 +188,10 @@ def engine_session(
     figures["startup_s"] = running.startup_s
     try:
         warmup(running.url, folder / "warmup")
-        running.reset_caches()
+        try:
+            running.reset_caches()
+        except OSError as error:
+            raise EngineCrashed(f"cache reset failed: {error}") from None
         record = measure(watched(parts.runner_for, running), running.url, folder)
         record["status"] = "measured"
     except EngineCrashed as error:

@@ -181,3 +181,40 @@ def test_sigterm_stops_the_engine_keeps_the_document_and_exits_3(tmp_path: Path)
     doc = json.loads((out / "tune.json").read_text())
     assert doc["finished"] is False and doc["verdict"] == "invalid"
     assert [t["status"] for t in doc["treatments"]] == ["pending", "pending"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_an_engine_that_fails_to_start_or_crashes_is_recorded_and_the_tune_goes_on(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "tune"
+    # n=bad: the engine refuses its flag and exits; life=10: killed 10 s after its start,
+    # once serving (start-up takes 2-4 s here), in its warm-up or first trial.
+    start = (
+        f"timeout {{life}} {sys.executable} -m slogate.simengine --port {{port}} "
+        "--max-num-seqs {n}"
+    )
+    done = tune(
+        tmp_path,
+        "--engine", "template",
+        "--start-command", start,
+        "--ready-url", "http://127.0.0.1:{port}/health",
+        "--set", "n=2,bad",
+        "--set", "life=600,10",
+        "--current", "n=2",
+        "--current", "life=600",
+        "--no-prune",
+        "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    doc = json.loads((out / "tune.json").read_text())
+    by_settings = {(t["settings"]["n"], t["settings"]["life"]): t for t in doc["treatments"]}
+    assert by_settings["2", "600"]["status"] == "measured"
+    crashed = by_settings["2", "10"]
+    assert crashed["status"] == "failed" and "engine exited" in crashed["error"]
+    for life in ("600", "10"):
+        refused = by_settings["bad", life]
+        assert refused["status"] == "failed" and "engine did not start" in refused["error"]
+        assert "invalid int value: 'bad'" in refused["log_tail"]
+    assert doc["recommended"]["treatment"] == by_settings["2", "600"]["name"]
