@@ -524,9 +524,7 @@ def headline(
     return text + (f" ({', '.join(extra)} of {len(records)})" if extra else "")
 
 
-def previous_treatments(out: Path) -> list[str] | None:
-    """The treatments of the tune already in ``out`` (None when there is none)."""
+def previous_tune(out: Path) -> Tune | None:
+    """The tune already in ``out`` (None when there is none), to resume."""
     path = out / "tune.json"
-    if not path.is_file():
-        return None
-    return [t.name for t in read_document(Tune, path).treatments]
+    return read_document(Tune, path) if path.is_file() else None
