@@ -899,7 +899,8 @@ class TuneTreatment(Contract):
     the tune stopped first). ``sweep`` and ``report`` are relative to the tune's
     folder; ``vs_current`` compares the capacity interval with the current
     settings' (noise: the intervals overlap). ``engine_time_s``: its engines'
-    start to stop, summed; ``full_search_s``: the full search's part of it."""
+    start to stop, summed; ``full_search_s``: the full search's part of it, which
+    ran ``full_trials`` trials."""
 
     name: str
     settings: dict[str, str]
@@ -909,6 +910,7 @@ class TuneTreatment(Contract):
     peak_memory_bytes: int | None = None
     engine_time_s: float = 0.0
     full_search_s: Number = None
+    full_trials: int | None = None
     error: str | None = None
     log_tail: str = ""
     screening: TuneBracket | None = None
