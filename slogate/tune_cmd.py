@@ -37,6 +37,7 @@ from slogate.simengine.profiles import DEFAULT_PROFILE
 from slogate.studies.sweep import UNITS, require_slo, trial_load
 from slogate.studies.tune import TuneParts, Tuner, TuneSettings, build_document, previous_tune
 from slogate.studies.tune_factors import (
+    Factor,
     FactorSpace,
     Treatment,
     current_settings,
@@ -70,6 +71,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="a factor and its levels (repeatable)",
     )
     p.add_argument("--factors", help="YAML file of factors, linked factors and exclusions")
+    p.add_argument(
+        "--from",
+        dest="from_run",
+        metavar="RUN_DIR",
+        help="a failed run: factors around the settings its diagnosis names",
+    )
     p.add_argument(
         "--current",
         action="append",
@@ -125,13 +132,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     template.add_argument("--ready-timeout", type=positive_duration, default=600.0)
 
 
-def factor_space(args: argparse.Namespace) -> FactorSpace:
+def factor_space(args: argparse.Namespace, diagnosed: FactorSpace | None = None) -> FactorSpace:
+    """The factors of --factors, --set and (``diagnosed``) --from, together."""
     spaces = [parse_set(args.set)] if args.set else []
     if args.factors:
         spaces.insert(0, read_factors(Path(args.factors)))
+    if diagnosed is not None:
+        spaces.insert(0, diagnosed)
     if not spaces:
-        raise ValueError("no factors: give --set NAME=V1,V2 or --factors FILE")
-    return spaces[0].merged(spaces[1]) if len(spaces) == 2 else spaces[0]
+        raise ValueError("no factors: give --set NAME=V1,V2, --factors FILE or --from RUN_DIR")
+    space = spaces[0]
+    for other in spaces[1:]:
+        space = space.merged(other)
+    return space
+
+
+def from_run(args: argparse.Namespace, engine: EngineUnderTune) -> FactorSpace:
+    """--from RUN_DIR: levels around the settings the failed run's diagnosis
+    names, from the engines room's ``studies.tune_from`` where it is installed."""
+    try:
+        tune_from = importlib.import_module("slogate.studies.tune_from")
+    except ImportError:
+        raise ValueError("--from: not in this build of slogate") from None
+    current = {**engine.defaults(), **parse_assignments(args.current, "--current")}
+    levels = tune_from.treatments_from_run(Path(args.from_run), engine.kind, current)
+    return FactorSpace(tuple(Factor(name, tuple(values)) for name, values in levels.items()))
 
 
 def engine_under_tune(args: argparse.Namespace, names: tuple[str, ...]) -> EngineUnderTune:
@@ -157,7 +182,7 @@ def engine_under_tune(args: argparse.Namespace, names: tuple[str, ...]) -> Engin
         raise ValueError(f"--engine {args.engine}: not in this build of slogate") from None
     made: EngineUnderTune = getattr(
         served, {"llamacpp": "LlamaCppUnderTune"}.get(args.engine, "VllmUnderTune")
-    )()
+    )()  # its defaults: the engine `slogate engine` installs
     return made
 
 
@@ -234,8 +259,14 @@ def planned(args: argparse.Namespace) -> Plan:
     scenario = resolve(args.scenario)
     declared = scenarios.load(scenario)
     require_slo(scenario, declared)
-    space = factor_space(args)
-    engine = engine_under_tune(args, space.names)
+    if args.from_run:
+        if args.engine == "template":
+            raise ValueError("--from: the template engine's settings are unknown to a diagnosis")
+        engine = engine_under_tune(args, ())
+        space = factor_space(args, from_run(args, engine))
+    else:
+        space = factor_space(args)
+        engine = engine_under_tune(args, space.names)
     grid = treatments(space)
     if not grid:
         raise ValueError("every treatment is excluded: nothing to tune")

@@ -210,6 +210,8 @@ def test_the_simulated_engine_checks_settings_before_starting() -> None:
         ),
         (["--set", "max_num_seqs=1,2", "--scenario-without-slo"], "declares no SLO"),
         (["--set", "max_num_seqs=1,2", "--tolerance", "1.5"], "--tolerance: tolerance must lie"),
+        (["--engine", "template", "--from", "{tmp}"], "--from: the template engine's settings"),
+        ([], "no factors: give --set"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(
