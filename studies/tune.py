@@ -190,7 +190,7 @@ def engine_session(
         warmup(running.url, folder / "warmup")
         try:
             running.reset_caches()
-        except OSError as error:
+        except Exception as error:  # any engine's own failure (HTTP, its CacheResetFailed)
             raise EngineCrashed(f"cache reset failed: {error}") from None
         record = measure(watched(parts.runner_for, running), running.url, folder)
         record["status"] = "measured"

@@ -12,8 +12,16 @@ import pytest
 from slogate.cli import main
 from slogate.engines.template import TemplateUnderTune
 from slogate.engines.tunable import SimulatedUnderTune
-from slogate.studies.tune import TuneSettings, full_grid_estimate, replayed_trials
+from slogate.studies.tune import (
+    TreatmentRun,
+    TuneParts,
+    TuneSettings,
+    engine_session,
+    full_grid_estimate,
+    replayed_trials,
+)
 from slogate.studies.tune_factors import (
+    Treatment,
     current_settings,
     parse_set,
     read_factors,
@@ -228,3 +236,38 @@ def test_bad_input_exits_2_with_one_line(
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "out").exists()
+
+
+class RefusingReset:
+    """A started engine that refuses to empty its caches (as a real one may)."""
+
+    url, startup_s = "http://127.0.0.1:9", 0.5
+    stopped = False
+
+    def reset_caches(self) -> None:
+        raise RuntimeError("POST /reset_prefix_cache: 500")
+
+    def peak_memory_bytes(self) -> int | None:
+        return 1024
+
+    def alive(self) -> bool:
+        return True
+
+    def log_tail(self) -> str:
+        return "last words"
+
+    def stop(self) -> int | None:
+        self.stopped = True
+        return 0
+
+
+def test_a_refused_cache_reset_fails_the_treatment_and_stops_its_engine(tmp_path: Path) -> None:
+    running = RefusingReset()
+    engine = SimulatedUnderTune()
+    engine.start = lambda settings, log_dir: running  # type: ignore[method-assign]
+    parts = TuneParts(engine, lambda url, folder: None, lambda s: 1, lambda line: None)  # type: ignore[arg-type,return-value]
+    run = TreatmentRun(1, Treatment({"max_num_seqs": "8"}), tmp_path / "01")
+    record = engine_session(parts, run, "screen", lambda url, folder: None, lambda *a: {})
+    assert record["status"] == "failed" and running.stopped
+    assert record["error"] == "screen: cache reset failed: POST /reset_prefix_cache: 500"
+    assert record["log_tail"] == "last words" and record["peak_memory_bytes"] == 1024
