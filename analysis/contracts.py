@@ -1,6 +1,6 @@
 """The documents slogate writes for other programs, as typed models: summary.json,
-sweep.json, experiment.json, a repeat set's summary.json and the saved run data
-(``data/run.json``).
+sweep.json, experiment.json, a repeat set's summary.json, tune.json and the saved
+run data (``data/run.json``).
 
 Each is defined once here; ``slogate schema NAME`` prints its JSON Schema, and
 readers parse through these models instead of digging keys, so a document that
@@ -27,6 +27,7 @@ from slogate.analysis.versions import (
     RundataSchema,
     SummarySchema,
     SweepSchema,
+    TuneSchema,
 )
 
 VerdictName = Literal["pass", "fail", "inconclusive", "invalid"]
@@ -856,6 +857,140 @@ class Repeats(Contract):
     baseline: Comparison | BaselineError | None = None
 
 
+class TuneTarget(Contract):
+    """The load a tune asks its treatments to hold: a request rate or a number of users."""
+
+    mode: Literal["rate", "users"]
+    value: UserNumber
+    unit: str
+
+
+class TuneFactor(Contract):
+    """A setting the tune varies and the levels it tries, as the user wrote them."""
+
+    name: str
+    levels: list[str]
+
+
+class TuneBracket(Contract):
+    """A screening search's bracket of the max load: [highest pass, lowest fail];
+    ``upper`` null when no load failed."""
+
+    lower: Number = None
+    upper: Number = None
+
+
+class TuneCapacity(Contract):
+    """The highest load under every SLO found by the full max-load search, with
+    its interval [highest pass, lowest fail] and the SLO that stopped it."""
+
+    value: Number = None
+    lower: Number = None
+    upper: Number = None
+    unit: str
+    confirmed: bool
+    limiting_slo: str | None = None
+
+
+class TuneThroughput(Contract):
+    """Output tokens per second at the capacity (the confirmation trial's), in
+    all, per GPU and per user (per concurrent request)."""
+
+    output_tokens_per_s: Number = None
+    per_gpu: Number = None
+    per_user: Number = None
+
+
+class TuneTreatment(Contract):
+    """One combination of the factors' levels and what the tune found for it.
+
+    ``status``: measured (full search ran), pruned (its screening bracket lay
+    below the best's, ``pruned_reason`` says so), failed (the engine did not
+    start or crashed, ``error`` and ``log_tail`` say how) or pending (not reached:
+    the tune stopped first). ``sweep`` and ``report`` are relative to the tune's
+    folder; ``vs_current`` compares the capacity interval with the current
+    settings' (noise: the intervals overlap). ``engine_time_s``: its engines'
+    start to stop, summed; ``full_search_s``: the full search's part of it, which
+    ran ``full_trials`` trials."""
+
+    name: str
+    settings: dict[str, str]
+    status: Literal["measured", "pruned", "failed", "pending"]
+    current: bool = False
+    startup_s: Number = None
+    peak_memory_bytes: int | None = None
+    engine_time_s: float = 0.0
+    full_search_s: Number = None
+    full_trials: int | None = None
+    error: str | None = None
+    log_tail: str = ""
+    screening: TuneBracket | None = None
+    capacity: TuneCapacity | None = None
+    throughput: TuneThroughput | None = None
+    meets_target: bool | None = None
+    pruned_reason: str | None = None
+    sweep: str | None = None
+    report: str | None = None
+    rank: int | None = None
+    pareto: bool = False
+    vs_current: Literal["better", "worse", "noise"] | None = None
+
+
+class TuneCurrent(Contract):
+    """The settings the engine runs today and the treatment that measures them."""
+
+    settings: dict[str, str]
+    treatment: str
+
+
+class TuneRecommendation(Contract):
+    """The best treatment by capacity at the SLO (ties: the Pareto front of
+    throughput per GPU against per user) and how to launch it."""
+
+    treatment: str
+    settings: dict[str, str]
+    command_line: str
+    yaml: str
+
+
+class TuneSearch(Contract):
+    """How each treatment was measured: screening trials' length and tolerance,
+    then the full search's."""
+
+    screen_duration_s: float
+    screen_tolerance: float
+    duration_s: float
+    tolerance: float
+    prune: bool
+
+
+class Tune(Contract):
+    """tune.json: an engine restarted per treatment of its settings, each
+    treatment's capacity under the scenario's SLOs, the verdict against the
+    current settings and the recommended settings."""
+
+    schema_: TuneSchema = Field(alias="schema")
+    scenario: str
+    engine: str
+    command: str
+    started_at: str
+    ended_at: str | None = None
+    finished: bool
+    target: TuneTarget
+    factors: list[TuneFactor]
+    linked: list[list[str]] = Field(default_factory=list)
+    exclusions: list[dict[str, str]] = Field(default_factory=list)
+    search: TuneSearch
+    current: TuneCurrent
+    treatments: list[TuneTreatment]
+    recommended: TuneRecommendation | None = None
+    verdict: Literal["pass", "fail", "invalid"]
+    exit_code: int
+    headline: str
+    engine_time_s: float
+    full_grid_engine_time_s: Number = None
+
+
 class RunMeta(Contract):
     """The saved run's metadata: what the verdict is derived from again."""
 
@@ -886,6 +1021,7 @@ DOCUMENTS: dict[str, type[Contract]] = {
     "experiment": Experiment,
     "repeats": Repeats,
     "run-data": RunFile,
+    "tune": Tune,
 }
 
 

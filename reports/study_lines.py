@@ -93,3 +93,31 @@ def capacity_text(result: CapacityResult, start: int, most: int) -> str:
             f"planned -> {sizing.workers} worker(s)"
         )
     return text
+
+
+def tune_closing_lines(doc: Mapping[str, Any], files: Mapping[str, Path]) -> list[str]:
+    """The headline, each treatment's capacity or why it has none, the
+    recommendation's launch command, the engine time and the files written."""
+    lines = [f"slogate: {doc['headline']}"]
+    unit = doc["target"]["unit"]
+    for t in doc["treatments"]:
+        capacity = (t.get("capacity") or {}).get("value")
+        if t["status"] == "measured":
+            found = "no load met every SLO" if capacity is None else f"{capacity:g} {unit}"
+            versus = f", {t['vs_current']} than current" if t.get("vs_current") else ""
+            text = found + versus
+        elif t["status"] == "pruned":
+            text = f"pruned: {t['pruned_reason']}"
+        elif t["status"] == "failed":
+            text = f"failed: {t['error']}"
+        else:
+            text = "not run"
+        lines.append(f"slogate:   {t['name']}{' (current)' if t['current'] else ''}: {text}")
+    best = doc["recommended"]
+    if best is not None:
+        lines.append(f"slogate: recommended: {best['command_line']}")
+    grid = doc["full_grid_engine_time_s"]
+    spent = f"slogate: engine time {doc['engine_time_s']:.0f} s"
+    lines.append(spent + (f" (a full grid: about {grid:.0f} s)" if grid else ""))
+    lines += [f"slogate: {name} {path}" for name, path in files.items()]
+    return lines

@@ -127,7 +127,8 @@ def add_small_parsers(sub: argparse._SubParsersAction) -> None:
     schema = sub.add_parser("schema", help="print a document's JSON Schema")
     schema.add_argument(
         "name",
-        help="scenario (scenario and mix files), summary, sweep, experiment, repeats or run-data",
+        help="scenario (scenario and mix files), summary, sweep, experiment, repeats, tune "
+        "or run-data",
     )
     selftest = sub.add_parser("selftest", help="this machine's measurement error and capacity")
     selftest.add_argument("--streams", type=positive_int, default=64)
@@ -146,6 +147,7 @@ DEFERRED = {
     "prune": "remove old runs from a results root and rewrite its index",
     "worker": "generate load for a `slogate run --master` on another host",
     "capacity": "output events/s one load process holds here within 1 ms, and workers needed",
+    "tune": "restart an engine per combination of settings; recommend the one holding most load",
 }
 
 

@@ -68,7 +68,11 @@ def test_a_written_summary_validates_and_a_broken_one_is_refused(
 def test_every_document_has_a_schema_and_an_unknown_name_exits_2(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for name, schema in (("sweep", "slogate.sweep/1"), ("experiment", "slogate.experiment/1")):
+    for name, schema in (
+        ("sweep", "slogate.sweep/1"),
+        ("experiment", "slogate.experiment/1"),
+        ("tune", "slogate.tune/1"),
+    ):
         assert published(name, capsys)["properties"]["schema"]["const"] == schema
     assert main(["schema", "nonsense"]) == 2
     assert "no document called 'nonsense'" in capsys.readouterr().err
