@@ -6,11 +6,12 @@ study's document; nothing is decided here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from slogate.analysis.contracts import ScenarioSummary
+from slogate.analysis.contracts import ScenarioSummary, Tune, TuneCapacity, TuneTreatment
+from slogate.analysis.neutral import neutral_text
 
 if TYPE_CHECKING:
     from slogate.studies.generator_capacity import CapacityResult, Step
@@ -93,3 +94,108 @@ def capacity_text(result: CapacityResult, start: int, most: int) -> str:
             f"planned -> {sizing.workers} worker(s)"
         )
     return text
+
+
+def settings_text(settings: Mapping[str, str]) -> str:
+    """``max_num_seqs=16 enable_chunked_prefill=true``, as ``--set`` names them."""
+    return " ".join(f"{name}={value}" for name, value in settings.items()) or "(no settings)"
+
+
+def bound_text(value: float | None, missing: str) -> str:
+    return missing if value is None else f"{value:g}"
+
+
+def tune_capacity_text(capacity: TuneCapacity | None) -> str:
+    """``12 requests/s [12, 13]``: the capacity and its interval [highest pass,
+    lowest fail]; an upper bound is open when no load failed."""
+    if capacity is None or capacity.value is None:
+        return "no load met every SLO"
+    lower = bound_text(capacity.lower, "none")
+    upper = bound_text(capacity.upper, "open")
+    return f"{capacity.value:g} {capacity.unit} [{lower}, {upper}]"
+
+
+def duration(seconds: float) -> str:
+    """Engine time as a person reads it: 45 s, 12.5 min, 2.1 h."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def by_rank(treatments: Iterable[TuneTreatment]) -> list[TuneTreatment]:
+    """Ranked treatments first, best first; the unranked after them in the tune's order."""
+    return sorted(treatments, key=lambda t: (t.rank is None, t.rank or 0))
+
+
+def names(treatments: Iterable[TuneTreatment]) -> str:
+    return ", ".join(t.name for t in treatments)
+
+
+def tune_verdict_lines(doc: Tune) -> list[str]:
+    """Which treatments beat the current settings by more than the capacity
+    intervals, which differ by no more than the noise, which are worse."""
+    current = next((t for t in doc.treatments if t.current), None)
+    if current is None or current.status != "measured":
+        return [f"the current settings ({doc.current.treatment}) were not measured: no comparison"]
+    others = by_rank(t for t in doc.treatments if not t.current)
+    better = [t for t in others if t.vs_current == "better"]
+    noise = [t for t in others if t.vs_current == "noise"]
+    worse = [t for t in others if t.vs_current == "worse"]
+    lines = [
+        f"better than the current settings ({current.name}) by more than their intervals: "
+        f"{names(better)}"
+        if better
+        else f"no treatment beats the current settings ({current.name}) by more than the intervals"
+    ]
+    if noise:
+        lines.append(
+            f"within the noise of the current settings (intervals overlap): {names(noise)}"
+        )
+    if worse:
+        lines.append(
+            f"worse than the current settings by more than their intervals: {names(worse)}"
+        )
+    return lines
+
+
+def tune_spending_lines(doc: Tune) -> list[str]:
+    """What screening pruned and why, what failed or was not reached, and the
+    engine time spent against a full grid's."""
+    total = len(doc.treatments)
+    lines = []
+    pruned = [t for t in doc.treatments if t.status == "pruned"]
+    if pruned:
+        why = "; ".join(f"{t.name} ({t.pruned_reason or 'below the best'})" for t in pruned)
+        lines.append(f"screening pruned {len(pruned)} of {total} treatments: {why}")
+    lines += [
+        f"{t.name} failed: {t.error or 'no reason recorded'}"
+        for t in doc.treatments
+        if t.status == "failed"
+    ]
+    pending = [t for t in doc.treatments if t.status == "pending"]
+    if pending:
+        lines.append(f"not reached ({len(pending)} of {total}; --resume goes on): {names(pending)}")
+    spent = f"engine time {duration(doc.engine_time_s)}"
+    full = doc.full_grid_engine_time_s
+    if full:
+        spent += f", {doc.engine_time_s / full:.0%} of the {duration(full)} a full grid takes"
+    return [*lines, spent]
+
+
+def tune_closing_lines(doc: Tune, report: Path) -> list[str]:
+    """The headline, the recommendation and how to launch it, the verdict against
+    the current settings, what was spent and pruned, and the report's path;
+    neutralised, as a failed engine's error is its own text."""
+    lines = [doc.headline]
+    rec = doc.recommended
+    if rec is not None:
+        chosen = next((t for t in doc.treatments if t.name == rec.treatment), None)
+        capacity = tune_capacity_text(None if chosen is None else chosen.capacity)
+        lines += [
+            f"recommended {rec.treatment}: {settings_text(rec.settings)} (capacity {capacity})",
+            f"launch with: {rec.command_line}",
+        ]
+    lines += [*tune_verdict_lines(doc), *tune_spending_lines(doc), f"report {report}"]
+    return [f"slogate: {neutral_text(line)}" for line in lines]
