@@ -133,6 +133,17 @@ class KVCache:
         seq.num_blocks = 0
         seq.num_shared = 0
 
+    def reset_prefix_cache(self) -> int:
+        """Forget every cached block no sequence holds, as vLLM's
+        ``/reset_prefix_cache`` does, so a measurement starts without the hits
+        an earlier one left; blocks in use stay. Returns how many were dropped."""
+        dropped = len(self._evictable)
+        for h in self._evictable:
+            del self._refs[h]
+        self._evictable.clear()
+        self._free += dropped
+        return dropped
+
     def _take(self, n: int) -> None:
         if n <= self._free:
             self._free -= n

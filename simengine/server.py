@@ -3,7 +3,8 @@
 Routes: ``POST /v1/chat/completions``, ``POST /v1/completions``, the OpenAI
 Responses API ``POST /v1/responses`` and the Anthropic Messages API
 ``POST /v1/messages`` (streaming and not), ``GET /v1/models``,
-``POST /tokenize``, ``GET /health``, ``GET /metrics``, and for tests and
+``POST /tokenize``, ``GET /health``, ``GET /metrics``, vLLM's
+``POST /reset_prefix_cache``, and for tests and
 benchmarks ``GET|POST|DELETE /admin/faults`` and ``GET /admin/stats[?reset=1]``.
 Request validation, error bodies and stream shapes follow vLLM (and Anthropic
 for messages), so a client that works here meets no surprise there.
@@ -604,6 +605,12 @@ async def delete_faults(request: web.Request) -> web.Response:
     return web.json_response(state.faults.faults.as_dict(), dumps=_dumps)
 
 
+async def reset_prefix_cache(request: web.Request) -> web.Response:
+    """vLLM's route: drop the cached prefix blocks no request holds (200, empty)."""
+    app_state(request).engine.scheduler.kv.reset_prefix_cache()
+    return web.Response(status=200)
+
+
 async def stats(request: web.Request) -> web.Response:
     reset = request.query.get("reset", "0") not in ("0", "", "false")
     return web.json_response(app_state(request).engine.stats(reset=reset), dumps=_dumps)
@@ -661,6 +668,7 @@ def create_app(
             web.post("/admin/faults", post_faults),
             web.delete("/admin/faults", delete_faults),
             web.get("/admin/stats", stats),
+            web.post("/reset_prefix_cache", reset_prefix_cache),
         ]
     )
     return app
