@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote
 
 from markupsafe import Markup
 
@@ -36,16 +36,14 @@ from slogate.reports.tables import to_csv
 
 
 def inside(path: str | None) -> str | None:
-    """``path`` when it is a link into the tune's folder (relative, no ``..``, no
-    scheme), else None: a page must not send its reader anywhere else. Read as
-    a browser reads it: a backslash is a slash, ``%2e%2e`` is ``..``."""
-    if not path:
+    """The link to ``path`` when it lies inside the tune's folder (relative, no
+    ``..``), else None: a page must not send its reader anywhere else. The path
+    is percent-encoded, so a browser reads every character as part of a file's
+    name (a ``#``, ``%``, ``:`` or ``\\`` cannot start a fragment, a scheme or
+    a climb out of the folder)."""
+    if not path or path.startswith("/") or ".." in PurePosixPath(path).parts:
         return None
-    read = unquote(path).replace("\\", "/")
-    parts = PurePosixPath(read).parts
-    if read.startswith("/") or ":" in parts[0] or ".." in parts:
-        return None
-    return path
+    return quote(path)
 
 
 @dataclass(frozen=True)
@@ -61,8 +59,12 @@ class Plane:
         return "per GPU" if self.per_gpu else "engine"
 
     @property
+    def whose(self) -> str:
+        return "per GPU" if self.per_gpu else "of the engine"
+
+    @property
     def label(self) -> str:
-        return "output tokens/s per GPU" if self.per_gpu else "output tokens/s of the engine"
+        return f"output tokens/s {self.whose}"
 
     def y(self, t: TuneTreatment) -> float | None:
         if t.throughput is None:
@@ -124,7 +126,7 @@ def pareto_chart(doc: Tune) -> Markup:
     ]
     return line_chart(
         [Series("Pareto front", front)],
-        title=f"{plane.label.capitalize()} against per user, at each treatment's SLO capacity",
+        title=f"Output tokens/s {plane.whose} against per user, at each treatment's SLO capacity",
         x=Axis("output tokens/s per user"),
         y=Axis(plane.axis),
         markers=markers,
