@@ -175,11 +175,12 @@ def test_links_stay_inside_the_tune_folder(tmp_path: Path) -> None:
         "tune.json",
         "treatments.csv",
         "treatments/F/sweep/confirm/report.html",
+        *(f"treatments/{n}/sweep/" for n in "ABCDEF"),
         "javascript%3Aalert%281%29",  # a file of that name in the folder
         "treatments/seqs%3D8%20%231/%252e%252e%5Creport.html",
     }
     assert [inside(odd[n]) for n in "ABC"] == [None, None, None]
-    assert ">A</a>" not in page and '<td class="l">A <span' in page  # shown, not linked
+    assert ">A</a>" not in page and '<td class="l">A <a href="treatments/A/sweep/"' in page
 
 
 def test_treatments_csv_ranks_first_with_a_column_per_setting(tmp_path: Path) -> None:
