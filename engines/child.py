@@ -75,14 +75,22 @@ class Child:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
     def wait_ready(
-        self, probe: Callable[[], bool], timeout_s: float, *, ready: str = "ready"
+        self,
+        probe: Callable[[], bool],
+        timeout_s: float,
+        *,
+        ready: str = "ready",
+        exit_ok: bool = False,
     ) -> None:
         """Poll ``probe`` until it answers True; ChildStartError if the child
-        exits first or ``timeout_s`` passes (``ready`` says what it was not)."""
+        exits first or ``timeout_s`` passes (``ready`` says what it was not).
+        ``exit_ok``: a child that exits 0 has handed the serving on (``helm
+        upgrade``, ``kubectl apply``), so only the deadline ends the wait."""
         deadline = time.monotonic() + timeout_s
         while not probe():
             code = self.process.poll()
-            if code is not None and not probe():  # its last words may have been "ready"
+            handed_on = exit_ok and code == 0
+            if code is not None and not handed_on and not probe():  # last words may be "ready"
                 raise ChildStartError(
                     f"{self.name} exited with code {code} while starting{self._log_note()}"
                 )
@@ -177,6 +185,26 @@ def start_child(
         log.close()
         raise
     return Child(name, process, log, log_path, ready_prefix)
+
+
+def group_peak_rss_bytes(pgid: int) -> int | None:
+    """The peak resident memory (VmHWM) summed over the processes of group
+    ``pgid``, read while they run: an engine's workers count with it. None where
+    /proc cannot say (not Linux, the group gone)."""
+    total, found = 0, False
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # The fields after the command's closing parenthesis: state, ppid, pgrp, ...
+            if int(stat.read_text().rpartition(")")[2].split()[2]) != pgid:
+                continue
+            status = (stat.parent / "status").read_text()
+        except (OSError, ValueError, IndexError):
+            continue  # ended while being read
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                total += int(line.split()[1]) * 1024
+                found = True
+    return total if found else None
 
 
 def _own_group(cpus: set[int] | None) -> None:

@@ -10,7 +10,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from slogate.analysis.contracts import ScenarioSummary, Tune, TuneCapacity, TuneTreatment
+from slogate.analysis.contracts import (
+    ScenarioSummary,
+    Tune,
+    TuneCapacity,
+    TuneTreatment,
+    as_model,
+)
 from slogate.analysis.neutral import neutral_text
 
 if TYPE_CHECKING:
@@ -184,18 +190,35 @@ def tune_spending_lines(doc: Tune) -> list[str]:
     return [*lines, spent]
 
 
-def tune_closing_lines(doc: Tune, report: Path) -> list[str]:
-    """The headline, the recommendation and how to launch it, the verdict against
-    the current settings, what was spent and pruned, and the report's path;
-    neutralised, as a failed engine's error is its own text."""
-    lines = [doc.headline]
-    rec = doc.recommended
+def treatment_line(t: TuneTreatment) -> str:
+    """``2. C max_num_seqs=16: 9 requests/s [9, 10], better than the current settings``."""
+    versus = {
+        "better": ", better than the current settings",
+        "worse": ", worse than the current settings",
+        "noise": ", within the noise of the current settings",
+    }
+    head = f"{t.rank}. " if t.rank is not None else ""
+    mark = " (current)" if t.current else ""
+    found = tune_capacity_text(t.capacity) + versus.get(t.vs_current or "", "")
+    return f"  {head}{t.name}{mark} {settings_text(t.settings)}: {found}"
+
+
+def tune_closing_lines(doc: Tune | Mapping[str, Any], files: Mapping[str, Path]) -> list[str]:
+    """The headline, the measured treatments best first, the recommendation and
+    how to launch it, the verdict against the current settings, what was
+    pruned, failed or spent, and the files written; neutralised, as a failed
+    engine's error is its own text."""
+    tune = as_model(Tune, doc, "tune.json")
+    lines = [tune.headline]
+    lines += [treatment_line(t) for t in by_rank(tune.treatments) if t.status == "measured"]
+    rec = tune.recommended
     if rec is not None:
-        chosen = next((t for t in doc.treatments if t.name == rec.treatment), None)
+        chosen = next((t for t in tune.treatments if t.name == rec.treatment), None)
         capacity = tune_capacity_text(None if chosen is None else chosen.capacity)
         lines += [
             f"recommended {rec.treatment}: {settings_text(rec.settings)} (capacity {capacity})",
             f"launch with: {rec.command_line}",
         ]
-    lines += [*tune_verdict_lines(doc), *tune_spending_lines(doc), f"report {report}"]
+    lines += [*tune_verdict_lines(tune), *tune_spending_lines(tune)]
+    lines += [f"{name} {path}" for name, path in files.items()]
     return [f"slogate: {neutral_text(line)}" for line in lines]

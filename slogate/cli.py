@@ -146,6 +146,7 @@ DEFERRED = {
     "prune": "remove old runs from a results root and rewrite its index",
     "worker": "generate load for a `slogate run --master` on another host",
     "capacity": "output events/s one load process holds here within 1 ms, and workers needed",
+    "tune": "restart an engine per combination of settings; recommend the one holding most load",
 }
 
 

@@ -160,7 +160,7 @@ def test_hostile_settings_command_and_engine_log_are_shown_as_text(tmp_path: Pat
     assert "max_num_seqs=&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "\x1b" not in page and "\u202e" not in page and "\ufffd[31mCUDA" in page
     ET.fromstring(str(pareto_chart(doc)))  # the hover texts keep the chart well-formed
-    lines = tune_closing_lines(doc, tmp_path / "tune.html")
+    lines = tune_closing_lines(doc, {"report": tmp_path / "tune.html"})
     assert not any("\x1b" in line or "\u202e" in line for line in lines)
     assert f"slogate: launch with: {HOSTILE_COMMAND}" in lines
 
@@ -194,8 +194,21 @@ def test_treatments_csv_ranks_first_with_a_column_per_setting(tmp_path: Path) ->
 
 
 def test_closing_lines_say_what_to_launch_and_what_beat_the_current_settings() -> None:
-    assert tune_closing_lines(tune_doc(), Path("out/tune.html")) == [
+    files = {"json": Path("out/tune.json"), "report": Path("out/tune.html")}
+    assert tune_closing_lines(tune_doc(), files) == [
         "slogate: D holds 9.5 requests/s under every SLO, 58% more than the current settings",
+        "slogate:   1. D max_num_seqs=32 enable_chunked_prefill=true: 9.5 requests/s [9, 10.5], "
+        "better than the current settings",
+        "slogate:   2. C max_num_seqs=16 enable_chunked_prefill=true: 9 requests/s [9, 10], "
+        "better than the current settings",
+        "slogate:   3. F max_num_seqs=16 enable_chunked_prefill=false: 8.5 requests/s [8, open], "
+        "better than the current settings",
+        "slogate:   4. B max_num_seqs=8 enable_chunked_prefill=true: 7 requests/s [6.5, 7.5], "
+        "within the noise of the current settings",
+        "slogate:   5. E (current) max_num_seqs=8 enable_chunked_prefill=false: "
+        "6 requests/s [5.5, 6.5]",
+        "slogate:   6. A max_num_seqs=4 enable_chunked_prefill=true: 4 requests/s [4, 4.5], "
+        "worse than the current settings",
         "slogate: recommended D: max_num_seqs=32 enable_chunked_prefill=true "
         "(capacity 9.5 requests/s [9, 10.5])",
         "slogate: launch with: vllm serve m --max-num-seqs 32 --enable-chunked-prefill",
@@ -206,6 +219,7 @@ def test_closing_lines_say_what_to_launch_and_what_beat_the_current_settings() -
         "H (screening bracket [2, 3] below the best's lower bound 9)",
         "slogate: G failed: the engine exited with code 1 before it served",
         "slogate: engine time 20.0 min, 40% of the 50.0 min a full grid takes",
+        "slogate: json out/tune.json",
         "slogate: report out/tune.html",
     ]
 
@@ -229,7 +243,7 @@ def test_an_unfinished_tune_with_the_current_settings_failed(tmp_path: Path) -> 
     page = write_tune(tmp_path, doc)["report"].read_text()
     assert "This tune did not finish" in page and "No recommendation" in page
     assert "<h3>Not reached</h3>" in page and "output tokens/s of the engine" in page
-    lines = tune_closing_lines(doc, tmp_path / "tune.html")
+    lines = tune_closing_lines(doc.model_dump(mode="json", by_alias=True), {})
     assert "slogate: the current settings (E) were not measured: no comparison" in lines
     assert "slogate: not reached (4 of 8; --resume goes on): A, B, C, D" in lines
     assert "slogate: engine time 20.0 min" in lines
