@@ -107,6 +107,20 @@ def settings_text(settings: Mapping[str, str]) -> str:
     return " ".join(f"{name}={value}" for name, value in settings.items()) or "(no settings)"
 
 
+def spelled(t: TuneTreatment) -> bool:
+    """Whether a treatment's name is its settings (``max_num_seqs=4,tp=2``), so
+    that what shows it need not repeat them."""
+    return t.name in (
+        ",".join(f"{k}={v}" for k, v in t.settings.items()),
+        settings_text(t.settings),
+    )
+
+
+def treatment_label(t: TuneTreatment) -> str:
+    """The name, with the settings after it unless the name spells them."""
+    return t.name if spelled(t) else f"{t.name} {settings_text(t.settings)}"
+
+
 def bound_text(value: float | None, missing: str) -> str:
     return missing if value is None else f"{value:g}"
 
@@ -136,7 +150,10 @@ def by_rank(treatments: Iterable[TuneTreatment]) -> list[TuneTreatment]:
 
 
 def names(treatments: Iterable[TuneTreatment]) -> str:
-    return ", ".join(t.name for t in treatments)
+    """Names joined; a pruned one is marked, as only its screening bracket was compared."""
+    return ", ".join(
+        f"{t.name} (screening only)" if t.status == "pruned" else t.name for t in treatments
+    )
 
 
 def tune_verdict_lines(doc: Tune) -> list[str]:
@@ -200,7 +217,7 @@ def treatment_line(t: TuneTreatment) -> str:
     head = f"{t.rank}. " if t.rank is not None else ""
     mark = " (current)" if t.current else ""
     found = tune_capacity_text(t.capacity) + versus.get(t.vs_current or "", "")
-    return f"  {head}{t.name}{mark} {settings_text(t.settings)}: {found}"
+    return f"  {head}{treatment_label(t)}{mark}: {found}"
 
 
 def tune_closing_lines(doc: Tune | Mapping[str, Any], files: Mapping[str, Path]) -> list[str]:
@@ -214,9 +231,10 @@ def tune_closing_lines(doc: Tune | Mapping[str, Any], files: Mapping[str, Path])
     rec = tune.recommended
     if rec is not None:
         chosen = next((t for t in tune.treatments if t.name == rec.treatment), None)
+        label = rec.treatment if chosen is None else treatment_label(chosen)
         capacity = tune_capacity_text(None if chosen is None else chosen.capacity)
         lines += [
-            f"recommended {rec.treatment}: {settings_text(rec.settings)} (capacity {capacity})",
+            f"recommended {label} (capacity {capacity})",
             f"launch with: {rec.command_line}",
         ]
     lines += [*tune_verdict_lines(tune), *tune_spending_lines(tune)]

@@ -27,6 +27,7 @@ from slogate.reports.results import write_atomic
 from slogate.reports.study_lines import (
     by_rank,
     settings_text,
+    spelled,
     tune_capacity_text,
     tune_spending_lines,
     tune_verdict_lines,
@@ -225,6 +226,7 @@ def write_tune(out: Path, doc: Tune | Mapping[str, Any]) -> dict[str, Path]:
         recommended=recommended,
         verdict_lines=tune_verdict_lines(tune),
         spending_lines=tune_spending_lines(tune),
+        named=all(spelled(t) for t in tune.treatments),
         settings_text=settings_text,
         capacity_text=tune_capacity_text,
         inside=inside,

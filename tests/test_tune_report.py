@@ -205,16 +205,17 @@ def test_closing_lines_say_what_to_launch_and_what_beat_the_current_settings() -
         "better than the current settings",
         "slogate:   4. B max_num_seqs=8 enable_chunked_prefill=true: 7 requests/s [6.5, 7.5], "
         "within the noise of the current settings",
-        "slogate:   5. E (current) max_num_seqs=8 enable_chunked_prefill=false: "
+        "slogate:   5. E max_num_seqs=8 enable_chunked_prefill=false (current): "
         "6 requests/s [5.5, 6.5]",
         "slogate:   6. A max_num_seqs=4 enable_chunked_prefill=true: 4 requests/s [4, 4.5], "
         "worse than the current settings",
-        "slogate: recommended D: max_num_seqs=32 enable_chunked_prefill=true "
+        "slogate: recommended D max_num_seqs=32 enable_chunked_prefill=true "
         "(capacity 9.5 requests/s [9, 10.5])",
         "slogate: launch with: vllm serve m --max-num-seqs 32 --enable-chunked-prefill",
         "slogate: better than the current settings (E) by more than their intervals: D, C, F",
         "slogate: within the noise of the current settings (intervals overlap): B",
-        "slogate: worse than the current settings by more than their intervals: A",
+        "slogate: worse than the current settings by more than their intervals: "
+        "A, H (screening only)",
         "slogate: screening pruned 1 of 8 treatments: "
         "H (screening bracket [2, 3] below the best's lower bound 9)",
         "slogate: G failed: the engine exited with code 1 before it served",
@@ -222,6 +223,27 @@ def test_closing_lines_say_what_to_launch_and_what_beat_the_current_settings() -
         "slogate: json out/tune.json",
         "slogate: report out/tune.html",
     ]
+
+
+def test_a_tune_named_by_its_settings_shows_them_once(tmp_path: Path) -> None:
+    levels = {**{n: v[:2] for n, v in MEASURED.items()}, "G": ("32", "false"), "H": ("4", "false")}
+    spelled = {
+        n: f"max_num_seqs={seqs},enable_chunked_prefill={c}" for n, (seqs, c) in levels.items()
+    }
+    doc = tune_doc(
+        treatments={n: {"name": name} for n, name in spelled.items()},
+        recommended={**RECOMMENDED, "treatment": spelled["D"]},
+        current={"settings": {"max_num_seqs": "8", "enable_chunked_prefill": "false"},
+                 "treatment": spelled["E"]},
+    )  # fmt: skip
+    page = write_tune(tmp_path, doc)["report"].read_text()
+    header = page.split('<table class="tune">')[1].split("</tr>")[0]
+    assert "settings" not in header and "treatment" in header
+    first = table_rows(page)[0]
+    assert first.count("max_num_seqs=32") == 1  # the link's text, not a second column
+    lines = tune_closing_lines(doc, {})
+    assert f"slogate: recommended {spelled['D']} (capacity 9.5 requests/s [9, 10.5])" in lines
+    assert f"slogate:   5. {spelled['E']} (current): 6 requests/s [5.5, 6.5]" in lines
 
 
 def test_an_unfinished_tune_with_the_current_settings_failed(tmp_path: Path) -> None:

@@ -9,9 +9,9 @@ output tokens per request (throughput per GPU = 100 x capacity, one GPU):
     C       16 true        25       900    9   [9, 10]          measured, better
     D       32 true        12       950    9.5 [9, 10.5]        measured, better, recommended
     E        8 false       30       600    6   [5.5, 6.5]       measured, current
-    F       16 false       20       850    8.5 [8, 9]           measured, better
+    F       16 false       20       850    8.5 [8, open]        measured, better
     G       32 false        -         -    -                    failed
-    H        4 false        -         -    -                    pruned
+    H        4 false        -         -    - (screened [2, 3])  pruned, worse
 
 By hand, the Pareto front (more of both is better): D (12, 950), C (25, 900),
 B (35, 700), A (40, 400); E is dominated by B (35 > 30, 700 > 600) and F by
@@ -92,6 +92,7 @@ def tune_doc(treatments: dict[str, dict[str, Any]] | None = None, **changes: Any
         "engine_time_s": 60.0,
         "screening": {"lower": 2.0, "upper": 3.0},
         "pruned_reason": "screening bracket [2, 3] below the best's lower bound 9",
+        "vs_current": "worse",
     }
     doc = {
         "schema": TUNE_SCHEMA,
