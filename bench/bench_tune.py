@@ -19,16 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-SCENARIO = """\
-name: capped
-api: chat
-model: auto
-workload: {kind: chat, input_tokens: 128, output_tokens: 32, turns: 1, think_time_s: 0}
-load: {rate: {rps: 8, arrival: constant}, duration: 3s}
-request: {ignore_eos: true}
-slo:
-  ttft_ms: {p50: 150}
-"""
+SCENARIO = Path(__file__).resolve().parent.parent / "tests" / "data" / "tune-capped.yaml"
 FACTORS = [
     "--set",
     "max_num_seqs=1,2,4",
@@ -42,10 +33,8 @@ FACTORS = [
 
 
 def tune(folder: Path, args: argparse.Namespace, *extra: str) -> dict:
-    scenario = folder / "capped.yaml"
-    scenario.write_text(SCENARIO)
     out = folder / ("grid" if extra else "pruned")
-    cmd = [sys.executable, "-m", "slogate.cli", "tune", str(scenario), *FACTORS, "--out", str(out)]
+    cmd = [sys.executable, "-m", "slogate.cli", "tune", str(SCENARIO), *FACTORS, "--out", str(out)]
     cmd += ["--duration", args.duration, "--screen-duration", args.screen_duration]
     cmd += ["--tolerance", "0.25", "--warmup", "1s", *extra]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)

@@ -12,7 +12,7 @@ import importlib
 import shlex
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
@@ -159,11 +159,14 @@ def engine_under_tune(args: argparse.Namespace, names: tuple[str, ...]) -> Engin
     return made
 
 
-def gpus_of(args: argparse.Namespace, engine: EngineUnderTune) -> Any:
+def gpus_of(
+    args: argparse.Namespace, engine: EngineUnderTune
+) -> Callable[[Mapping[str, str]], int]:
     """GPUs per treatment: --gpus, else the simulated profile's tensor parallelism, else 1."""
     if args.gpus is None and isinstance(engine, SimulatedUnderTune):
         return engine.gpus
-    return lambda settings: args.gpus or 1
+    gpus: int = args.gpus or 1
+    return lambda settings: gpus
 
 
 def tune_settings(args: argparse.Namespace, declared: list[scenarios.Scenario]) -> TuneSettings:
@@ -226,6 +229,7 @@ def tune_command(args: argparse.Namespace) -> int:
         engine.check(current)
         chosen = with_current(grid, current)
         settings = tune_settings(args, declared)
+        settings.check()
         out = (
             Path(args.resume) if args.resume else results_folder(f"tune-{scenario.stem}", args.out)
         )

@@ -81,6 +81,18 @@ class TuneSettings:
     seed: int | None = None
     command: str = ""
 
+    def check(self) -> None:
+        """ValueError naming a tolerance or target the searches would refuse,
+        before any engine starts."""
+        for flag, tolerance in (
+            ("--tolerance", self.tolerance),
+            ("--screen-tolerance", self.screen_tolerance),
+        ):
+            try:
+                self.sweep(self.duration, tolerance).search()
+            except ValueError as error:
+                raise ValueError(f"{flag}: {error}") from None
+
     def sweep(self, duration: float, tolerance: float) -> SweepSettings:
         return SweepSettings(
             scenario=self.scenario,
@@ -108,7 +120,8 @@ class TuneParts:
 
 
 class EngineCrashed(RuntimeError):
-    """The engine stopped serving during a treatment's measurements."""
+    """The engine stopped serving during a treatment's measurements, or refused
+    its cache reset."""
 
 
 @dataclass
@@ -175,7 +188,10 @@ def engine_session(
     figures["startup_s"] = running.startup_s
     try:
         warmup(running.url, folder / "warmup")
-        running.reset_caches()
+        try:
+            running.reset_caches()
+        except OSError as error:
+            raise EngineCrashed(f"cache reset failed: {error}") from None
         record = measure(watched(parts.runner_for, running), running.url, folder)
         record["status"] = "measured"
     except EngineCrashed as error:

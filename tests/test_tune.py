@@ -18,20 +18,7 @@ import pytest
 from slogate.simengine.profiles import load_profile
 from slogate.simengine.simulate import simulate_closed_loop
 
-# 128 in / 32 out per request at constant arrivals: with max_num_seqs M the
-# engine serves about M / e2e requests/s. Above that the queue of a D/D/M
-# system grows every second, so the median TTFT passes 150 ms within about 10%
-# above capacity in a 3 s trial; tensor parallelism shortens each step.
-SCENARIO = """\
-name: capped
-api: chat
-model: auto
-workload: {kind: chat, input_tokens: 128, output_tokens: 32, turns: 1, think_time_s: 0}
-load: {rate: {rps: 8, arrival: constant}, duration: 3s}
-request: {ignore_eos: true}
-slo:
-  ttft_ms: {p50: 150}     # bounded by 6 samples (p90 needs 36): trials stay short
-"""
+SCENARIO = (Path(__file__).parent / "data" / "tune-capped.yaml").read_text()
 SEARCH = ["--screen-duration", "2s", "--duration", "3s", "--warmup", "1s", "--tolerance", "0.25"]
 
 
@@ -81,23 +68,27 @@ def test_a_tune_of_six_treatments_recommends_the_models_best_and_prunes(tmp_path
     assert (out / top["report"]).is_file() and (out / top["sweep"] / "sweep.json").is_file()
     assert top["startup_s"] > 0 and top["peak_memory_bytes"] > 10 * 2**20
     pruned = [t for t in doc["treatments"] if t["status"] == "pruned"]
-    assert pruned and all("lies below" in t["pruned_reason"] for t in pruned)
+    assert pruned and all("failed at a load" in t["pruned_reason"] for t in pruned)
     assert doc["engine_time_s"] < doc["full_grid_engine_time_s"]
+
+
+def processes_naming(text: str) -> list[bytes]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            line = cmdline.read_bytes()
+        except OSError:
+            continue
+        if text.encode() in line:
+            found.append(line)
+    return found
 
 
 def wait_for_orphans(out: Path, timeout_s: float = 60) -> None:
     """Until no process names ``out``: the trial the kill cut off runs to its end
     (its engine gone with the tune), as after a real crash before a resume."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        lines = []
-        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-            try:
-                lines.append(cmdline.read_bytes())
-            except OSError:
-                continue
-        if not any(str(out).encode() in line for line in lines):
-            return
+    while processes_naming(str(out)) and time.monotonic() < deadline:
         time.sleep(0.5)
 
 
@@ -160,3 +151,70 @@ def test_a_command_template_drives_the_engine(tmp_path: Path) -> None:
     assert four["capacity"]["value"] > one["capacity"]["value"]
     assert four["vs_current"] == "better" and doc["recommended"]["treatment"] == four["name"]
     assert doc["recommended"]["command_line"].endswith("--port {port} --max-num-seqs 4")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_sigterm_stops_the_engine_keeps_the_document_and_exits_3(tmp_path: Path) -> None:
+    out = tmp_path / "tune"
+    marker = f"sigterm-{tmp_path.name}"
+    scenario = tmp_path / "capped.yaml"
+    scenario.write_text(SCENARIO)
+    start = (
+        f"{sys.executable} -m slogate.simengine --port {{port}} --max-num-seqs {{n}} "
+        f"--served-model-name {marker}"
+    )
+    args = [sys.executable, "-m", "slogate.cli", "tune", str(scenario), *SEARCH, "--no-prune"]
+    args += ["--engine", "template", "--start-command", start, "--current", "n=2"]
+    args += ["--ready-url", "http://127.0.0.1:{port}/health", "--set", "n=2,4", "--out", str(out)]
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not processes_naming(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_naming(marker), "the engine never started"
+    time.sleep(4)  # into the first treatment's trials
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 3, stdout[-2000:] + stderr[-2000:]
+    assert "interrupted" in stderr
+    assert processes_naming(marker) == []
+    doc = json.loads((out / "tune.json").read_text())
+    assert doc["finished"] is False and doc["verdict"] == "invalid"
+    assert [t["status"] for t in doc["treatments"]] == ["pending", "pending"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_an_engine_that_fails_to_start_or_crashes_is_recorded_and_the_tune_goes_on(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "tune"
+    # n=bad: the engine refuses its flag and exits; life=10: killed 10 s after its start,
+    # once serving (start-up takes 2-4 s here), in its warm-up or first trial.
+    start = (
+        f"timeout {{life}} {sys.executable} -m slogate.simengine --port {{port}} "
+        "--max-num-seqs {n}"
+    )
+    done = tune(
+        tmp_path,
+        "--engine", "template",
+        "--start-command", start,
+        "--ready-url", "http://127.0.0.1:{port}/health",
+        "--set", "n=2,bad",
+        "--set", "life=600,10",
+        "--current", "n=2",
+        "--current", "life=600",
+        "--no-prune",
+        "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    doc = json.loads((out / "tune.json").read_text())
+    by_settings = {(t["settings"]["n"], t["settings"]["life"]): t for t in doc["treatments"]}
+    assert by_settings["2", "600"]["status"] == "measured"
+    crashed = by_settings["2", "10"]
+    assert crashed["status"] == "failed" and "engine exited" in crashed["error"]
+    for life in ("600", "10"):
+        refused = by_settings["bad", life]
+        assert refused["status"] == "failed" and "engine did not start" in refused["error"]
+        assert "invalid int value: 'bad'" in refused["log_tail"]
+    assert doc["recommended"]["treatment"] == by_settings["2", "600"]["name"]

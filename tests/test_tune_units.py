@@ -28,16 +28,7 @@ from slogate.studies.tune_verdict import (
     recommended,
 )
 
-SCENARIO = """\
-name: capped
-api: chat
-model: auto
-workload: {kind: chat, input_tokens: 128, output_tokens: 32, turns: 1, think_time_s: 0}
-load: {rate: {rps: 8, arrival: constant}, duration: 3s}
-request: {ignore_eos: true}
-slo:
-  ttft_ms: {p90: 150}
-"""
+SCENARIO = (Path(__file__).parent / "data" / "tune-capped.yaml").read_text()
 
 
 def test_the_full_factorial_with_linked_factors_and_exclusions(tmp_path: Path) -> None:
@@ -196,6 +187,7 @@ def test_the_simulated_engine_checks_settings_before_starting() -> None:
             "unknown placeholder {prot}",
         ),
         (["--set", "max_num_seqs=1,2", "--scenario-without-slo"], "declares no SLO"),
+        (["--set", "max_num_seqs=1,2", "--tolerance", "1.5"], "--tolerance: tolerance must lie"),
     ],
 )  # fmt: skip
 def test_bad_input_exits_2_with_one_line(
