@@ -898,7 +898,9 @@ class TuneTreatment(Contract):
     start or crashed, ``error`` and ``log_tail`` say how) or pending (not reached:
     the tune stopped first). ``sweep`` and ``report`` are relative to the tune's
     folder; ``vs_current`` compares the capacity interval with the current
-    settings' (noise: the intervals overlap)."""
+    settings' (noise: the intervals overlap). ``engine_time_s``: its engines'
+    start to stop, summed; ``full_search_s``: the full search's part of it, which
+    ran ``full_trials`` trials."""
 
     name: str
     settings: dict[str, str]
@@ -907,6 +909,8 @@ class TuneTreatment(Contract):
     startup_s: Number = None
     peak_memory_bytes: int | None = None
     engine_time_s: float = 0.0
+    full_search_s: Number = None
+    full_trials: int | None = None
     error: str | None = None
     log_tail: str = ""
     screening: TuneBracket | None = None

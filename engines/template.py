@@ -174,8 +174,9 @@ class TemplateUnderTune:
                 exit_ok=True,
             )
         except ChildStartError as error:
+            tail = child.log_tail()  # before the stop closes the log
             child.stop(grace_s=STOP_GRACE_S)
-            raise EngineStartFailed(f"{command}: {error}", child.log_tail()) from None
+            raise EngineStartFailed(f"{command}: {error}", tail) from None
         except BaseException:  # interrupted while waiting: leave no engine behind
             child.stop(grace_s=STOP_GRACE_S)
             raise

@@ -13,6 +13,7 @@ import shlex
 import signal
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
@@ -34,9 +35,10 @@ from slogate.reports.study_lines import tune_closing_lines
 from slogate.scenarios.loader import resolve
 from slogate.simengine.profiles import DEFAULT_PROFILE
 from slogate.studies.sweep import UNITS, require_slo, trial_load
-from slogate.studies.tune import TuneParts, Tuner, TuneSettings, build_document, previous_treatments
+from slogate.studies.tune import TuneParts, Tuner, TuneSettings, build_document, previous_tune
 from slogate.studies.tune_factors import (
     FactorSpace,
+    Treatment,
     current_settings,
     parse_assignments,
     parse_set,
@@ -212,53 +214,76 @@ def write_outputs(out: Path, doc: Mapping[str, Any]) -> dict[str, Path]:
     return {**files, **reports.write_tune(out, parse(Tune, doc, str(out / "tune.json")))}
 
 
+@dataclass(frozen=True)
+class Plan:
+    """A tune checked whole before any engine starts."""
+
+    scenario: Path
+    space: FactorSpace
+    engine: EngineUnderTune
+    chosen: list[Treatment]
+    settings: TuneSettings
+    out: Path
+    started_at: str
+
+
+def planned(args: argparse.Namespace) -> Plan:
+    """The flags as a tune: every treatment checked by its engine, the folder
+    to write (or resume: the same treatments, its start time kept); ValueError
+    or ScenarioError naming what is wrong."""
+    scenario = resolve(args.scenario)
+    declared = scenarios.load(scenario)
+    require_slo(scenario, declared)
+    space = factor_space(args)
+    engine = engine_under_tune(args, space.names)
+    grid = treatments(space)
+    if not grid:
+        raise ValueError("every treatment is excluded: nothing to tune")
+    for treatment in grid:
+        engine.check(treatment.settings)
+    given = parse_assignments(args.current, "--current")
+    current = current_settings(space.names, engine.defaults(), given)
+    engine.check(current)
+    chosen = with_current(grid, current)
+    settings = tune_settings(args, declared)
+    settings.check()
+    out = Path(args.resume) if args.resume else results_folder(f"tune-{scenario.stem}", args.out)
+    before = previous_tune(out)
+    if args.resume and before is None:
+        raise ValueError(f"--resume {out}: no tune.json there")
+    if before is not None and [t.name for t in before.treatments] != [t.name for t in chosen]:
+        raise ValueError(f"{out}: holds a tune of other treatments; resume it with its flags")
+    started = datetime.now().isoformat(timespec="seconds")
+    return Plan(
+        scenario, space, engine, chosen, settings, out, before.started_at if before else started
+    )
+
+
 def tune_command(args: argparse.Namespace) -> int:
     try:
-        scenario = resolve(args.scenario)
-        declared = scenarios.load(scenario)
-        require_slo(scenario, declared)
-        space = factor_space(args)
-        engine = engine_under_tune(args, space.names)
-        grid = treatments(space)
-        if not grid:
-            raise ValueError("every treatment is excluded: nothing to tune")
-        for treatment in grid:
-            engine.check(treatment.settings)
-        given = parse_assignments(args.current, "--current")
-        current = current_settings(space.names, engine.defaults(), given)
-        engine.check(current)
-        chosen = with_current(grid, current)
-        settings = tune_settings(args, declared)
-        settings.check()
-        out = (
-            Path(args.resume) if args.resume else results_folder(f"tune-{scenario.stem}", args.out)
-        )
-        before = previous_treatments(out)
-        if args.resume and before is None:
-            raise ValueError(f"--resume {out}: no tune.json there")
-        if before is not None and before != [t.name for t in chosen]:
-            raise ValueError(f"{out}: holds a tune of other treatments; resume it with its flags")
+        plan = planned(args)
     except (ValueError, scenarios.ScenarioError) as error:
         print(f"slogate tune: {error}", file=sys.stderr)
         return EXIT_CONFIG
+    scenario, settings, out, space = plan.scenario, plan.settings, plan.out, plan.space
     out.mkdir(parents=True, exist_ok=True)
-    started = datetime.now().isoformat(timespec="seconds")
     mode, unit = settings.mode, settings.unit
 
     def warmup(url: str, folder: Path) -> None:
         run_trial(scenario, url, folder, **trial_load(mode, settings.target, settings.warmup, None))
 
     parts = TuneParts(
-        engine=engine,
+        engine=plan.engine,
         runner_for=lambda url, folder: trial_runner(scenario, url, folder, unit),
-        gpus=gpus_of(args, engine),
+        gpus=gpus_of(args, plan.engine),
         say=lambda line: print(f"slogate: {line}", flush=True),
     )
 
     def progress() -> None:
-        write_document(out / "tune.json", build_document(settings, space, tuner, started, False))
+        doc = build_document(settings, space, tuner, plan.started_at, False)
+        write_document(out / "tune.json", doc)
 
-    tuner = Tuner(settings, parts, warmup, out, chosen, progress)
+    tuner = Tuner(settings, parts, warmup, out, plan.chosen, progress)
     progress()
     signal.signal(signal.SIGTERM, interrupted)
     finished = False
@@ -270,7 +295,7 @@ def tune_command(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     except KeyboardInterrupt:
         print("slogate tune: interrupted; finished treatments are kept (--resume)", file=sys.stderr)
-    doc = build_document(settings, space, tuner, started, finished)
+    doc = build_document(settings, space, tuner, plan.started_at, finished)
     files = write_outputs(out, doc)
     print("\n".join(tune_closing_lines(doc, files)))
     return int(doc["exit_code"]) if finished else EXIT_INVALID

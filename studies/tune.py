@@ -396,7 +396,8 @@ class Tuner:
             bracket = screened.get("screening")
             sweep_run, doc = full_search(settings, bracket, runner_for(url, folder), folder)
             found = at_capacity(sweep_run, doc, settings, gpus, self.out)
-            return {**found, "sweep": str(folder.relative_to(self.out))}
+            sweep = str(folder.relative_to(self.out))
+            return {**found, "sweep": sweep, "full_trials": len(sweep_run.trials.order)}
 
         session = engine_session(parts, run, "full", self.warmup, measure)
         spent = float(screened.get("engine_time_s") or 0.0)
@@ -420,17 +421,40 @@ class Tuner:
         )
 
 
-def full_grid_estimate(records: list[dict[str, Any]]) -> float | None:
-    """What a full search of every treatment would have cost: the measured
-    ones' full searches, and the mean of those for each one pruned (None
-    before any full search ran)."""
-    full = [r["full_search_s"] for r in records if r.get("full_search_s") is not None]
-    if not full:
+def replayed_trials(settings: TuneSettings, lower: float | None, upper: float | None) -> int:
+    """The trials a full search from the target load would have run on a
+    treatment whose capacity lies in [lower, upper): replayed with every load
+    up to the interval's middle passing (twice the lower bound where no load
+    failed)."""
+    if upper is None:
+        upper = 2 * lower if lower else settings.target
+    middle = ((lower or 0.0) + upper) / 2
+    search = settings.sweep(settings.duration, settings.tolerance).search()
+    for _ in range(settings.max_trials):
+        step = search.next()
+        if step is None:
+            break
+        search.record(step.value, step.value <= middle, step.confirmation)
+    return len(search.trials)
+
+
+def full_grid_estimate(settings: TuneSettings, records: list[dict[str, Any]]) -> float | None:
+    """What the full grid would have cost: a full search from the target load
+    for every treatment (:func:`replayed_trials` on its interval, the full
+    search's or else the screening's), at the engine seconds per trial the
+    full searches took, start-ups and warm-ups included; failed treatments at
+    what they cost. None before any full search ran."""
+    measured = [r for r in records if r.get("full_trials")]
+    if not measured:
         return None
-    mean = sum(full) / len(full)
-    pruned = sum(1 for r in records if r["status"] == "pruned")
+    per_trial = sum(r["full_search_s"] for r in measured) / sum(r["full_trials"] for r in measured)
+    trials = 0
+    for record in records:
+        block = record.get("capacity") or record.get("screening")
+        if block and record["status"] != "failed":
+            trials += replayed_trials(settings, block.get("lower"), block.get("upper"))
     failed = sum(r["engine_time_s"] for r in records if r["status"] == "failed")
-    return float(sum(full) + mean * pruned + failed)
+    return float(per_trial * trials + failed)
 
 
 def launch_yaml(settings: Mapping[str, str]) -> str:
@@ -504,7 +528,7 @@ def build_document(
         "exit_code": {"pass": 0, "fail": 1, "invalid": 3}[verdict],
         "headline": headline(records, best, settings),
         "engine_time_s": sum(r.get("engine_time_s") or 0.0 for r in records),
-        "full_grid_engine_time_s": full_grid_estimate(records),
+        "full_grid_engine_time_s": full_grid_estimate(settings, records),
     }
     parse(Tune, doc, str(tuner.out / "tune.json"))
     return doc
@@ -524,9 +548,7 @@ def headline(
     return text + (f" ({', '.join(extra)} of {len(records)})" if extra else "")
 
 
-def previous_treatments(out: Path) -> list[str] | None:
-    """The treatments of the tune already in ``out`` (None when there is none)."""
+def previous_tune(out: Path) -> Tune | None:
+    """The tune already in ``out`` (None when there is none), to resume."""
     path = out / "tune.json"
-    if not path.is_file():
-        return None
-    return [t.name for t in read_document(Tune, path).treatments]
+    return read_document(Tune, path) if path.is_file() else None

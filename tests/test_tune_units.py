@@ -12,7 +12,7 @@ import pytest
 from slogate.cli import main
 from slogate.engines.template import TemplateUnderTune
 from slogate.engines.tunable import SimulatedUnderTune
-from slogate.studies.tune import full_grid_estimate
+from slogate.studies.tune import TuneSettings, full_grid_estimate, replayed_trials
 from slogate.studies.tune_factors import (
     current_settings,
     parse_set,
@@ -141,14 +141,26 @@ def test_the_recommendation_is_the_best_capacity_then_the_pareto_front() -> None
     assert best is not None and best["name"] == "b"
 
 
-def test_the_full_grid_estimate_counts_each_pruned_treatment_as_a_mean_full_search() -> None:
+def test_the_full_grid_estimate_replays_a_search_from_the_target_on_each_interval() -> None:
+    settings = TuneSettings(
+        "s.yaml", "rate", "requests/s", target=8, duration=3, screen_duration=2, tolerance=0.25
+    )
+    # From 8 on [24, 32) (middle 28): 8 and 16 pass, 32 fails, 24 and 28 pass (the
+    # bracket [28, 32] is within 25%), the confirmation at 28: six trials.
+    assert replayed_trials(settings, 24, 32) == 6
     records = [
-        {"status": "measured", "full_search_s": 100.0, "engine_time_s": 130.0},
-        {"status": "measured", "full_search_s": 60.0, "engine_time_s": 80.0},
-        {"status": "pruned", "engine_time_s": 20.0},
+        {
+            "status": "measured",
+            "capacity": {"lower": 24, "upper": 32},
+            "full_search_s": 40.0,
+            "full_trials": 4,
+            "engine_time_s": 60.0,
+        },
+        {"status": "pruned", "screening": {"lower": 24, "upper": 32}, "engine_time_s": 20.0},
         {"status": "failed", "engine_time_s": 5.0},
     ]
-    assert full_grid_estimate(records) == 100 + 60 + 80 + 5
+    assert full_grid_estimate(settings, records) == 10.0 * (6 + 6) + 5.0
+    assert full_grid_estimate(settings, records[1:]) is None
 
 
 def test_template_placeholders_must_be_factors_or_the_port() -> None:
@@ -182,14 +194,24 @@ def test_the_simulated_engine_checks_settings_before_starting() -> None:
         (["--set", "max_seqs=1,2"], "unknown setting 'max_seqs'"),
         (["--factors", "{tmp}/bad.yaml"], "bad.yaml: not valid YAML"),
         (
-            ["--engine", "template", "--set", "n=1,2", "--current", "n=1",
-             "--start-command", "serve {n} {prot}", "--ready-url", "http://127.0.0.1:{port}/"],
+            [
+                "--engine",
+                "template",
+                "--set",
+                "n=1,2",
+                "--current",
+                "n=1",
+                "--start-command",
+                "serve {n} {prot}",
+                "--ready-url",
+                "http://127.0.0.1:{port}/",
+            ],
             "unknown placeholder {prot}",
         ),
         (["--set", "max_num_seqs=1,2", "--scenario-without-slo"], "declares no SLO"),
         (["--set", "max_num_seqs=1,2", "--tolerance", "1.5"], "--tolerance: tolerance must lie"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_exits_2_with_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
 ) -> None:
