@@ -45,6 +45,14 @@ def percent(fraction: float | None, digits: int = 2) -> str:
     return DASH if fraction is None else f"{100.0 * fraction:.{digits}f}%"
 
 
+def size(value: float | None) -> str:
+    """Bytes in decimal units (GB from a billion on, else MB), as engines and
+    ``slogate plan`` state memory."""
+    if value is None:
+        return DASH
+    return f"{value / 1e9:.2f} GB" if value >= 1e9 else f"{value / 1e6:.0f} MB"
+
+
 def signed_pct(value: float | None) -> str:
     return DASH if value is None else f"{value:+.1f}%"
 
@@ -119,6 +127,7 @@ def environment() -> Environment:
     env.filters.update(
         num=num,
         percent=percent,
+        size=size,
         signed_pct=signed_pct,
         metric_value=metric_value,
         margin=margin,

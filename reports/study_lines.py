@@ -6,11 +6,18 @@ study's document; nothing is decided here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from slogate.analysis.contracts import ScenarioSummary
+from slogate.analysis.contracts import (
+    ScenarioSummary,
+    Tune,
+    TuneCapacity,
+    TuneTreatment,
+    as_model,
+)
+from slogate.analysis.neutral import neutral_text
 
 if TYPE_CHECKING:
     from slogate.studies.generator_capacity import CapacityResult, Step
@@ -95,29 +102,141 @@ def capacity_text(result: CapacityResult, start: int, most: int) -> str:
     return text
 
 
-def tune_closing_lines(doc: Mapping[str, Any], files: Mapping[str, Path]) -> list[str]:
-    """The headline, each treatment's capacity or why it has none, the
-    recommendation's launch command, the engine time and the files written."""
-    lines = [f"slogate: {doc['headline']}"]
-    unit = doc["target"]["unit"]
-    for t in doc["treatments"]:
-        capacity = (t.get("capacity") or {}).get("value")
-        if t["status"] == "measured":
-            found = "no load met every SLO" if capacity is None else f"{capacity:g} {unit}"
-            versus = f", {t['vs_current']} than current" if t.get("vs_current") else ""
-            text = found + versus
-        elif t["status"] == "pruned":
-            text = f"pruned: {t['pruned_reason']}"
-        elif t["status"] == "failed":
-            text = f"failed: {t['error']}"
-        else:
-            text = "not run"
-        lines.append(f"slogate:   {t['name']}{' (current)' if t['current'] else ''}: {text}")
-    best = doc["recommended"]
-    if best is not None:
-        lines.append(f"slogate: recommended: {best['command_line']}")
-    grid = doc["full_grid_engine_time_s"]
-    spent = f"slogate: engine time {doc['engine_time_s']:.0f} s"
-    lines.append(spent + (f" (a full grid: about {grid:.0f} s)" if grid else ""))
-    lines += [f"slogate: {name} {path}" for name, path in files.items()]
+def settings_text(settings: Mapping[str, str]) -> str:
+    """``max_num_seqs=16 enable_chunked_prefill=true``, as ``--set`` names them."""
+    return " ".join(f"{name}={value}" for name, value in settings.items()) or "(no settings)"
+
+
+def spelled(t: TuneTreatment) -> bool:
+    """Whether a treatment's name is its settings (``max_num_seqs=4,tp=2``), so
+    that what shows it need not repeat them."""
+    return t.name in (
+        ",".join(f"{k}={v}" for k, v in t.settings.items()),
+        settings_text(t.settings),
+    )
+
+
+def treatment_label(t: TuneTreatment) -> str:
+    """The name, with the settings after it unless the name spells them."""
+    return t.name if spelled(t) else f"{t.name} {settings_text(t.settings)}"
+
+
+def bound_text(value: float | None, missing: str) -> str:
+    return missing if value is None else f"{value:g}"
+
+
+def tune_capacity_text(capacity: TuneCapacity | None) -> str:
+    """``12 requests/s [12, 13]``: the capacity and its interval [highest pass,
+    lowest fail]; an upper bound is open when no load failed."""
+    if capacity is None or capacity.value is None:
+        return "no load met every SLO"
+    lower = bound_text(capacity.lower, "none")
+    upper = bound_text(capacity.upper, "open")
+    return f"{capacity.value:g} {capacity.unit} [{lower}, {upper}]"
+
+
+def duration(seconds: float) -> str:
+    """Engine time as a person reads it: 45 s, 12.5 min, 2.1 h."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def by_rank(treatments: Iterable[TuneTreatment]) -> list[TuneTreatment]:
+    """Ranked treatments first, best first; the unranked after them in the tune's order."""
+    return sorted(treatments, key=lambda t: (t.rank is None, t.rank or 0))
+
+
+def names(treatments: Iterable[TuneTreatment]) -> str:
+    """Names joined; a pruned one is marked, as only its screening bracket was compared."""
+    return ", ".join(
+        f"{t.name} (screening only)" if t.status == "pruned" else t.name for t in treatments
+    )
+
+
+def tune_verdict_lines(doc: Tune) -> list[str]:
+    """Which treatments beat the current settings by more than the capacity
+    intervals, which differ by no more than the noise, which are worse."""
+    current = next((t for t in doc.treatments if t.current), None)
+    if current is None or current.status != "measured":
+        return [f"the current settings ({doc.current.treatment}) were not measured: no comparison"]
+    others = by_rank(t for t in doc.treatments if not t.current)
+    better = [t for t in others if t.vs_current == "better"]
+    noise = [t for t in others if t.vs_current == "noise"]
+    worse = [t for t in others if t.vs_current == "worse"]
+    lines = [
+        f"better than the current settings ({current.name}) by more than their intervals: "
+        f"{names(better)}"
+        if better
+        else f"no treatment beats the current settings ({current.name}) by more than the intervals"
+    ]
+    if noise:
+        lines.append(
+            f"within the noise of the current settings (intervals overlap): {names(noise)}"
+        )
+    if worse:
+        lines.append(
+            f"worse than the current settings by more than their intervals: {names(worse)}"
+        )
     return lines
+
+
+def tune_spending_lines(doc: Tune) -> list[str]:
+    """What screening pruned and why, what failed or was not reached, and the
+    engine time spent against a full grid's."""
+    total = len(doc.treatments)
+    lines = []
+    pruned = [t for t in doc.treatments if t.status == "pruned"]
+    if pruned:
+        why = "; ".join(f"{t.name} ({t.pruned_reason or 'below the best'})" for t in pruned)
+        lines.append(f"screening pruned {len(pruned)} of {total} treatments: {why}")
+    lines += [
+        f"{t.name} failed: {t.error or 'no reason recorded'}"
+        for t in doc.treatments
+        if t.status == "failed"
+    ]
+    pending = [t for t in doc.treatments if t.status == "pending"]
+    if pending:
+        lines.append(f"not reached ({len(pending)} of {total}; --resume goes on): {names(pending)}")
+    spent = f"engine time {duration(doc.engine_time_s)}"
+    full = doc.full_grid_engine_time_s
+    if full:
+        spent += f", {doc.engine_time_s / full:.0%} of the {duration(full)} a full grid takes"
+    return [*lines, spent]
+
+
+def treatment_line(t: TuneTreatment) -> str:
+    """``2. C max_num_seqs=16: 9 requests/s [9, 10], better than the current settings``."""
+    versus = {
+        "better": ", better than the current settings",
+        "worse": ", worse than the current settings",
+        "noise": ", within the noise of the current settings",
+    }
+    head = f"{t.rank}. " if t.rank is not None else ""
+    mark = " (current)" if t.current else ""
+    found = tune_capacity_text(t.capacity) + versus.get(t.vs_current or "", "")
+    return f"  {head}{treatment_label(t)}{mark}: {found}"
+
+
+def tune_closing_lines(doc: Tune | Mapping[str, Any], files: Mapping[str, Path]) -> list[str]:
+    """The headline, the measured treatments best first, the recommendation and
+    how to launch it, the verdict against the current settings, what was
+    pruned, failed or spent, and the files written; neutralised, as a failed
+    engine's error is its own text."""
+    tune = as_model(Tune, doc, "tune.json")
+    lines = [tune.headline]
+    lines += [treatment_line(t) for t in by_rank(tune.treatments) if t.status == "measured"]
+    rec = tune.recommended
+    if rec is not None:
+        chosen = next((t for t in tune.treatments if t.name == rec.treatment), None)
+        label = rec.treatment if chosen is None else treatment_label(chosen)
+        capacity = tune_capacity_text(None if chosen is None else chosen.capacity)
+        lines += [
+            f"recommended {label} (capacity {capacity})",
+            f"launch with: {rec.command_line}",
+        ]
+    lines += [*tune_verdict_lines(tune), *tune_spending_lines(tune)]
+    lines += [f"{name} {path}" for name, path in files.items()]
+    return [f"slogate: {neutral_text(line)}" for line in lines]

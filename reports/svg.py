@@ -1,5 +1,5 @@
 """Small inline SVG charts: lines on linear, log or time axes, threshold rules,
-confidence bands and point markers.
+confidence bands, point markers and whiskers (a scatter is markers without lines).
 
 The report must open offline and without JavaScript, so charts are plain
 ``<svg>`` elements written here; hovering a line shows its name through SVG's
@@ -78,13 +78,30 @@ class Band:
 @dataclass(frozen=True)
 class Marker:
     """A point drawn on top: ``kind`` is its CSS class (a verdict, ``regression``);
-    ``href`` makes it a link, ``label`` its hover text."""
+    ``href`` makes it a link, ``label`` its hover text, ``tag`` a short text
+    written beside it (a rank)."""
 
     x: float
     y: float
     kind: str
     label: str
     href: str | None = None
+    tag: str = ""
+
+
+@dataclass(frozen=True)
+class Whisker:
+    """A point's interval on both axes, drawn as a cross of capped lines: x from
+    ``x_low`` to ``x_high`` and y from ``y_low`` to ``y_high`` (a missing bound
+    draws that side only up to the point); ``label`` is its hover text."""
+
+    x: float
+    y: float
+    x_low: float | None
+    x_high: float | None
+    y_low: float | None
+    y_high: float | None
+    label: str
 
 
 @dataclass(frozen=True)
@@ -187,11 +204,13 @@ def line_chart(
     bands: Sequence[Band] = (),
     markers: Sequence[Marker] = (),
     cuts: Sequence[Cut] = (),
+    whiskers: Sequence[Whisker] = (),
     width: int = 520,
     height: int = 210,
 ) -> Markup:
     """One chart; an empty one says "no data" rather than drawing nothing. Bands
-    are drawn under the lines, markers over them."""
+    are drawn under the lines, whiskers and markers over them; the axes hold
+    every line, band, whisker and marker."""
     x, y = x or Axis(), y or Axis()
     left, right, top, bottom = 52, 24, 34, 30
     tx = (lambda v: math.log10(v) if v > 0 else None) if x.log else (lambda v: v)
@@ -208,6 +227,20 @@ def line_chart(
         for b in bands
         for _, lo, hi in b.points
         for v in (lo, hi)
+        if v is not None and (t := ty(v)) is not None
+    ]
+    xs += [t for m in markers if (t := tx(m.x)) is not None]
+    ys += [t for m in markers if (t := ty(m.y)) is not None]
+    xs += [
+        t
+        for w in whiskers
+        for v in (w.x_low, w.x_high)
+        if v is not None and (t := tx(v)) is not None
+    ]
+    ys += [
+        t
+        for w in whiskers
+        for v in (w.y_low, w.y_high)
         if v is not None and (t := ty(v)) is not None
     ]
     head = (
@@ -243,10 +276,12 @@ def line_chart(
         f'<text x="{width - right}" y="{height - 4}" class="al">{esc(x.label)}</text>'
         f'<text x="4" y="{top - 6}" class="al0">{esc(y.label)}</text>'
     )
-    parts += [band(b, tx, ty, px, py) for b in bands]
+    scales = Scales(tx, ty, px, py)
+    parts += [band(b, scales) for b in bands]
     for index, (s, pts) in enumerate(lines):
         color = PALETTE[index % len(PALETTE)]
         parts.append(path(s, pts, color, px, py))
+    parts += [whisker(w, scales) for w in whiskers]
     for m in markers:
         mx, my = tx(m.x), ty(m.y)
         if mx is not None and my is not None:
@@ -309,14 +344,20 @@ def path(
     return f"<g><title>{esc(s.name)}</title>{''.join(body)}</g>"
 
 
-def band(
-    b: Band,
-    tx: Callable[[float], float | None],
-    ty: Callable[[float], float | None],
-    px: Callable[[float], float],
-    py: Callable[[float], float],
-) -> str:
+@dataclass(frozen=True)
+class Scales:
+    """A chart's mappings: data to axis units (``tx``, ``ty``: log10 on a log
+    axis, None off it) and axis units to pixels (``px``, ``py``)."""
+
+    tx: Callable[[float], float | None]
+    ty: Callable[[float], float | None]
+    px: Callable[[float], float]
+    py: Callable[[float], float]
+
+
+def band(b: Band, scales: Scales) -> str:
     """Shaded polygons between the lows and the highs, one per unbroken stretch."""
+    tx, ty, px, py = scales.tx, scales.ty, scales.px, scales.py
     stretches: list[list[tuple[float, float, float]]] = [[]]
     for x_value, lo, hi in b.points:
         x, low, high = tx(x_value), None if lo is None else ty(lo), None if hi is None else ty(hi)
@@ -336,14 +377,54 @@ def band(
     return f"<g><title>{esc(b.name)}</title>{''.join(shapes)}</g>"
 
 
+def marker_shape(kind: str, x: float, y: float) -> tuple[str, str]:
+    """A marker's element and geometry: a triangle for a regression, a diamond
+    for a recommendation, a square for the current settings, else a dot."""
+    shapes = {
+        "regression": (
+            "path",
+            f'd="M{x},{y - 7:.1f}L{x + 6:.1f},{y + 4:.1f}L{x - 6:.1f},{y + 4:.1f}Z"',
+        ),
+        "recommended": (
+            "path",
+            f'd="M{x},{y - 8:.1f}L{x + 8:.1f},{y}L{x},{y + 8:.1f}L{x - 8:.1f},{y}Z"',
+        ),
+        "current": ("rect", f'x="{x - 5:.1f}" y="{y - 5:.1f}" width="10" height="10"'),
+    }
+    return shapes.get(kind, ("circle", f'cx="{x}" cy="{y}" r="3"'))
+
+
 def marker(m: Marker, x: float, y: float) -> str:
-    shape = (
-        f'<path d="M{x},{y - 7}L{x + 6},{y + 4}L{x - 6},{y + 4}Z" class="mk {esc(m.kind)}">'
-        if m.kind == "regression"
-        else f'<circle cx="{x}" cy="{y}" r="3" class="mk {esc(m.kind)}">'
-    )
-    shape += f"<title>{esc(m.label)}</title></{'path' if m.kind == 'regression' else 'circle'}>"
+    tag, geometry = marker_shape(m.kind, x, y)
+    shape = f'<{tag} {geometry} class="mk {esc(m.kind)}"><title>{esc(m.label)}</title></{tag}>'
+    if m.tag:
+        shape += f'<text x="{x + 7:.1f}" y="{y - 6:.1f}" class="mt">{esc(m.tag)}</text>'
     return f'<a href="{esc(m.href)}">{shape}</a>' if m.href else shape
+
+
+def whisker(w: Whisker, scales: Scales) -> str:
+    """Capped lines from a point to each bound it has; nothing for a point off the axes."""
+    tx, ty, px, py = scales.tx, scales.ty, scales.px, scales.py
+    cx, cy = tx(w.x), ty(w.y)
+    if cx is None or cy is None:
+        return ""
+
+    def end(value: float | None, scale: Callable[[float], float | None], at: float) -> float:
+        moved = None if value is None else scale(value)
+        return at if moved is None else moved
+
+    x, y = px(cx), py(cy)
+    lines = []
+    for bound in (w.x_low, w.x_high):
+        bx = px(end(bound, tx, cx))
+        if bx != x:
+            lines += [(x, y, bx, y), (bx, y - 3, bx, y + 3)]
+    for bound in (w.y_low, w.y_high):
+        by = py(end(bound, ty, cy))
+        if by != y:
+            lines += [(x, y, x, by), (x - 3, by, x + 3, by)]
+    body = "".join(f'<line x1="{a}" y1="{b}" x2="{c}" y2="{d}"/>' for a, b, c, d in lines)
+    return f'<g class="wk"><title>{esc(w.label)}</title>{body}</g>'
 
 
 def legend(series: Sequence[Series], left: int, width: int) -> str:
