@@ -133,6 +133,17 @@ class KVCache:
         seq.num_blocks = 0
         seq.num_shared = 0
 
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached block, as vLLM's ``reset_prefix_cache`` does, so
+        the next request computes its whole prompt; refused (False) while any
+        sequence holds blocks, as vLLM refuses while blocks are in use."""
+        if self.num_used:
+            return False
+        self._free += len(self._evictable)
+        self._evictable.clear()
+        self._refs.clear()
+        return True
+
     def _take(self, n: int) -> None:
         if n <= self._free:
             self._free -= n

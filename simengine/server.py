@@ -604,6 +604,20 @@ async def delete_faults(request: web.Request) -> web.Response:
     return web.json_response(state.faults.faults.as_dict(), dumps=_dumps)
 
 
+async def reset_prefix_cache(request: web.Request) -> web.Response:
+    """vLLM's development route: forget the cached prefixes so the next request
+    computes its whole prompt (a tune resets between treatments). Like vLLM it
+    answers 200 with no body either way, and says on stderr when sequences
+    holding blocks made it refuse."""
+    kv = app_state(request).engine.scheduler.kv
+    if not kv.reset_prefix_cache():
+        print(
+            f"simengine: failed to reset prefix cache: {kv.num_used} blocks are in use",
+            file=sys.stderr,
+        )
+    return web.Response(status=200)
+
+
 async def stats(request: web.Request) -> web.Response:
     reset = request.query.get("reset", "0") not in ("0", "", "false")
     return web.json_response(app_state(request).engine.stats(reset=reset), dumps=_dumps)
@@ -661,6 +675,7 @@ def create_app(
             web.post("/admin/faults", post_faults),
             web.delete("/admin/faults", delete_faults),
             web.get("/admin/stats", stats),
+            web.post("/reset_prefix_cache", reset_prefix_cache),
         ]
     )
     return app

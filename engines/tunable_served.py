@@ -1,0 +1,281 @@
+"""llama.cpp and the CPU vLLM as engines a tune restarts once per treatment.
+
+A tune varies an engine's settings by the names its factors use (llama.cpp:
+``parallel``, ``ctx_size``, ``batch_size``, ``ubatch_size``, ``flash_attn``;
+vLLM: ``max_num_seqs``, ``max_num_batched_tokens``, ``enable_prefix_caching``,
+``enable_chunked_prefill``); here they become the launchers' configurations,
+whose own checks then run before any engine starts, so a bad level fails the
+whole tune at once, naming the setting, instead of one treatment an hour in.
+
+Between the warm-up and the measurement the engine's caches are emptied, so a
+treatment measures its own settings and not the prefixes its warm-up left:
+llama.cpp's slots are erased (``POST /slots/{id}?action=erase``), vLLM's prefix
+cache reset (``POST /reset_prefix_cache``, a development route: the tune's vLLM
+runs with ``VLLM_SERVER_DEV_MODE=1``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from slogate.engines.llamacpp import (
+    SERVER_BATCH_SIZE,
+    SERVER_FLASH_ATTN,
+    SERVER_UBATCH_SIZE,
+    LlamaServer,
+    LlamaServerConfig,
+)
+from slogate.engines.served import ServedEngine
+from slogate.engines.tunable import EngineStartFailed
+from slogate.engines.vllm import VllmServer, VllmServerConfig
+
+HTTP_TIMEOUT_S = 10.0
+TRUE_WORDS = frozenset({"true", "on", "1", "yes"})
+FALSE_WORDS = frozenset({"false", "off", "0", "no"})
+# vLLM's own defaults on a CPU for an OpenAI server (its arg_utils for the CPU
+# platform), reported as the current settings where slogate leaves them unset.
+VLLM_CPU_MAX_NUM_SEQS = 128
+VLLM_CPU_MAX_NUM_BATCHED_TOKENS = 4096
+
+
+class CacheResetFailed(RuntimeError):
+    """The engine refused or failed to empty its caches."""
+
+
+def positive_int(name: str, text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"setting {name}: {text!r} is not a whole number") from None
+    if value < 1:
+        raise ValueError(f"setting {name}: must be at least 1, got {value}")
+    return value
+
+
+def boolean(name: str, text: str) -> bool:
+    word = text.strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise ValueError(f"setting {name}: {text!r} is not true or false")
+
+
+def known_only(settings: Mapping[str, str], known: tuple[str, ...], engine: str) -> None:
+    unknown = sorted(set(settings) - set(known))
+    if unknown:
+        raise ValueError(
+            f"{engine} has no setting {unknown[0]!r}; a tune can vary {', '.join(known)}"
+        )
+
+
+def post(url: str) -> bytes:
+    """POST with an empty body; the answer's body, or CacheResetFailed saying why."""
+    request = urllib.request.Request(url, data=b"", method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
+            return bytes(response.read())
+    except urllib.error.HTTPError as error:
+        body = error.read()[:300].decode("utf-8", "replace")
+        raise CacheResetFailed(f"POST {url}: HTTP {error.code} {body}") from None
+    except (urllib.error.URLError, OSError) as error:
+        raise CacheResetFailed(f"POST {url}: {error}") from None
+
+
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT_S) as response:
+        return json.load(response)
+
+
+class ServedTreatment:
+    """A started llama-server or vLLM as the tune sees it (``RunningTreatment``)."""
+
+    def __init__(
+        self, server: ServedEngine, startup_s: float, reset: Callable[[str], None]
+    ) -> None:
+        self.server = server
+        self.url = server.url
+        self.startup_s = startup_s
+        self._reset = reset
+
+    def reset_caches(self) -> None:
+        self._reset(self.url)
+
+    def peak_memory_bytes(self) -> int | None:
+        return self.server.peak_rss_bytes()
+
+    def alive(self) -> bool:
+        return self.server.running()
+
+    def log_tail(self) -> str:
+        return self.server.log_tail()
+
+    def stop(self) -> int | None:
+        self.server.peak_rss_bytes()  # the last reading, while its processes are there
+        return self.server.stop()
+
+
+def start_served(
+    server: ServedEngine, reset: Callable[[str], None], errors: tuple[type[Exception], ...]
+) -> ServedTreatment:
+    """Start ``server`` and time it until it serves; EngineStartFailed with its
+    log's tail when it exits or misses its deadline."""
+    began = time.monotonic()
+    try:
+        server.start()
+    except errors as error:
+        raise EngineStartFailed(str(error), server.log_tail()) from None
+    return ServedTreatment(server, time.monotonic() - began, reset)
+
+
+# -- llama.cpp ---------------------------------------------------------------------------
+LLAMACPP_FACTORS = ("parallel", "ctx_size", "batch_size", "ubatch_size", "flash_attn")
+
+
+def erase_slots(url: str) -> None:
+    """Erase every slot's KV cache (llama-server's ``/slots`` route)."""
+    try:
+        slots = get_json(url + "/slots")
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        raise CacheResetFailed(f"GET {url}/slots: {error}") from None
+    for slot in slots:
+        post(f"{url}/slots/{slot['id']}?action=erase")
+
+
+class LlamaCppUnderTune:
+    """llama-server started per treatment from ``base`` with the tune's settings."""
+
+    kind = "llamacpp"
+
+    def __init__(self, base: LlamaServerConfig | None = None, cache: Path | None = None) -> None:
+        self.base = base or LlamaServerConfig()
+        self.cache = cache
+
+    def config(self, settings: Mapping[str, str]) -> LlamaServerConfig:
+        """The launcher's configuration for ``settings``; ValueError naming a bad one.
+        ``ctx_size`` is llama-server's ``-c``, shared by the ``parallel`` slots."""
+        known_only(settings, LLAMACPP_FACTORS, "llama.cpp")
+        slots = positive_int("parallel", settings.get("parallel", str(self.base.slots)))
+        ctx = positive_int("ctx_size", settings.get("ctx_size", str(self.base.ctx_size)))
+        if ctx % slots:
+            raise ValueError(
+                f"setting ctx_size: {ctx} is not a multiple of parallel {slots} "
+                "(llama-server gives each slot ctx_size / parallel tokens)"
+            )
+        changes: dict[str, Any] = {"slots": slots, "ctx_per_slot": ctx // slots}
+        for name in ("batch_size", "ubatch_size"):
+            if name in settings:
+                changes[name] = positive_int(name, settings[name])
+        if "flash_attn" in settings:
+            changes["flash_attn"] = settings["flash_attn"].strip().lower()
+        return dataclasses.replace(self.base, **changes)  # its own checks name the setting
+
+    def check(self, settings: Mapping[str, str]) -> None:
+        self.config(settings)
+
+    def start(self, settings: Mapping[str, str], log_dir: Path) -> ServedTreatment:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        server = LlamaServer(
+            self.config(settings), cache=self.cache, log_path=log_dir / "engine.log"
+        )
+        return start_served(server, erase_slots, (LlamaServer.start_error,))
+
+    def launch_command(self, settings: Mapping[str, str]) -> str:
+        config = self.config(settings)
+        words = ["slogate", "engine", "--llama-cpp", "--slots", str(config.slots)]
+        words += ["--ctx-per-slot", str(config.ctx_per_slot)]
+        for flag, value in config.optional_flags():
+            words += [flag, value]
+        return shlex.join(words)
+
+    def defaults(self) -> Mapping[str, str]:
+        base = self.base
+        return {
+            "parallel": str(base.slots),
+            "ctx_size": str(base.ctx_size),
+            "batch_size": str(base.batch_size or SERVER_BATCH_SIZE),
+            "ubatch_size": str(base.ubatch_size or SERVER_UBATCH_SIZE),
+            "flash_attn": base.flash_attn or SERVER_FLASH_ATTN,
+        }
+
+
+# -- vLLM --------------------------------------------------------------------------------
+VLLM_FACTORS = (
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "enable_prefix_caching",
+    "enable_chunked_prefill",
+)
+
+
+def reset_prefix_cache(url: str) -> None:
+    post(url + "/reset_prefix_cache")
+
+
+class VllmUnderTune:
+    """The CPU vLLM started per treatment from ``base`` with the tune's settings,
+    its development routes open for the cache reset."""
+
+    kind = "vllm"
+
+    def __init__(self, base: VllmServerConfig | None = None, cache: Path | None = None) -> None:
+        self.base = base or VllmServerConfig()
+        self.cache = cache
+
+    def config(self, settings: Mapping[str, str]) -> VllmServerConfig:
+        """The launcher's configuration for ``settings``; ValueError naming a bad one."""
+        known_only(settings, VLLM_FACTORS, "vLLM")
+        changes: dict[str, Any] = {"dev_mode": True}
+        for name in ("max_num_seqs", "max_num_batched_tokens"):
+            if name in settings:
+                changes[name] = positive_int(name, settings[name])
+        if "enable_prefix_caching" in settings:
+            changes["prefix_caching"] = boolean(
+                "enable_prefix_caching", settings["enable_prefix_caching"]
+            )
+        if "enable_chunked_prefill" in settings:
+            changes["chunked_prefill"] = boolean(
+                "enable_chunked_prefill", settings["enable_chunked_prefill"]
+            )
+        return dataclasses.replace(self.base, **changes)  # its own checks name the setting
+
+    def check(self, settings: Mapping[str, str]) -> None:
+        self.config(settings)
+
+    def start(self, settings: Mapping[str, str], log_dir: Path) -> ServedTreatment:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        server = VllmServer(
+            self.config(settings), cache=self.cache, log_path=log_dir / "engine.log"
+        )
+        return start_served(server, reset_prefix_cache, (VllmServer.start_error,))
+
+    def launch_command(self, settings: Mapping[str, str]) -> str:
+        config = self.config(settings)
+        words = ["slogate", "engine", "--vllm", "--max-model-len", str(config.max_model_len)]
+        words += ["--cores", ",".join(str(c) for c in config.cores)]
+        words += ["--kv-cache-gib", str(config.kv_cache_gib)]
+        if config.enforce_eager:
+            words.append("--enforce-eager")
+        if not config.prefix_caching:
+            words.append("--no-enable-prefix-caching")
+        return shlex.join(words + config.scheduler_flags())
+
+    def defaults(self) -> Mapping[str, str]:
+        base = self.base
+        chunked = base.chunked_prefill
+        return {
+            "max_num_seqs": str(base.max_num_seqs or VLLM_CPU_MAX_NUM_SEQS),
+            "max_num_batched_tokens": str(
+                base.max_num_batched_tokens or VLLM_CPU_MAX_NUM_BATCHED_TOKENS
+            ),
+            "enable_prefix_caching": str(base.prefix_caching).lower(),
+            "enable_chunked_prefill": "true" if chunked is None else str(chunked).lower(),
+        }
