@@ -50,7 +50,7 @@ from slogate.analysis.confirmation import (
 from slogate.analysis.findings import Finding
 from slogate.analysis.lag_causes import cause_p99_ms, cause_text
 from slogate.analysis.recorder import Bucket, Counters
-from slogate.analysis.remedies import action, engine_family
+from slogate.analysis.remedies import action, engine_family, remedies
 from slogate.analysis.rundata import RunData
 from slogate.analysis.slo import (
     SAME_READ_SHARE,
@@ -471,7 +471,11 @@ def confirmed(finding: Finding, run: RunData, engine: str | None) -> Finding:
         return finding
     state, text = answer
     return replace(
-        finding, confirmation=state, engine_text=text, action=action(finding.cause, engine)
+        finding,
+        confirmation=state,
+        engine_text=text,
+        action=action(finding.cause, engine),
+        remedies=remedies(finding.cause, engine),
     )
 
 
@@ -544,6 +548,7 @@ def findings_to_dicts(findings: Sequence[Finding]) -> list[dict[str, Any]]:
             "engine_metrics": f.confirmation,
             "engine_text": f.engine_text,
             "action": f.action,
+            "remedies": [r.to_dict() for r in f.remedies],
         }
         for f in findings
     ]

@@ -1,0 +1,148 @@
+"""``slogate tune --from RUN_DIR``'s treatments (studies/tune_from.py): the
+settings a failed run's diagnosis names, by the tune's names for the engine,
+with levels around the run's own; summaries written before the diagnosis kept
+its remedies structured are read by their causes. The runs' own summaries
+(one made here on the simulated engine, failing on purpose) are the input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from loadruns import slogate
+
+from slogate.analysis.contracts import Summary, parse
+from slogate.engines.tunable_served import VllmUnderTune
+from slogate.studies.tune_from import levels, run_remedies, treatments_from_run
+
+CURRENT_VLLM = {"max_num_seqs": "16", "max_num_batched_tokens": "2048",
+                "enable_prefix_caching": "true", "enable_chunked_prefill": "true"}  # fmt: skip
+
+
+def finding(cause: str, explains: bool = True, **extra: Any) -> dict[str, Any]:
+    return {"cause": cause, "text": "...", "explains": ["s: ttft p95"] if explains else [],
+            **extra}  # fmt: skip
+
+
+def saved(tmp_path: Path, verdict: str, *findings: dict[str, Any]) -> Path:
+    (tmp_path / "summary.json").write_text(
+        json.dumps({"verdict": verdict, "diagnosis": list(findings)})
+    )
+    return tmp_path
+
+
+def test_levels_step_the_remedys_way_around_the_current_one() -> None:
+    assert levels("16", {"up"}, 2) == ["16", "32", "64"]
+    assert levels("512", {"down"}, 2) == ["128", "256", "512"]
+    assert levels("2", {"down"}, 3) == ["1", "2"]  # never below 1
+    assert levels("8", {"up", "down"}, 1) == ["4", "8", "16"]
+    assert levels("false", {"on"}, 2) == ["false", "true"]
+    assert levels("on", {"on"}, 2) == ["true", "false"]
+
+
+def test_an_old_summary_without_remedies_is_read_by_its_causes(tmp_path: Path) -> None:
+    run = saved(
+        tmp_path,
+        "fail",
+        finding("concurrency ceiling", action="Try on vLLM: raise --max-num-seqs ..."),
+        finding("prefill interference"),
+        finding("decode-bound", explains=False),  # explains no missed SLO
+        finding("load generator"),  # names no engine setting
+    )
+    assert treatments_from_run(run, "vllm", CURRENT_VLLM) == {
+        "max_num_seqs": ["16", "32", "64"],
+        "max_num_batched_tokens": ["512", "1024", "2048"],
+        "enable_chunked_prefill": ["true", "false"],
+    }
+    assert treatments_from_run(
+        run,
+        "llamacpp",
+        {"parallel": "4", "batch_size": "2048", "ubatch_size": "512", "ctx_size": "32768"},
+        steps=1,
+    ) == {
+        "parallel": ["2", "4", "8"],  # up for the ceiling, down against interference
+        "ctx_size": ["32768", "65536"],
+        "batch_size": ["1024", "2048"],
+        "ubatch_size": ["256", "512"],
+    }
+
+
+def test_written_remedies_are_used_for_their_own_engine(tmp_path: Path) -> None:
+    written = [{"engine": "vllm", "setting": "max_num_seqs", "direction": "down"}]
+    run = saved(tmp_path, "invalid", finding("concurrency ceiling", remedies=written))
+    assert treatments_from_run(run, "simulated", CURRENT_VLLM, steps=1) == {
+        "max_num_seqs": ["8", "16"]
+    }
+    # written for vLLM, asked for llama.cpp: the cause's llama.cpp remedies
+    found = run_remedies(run, "llamacpp")
+    assert [(r.setting, r.direction) for r in found] == [("parallel", "up"), ("ctx_size", "up")]
+    assert found[0].explains == ("s: ttft p95",)
+
+
+@pytest.mark.parametrize(
+    ("verdict", "findings", "engine", "current", "message"),
+    [
+        ("pass", [finding("queueing")], "vllm", CURRENT_VLLM, "no missed SLO"),
+        ("fail", [finding("saturation")], "vllm", CURRENT_VLLM, "names a setting"),
+        ("fail", [finding("queueing")], "template", CURRENT_VLLM, "template"),
+        ("fail", [finding("queueing")], "vllm", {}, "max_num_seqs"),
+        ("fail", [finding("queueing")], "vllm", {"max_num_seqs": "many"}, "max_num_seqs"),
+    ],
+)
+def test_what_cannot_be_tuned_is_said(
+    tmp_path: Path,
+    verdict: str,
+    findings: list[dict[str, Any]],
+    engine: str,
+    current: dict[str, str],
+    message: str,
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        treatments_from_run(saved(tmp_path, verdict, *findings), engine, current)
+
+
+def test_a_folder_without_a_summary_is_said(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"no summary\.json"):
+        treatments_from_run(tmp_path, "vllm", CURRENT_VLLM)
+    (tmp_path / "summary.json").write_text("{")
+    with pytest.raises(ValueError, match="not readable JSON"):
+        treatments_from_run(tmp_path, "vllm", CURRENT_VLLM)
+
+
+@pytest.mark.slow
+def test_a_simulated_engine_fail_gives_treatments_the_tune_can_run(tmp_path: Path) -> None:
+    # max_num_seqs=3 under 12 users: a concurrency ceiling (tests/test_diagnosis_runs.py)
+    scenario = {
+        "name": "diag",
+        "api": "chat",
+        "model": "auto",
+        "workload": {"kind": "chat", "text": "prose", "turns": 1, "output_tokens": 150,
+                     "input_tokens": {"dist": "uniform", "min": 300, "max": 900}},
+        "load": {"duration": "15s", "warmup": "2s", "users": 12, "spawn_rate": 12},
+        "request": {"ignore_eos": True},
+        "slo": {"ttft_ms": {"p95": 200}},
+    }  # fmt: skip
+    path = tmp_path / "diag.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    out = tmp_path / "out"
+    done = slogate("run", str(path), "--profile", "llama-3.1-8b@h100:max_num_seqs=3",
+                   "--out", str(out))  # fmt: skip
+    assert done.returncode in (1, 3), done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    parse(Summary, summary, "summary.json")  # the remedies hold to the published schema
+    ceiling = [f for f in summary["diagnosis"] if f["cause"] == "concurrency ceiling"]
+    assert ceiling and ceiling[0]["remedies"] == [
+        {"engine": "vllm", "setting": "max_num_seqs", "direction": "up"}
+    ], summary["diagnosis"]
+    current = {**CURRENT_VLLM, "max_num_seqs": "3"}
+    factors = treatments_from_run(out, "simulated", current)
+    assert factors["max_num_seqs"] == ["3", "6", "12"]
+    # every level is one the real engines' tune accepts too
+    for level in factors["max_num_seqs"]:
+        VllmUnderTune().check({**current, "max_num_seqs": level})
+    # the same run read for llama.cpp: its own names for the ceiling's remedy
+    with pytest.raises(ValueError, match="parallel"):
+        treatments_from_run(out, "llamacpp", {})
