@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -604,17 +604,23 @@ async def delete_faults(request: web.Request) -> web.Response:
     return web.json_response(state.faults.faults.as_dict(), dumps=_dumps)
 
 
+def reset_prefix_caches(states: Iterable[State]) -> None:
+    """Forget each engine's cached prefixes (vLLM's ``reset_prefix_cache``), saying
+    on stderr, as vLLM logs it, when sequences still holding blocks refused it."""
+    for state in states:
+        kv = state.engine.scheduler.kv
+        if not kv.reset_prefix_cache():
+            name = f" {state.name}" if state.name else ""
+            print(
+                f"simengine{name}: failed to reset prefix cache: {kv.num_used} blocks are in use",
+                file=sys.stderr,
+            )
+
+
 async def reset_prefix_cache(request: web.Request) -> web.Response:
-    """vLLM's development route: forget the cached prefixes so the next request
-    computes its whole prompt (a tune resets between treatments). Like vLLM it
-    answers 200 with no body either way, and says on stderr when sequences
-    holding blocks made it refuse."""
-    kv = app_state(request).engine.scheduler.kv
-    if not kv.reset_prefix_cache():
-        print(
-            f"simengine: failed to reset prefix cache: {kv.num_used} blocks are in use",
-            file=sys.stderr,
-        )
+    """vLLM's development route: the next request computes its whole prompt (a
+    tune resets between treatments). 200 with no body either way, as vLLM."""
+    reset_prefix_caches([app_state(request)])
     return web.Response(status=200)
 
 

@@ -9,7 +9,7 @@ import json
 import urllib.request
 from typing import Any
 
-from slogate.engines.simulated import start_engine
+from slogate.engines.simulated import Deployment, start_engine
 from slogate.simengine.kvcache import KVCache, block_hashes
 from slogate.simengine.scheduler import Sequence
 
@@ -39,6 +39,16 @@ def test_reset_prefix_cache_makes_a_repeated_prompt_compute_again() -> None:
         assert (status, body) == (200, b"")  # vLLM's answer: 200, no body
         assert cached_tokens(engine.url) == 0
         assert cached_tokens(engine.url) == warm  # caching still works after it
+
+
+def test_a_deployments_reset_empties_every_replica() -> None:
+    with start_engine(speedup=50, served_model_name="m", deployment=Deployment(2)) as engine:
+        replicas = engine.replicas()
+        for url in replicas.values():  # each replica caches the prompt
+            cached_tokens(url)
+            assert cached_tokens(url) > 500
+        assert call(engine.url + "/reset_prefix_cache") == (200, b"")
+        assert [cached_tokens(url) for url in replicas.values()] == [0, 0]
 
 
 def sequence(tokens: int, block_size: int) -> Sequence:
