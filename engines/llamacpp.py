@@ -76,6 +76,8 @@ class LlamaServerConfig:
     batch_size: int | None = None
     ubatch_size: int | None = None
     flash_attn: str | None = None
+    cache_ram_mib: int | None = None  # the prompt cache in RAM (-1: no limit, 0: off)
+    slot_save_path: Path | None = None  # opens POST /slots/{id} (erase, save, restore)
     alias: str = MODEL_ALIAS
     startup_timeout_s: float = 60.0
     extra_args: tuple[str, ...] = field(default_factory=tuple)
@@ -95,6 +97,11 @@ class LlamaServerConfig:
             raise ValueError(
                 f"llama-server ubatch_size {self.physical_batch} exceeds batch_size "
                 f"{self.logical_batch}: the physical batch is a piece of the logical one"
+            )
+        if self.cache_ram_mib is not None and self.cache_ram_mib < -1:
+            raise ValueError(
+                f"llama-server cache_ram_mib must be -1 (no limit), 0 (off) or a size in MiB, "
+                f"got {self.cache_ram_mib}"
             )
         if self.flash_attn is not None and self.flash_attn not in FLASH_ATTN_MODES:
             raise ValueError(
@@ -131,6 +138,8 @@ class LlamaServerConfig:
         ]  # fmt: skip
         for flag, value in self.optional_flags():
             cmd += [flag, value]
+        if self.slot_save_path is not None:
+            cmd += ["--slot-save-path", str(self.slot_save_path)]
         return cmd + list(self.extra_args)
 
     def optional_flags(self) -> list[tuple[str, str]]:
@@ -141,6 +150,7 @@ class LlamaServerConfig:
             ("--batch-size", self.batch_size),
             ("--ubatch-size", self.ubatch_size),
             ("--flash-attn", self.flash_attn),
+            ("--cache-ram", self.cache_ram_mib),
         )
         return [(flag, str(value)) for flag, value in given if value is not None]
 
@@ -223,6 +233,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"flash attention (-fa, default {SERVER_FLASH_ATTN})",
     )
     parser.add_argument(
+        "--cache-ram",
+        type=int,
+        default=None,
+        help="MiB of RAM for llama-server's prompt cache (-1: no limit, 0: off; default "
+        "llama-server's)",
+    )
+    parser.add_argument(
         "--startup-timeout", type=float, default=60.0, help="seconds to wait for /health"
     )
     return parser
@@ -246,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
             batch_size=args.batch_size,
             ubatch_size=args.ubatch_size,
             flash_attn=args.flash_attn,
+            cache_ram_mib=args.cache_ram,
             startup_timeout_s=args.startup_timeout,
         )
         server = LlamaServer(config)

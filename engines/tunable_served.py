@@ -16,6 +16,7 @@ runs with ``VLLM_SERVER_DEV_MODE=1``).
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import json
 import shlex
@@ -24,7 +25,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from slogate.engines.llamacpp import (
     SERVER_BATCH_SIZE,
@@ -43,7 +44,7 @@ FALSE_WORDS = frozenset({"false", "off", "0", "no"})
 # vLLM's own defaults on a CPU for an OpenAI server (its arg_utils for the CPU
 # platform), reported as the current settings where slogate leaves them unset.
 VLLM_CPU_MAX_NUM_SEQS = 128
-VLLM_CPU_MAX_NUM_BATCHED_TOKENS = 4096
+VLLM_CPU_MAX_NUM_BATCHED_TOKENS = 2048
 
 
 class CacheResetFailed(RuntimeError):
@@ -136,12 +137,43 @@ def start_served(
     return ServedTreatment(server, time.monotonic() - began, reset)
 
 
+class ServedUnderTune(abc.ABC):
+    """What both real engines do for a tune; each says its configuration for
+    a treatment's settings, its server, and how its caches are emptied."""
+
+    kind: ClassVar[str]
+
+    def __init__(self, cache: Path | None) -> None:
+        self.cache = cache  # where the engine is installed (default: engines.served.cache_dir)
+
+    @abc.abstractmethod
+    def config(self, settings: Mapping[str, str]) -> Any:
+        """The launcher's configuration for ``settings``; ValueError naming a bad one."""
+
+    @abc.abstractmethod
+    def server(self, config: Any, log_path: Path) -> ServedEngine:
+        """The server of ``config``, not started (the engine missing: its error)."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def empty_caches(url: str) -> None: ...
+
+    def check(self, settings: Mapping[str, str]) -> None:
+        self.config(settings)
+
+    def start(self, settings: Mapping[str, str], log_dir: Path) -> ServedTreatment:
+        server = self.server(self.config(settings), log_dir / "engine.log")
+        log_dir.mkdir(parents=True, exist_ok=True)
+        return start_served(server, self.empty_caches, (server.start_error,))
+
+
 # -- llama.cpp ---------------------------------------------------------------------------
 LLAMACPP_FACTORS = ("parallel", "ctx_size", "batch_size", "ubatch_size", "flash_attn")
 
 
 def erase_slots(url: str) -> None:
-    """Erase every slot's KV cache (llama-server's ``/slots`` route)."""
+    """Erase every slot's KV cache (llama-server's ``/slots`` route, open with
+    ``--slot-save-path``)."""
     try:
         slots = get_json(url + "/slots")
     except (urllib.error.URLError, OSError, ValueError) as error:
@@ -150,14 +182,20 @@ def erase_slots(url: str) -> None:
         post(f"{url}/slots/{slot['id']}?action=erase")
 
 
-class LlamaCppUnderTune:
-    """llama-server started per treatment from ``base`` with the tune's settings."""
+class LlamaCppUnderTune(ServedUnderTune):
+    """llama-server started per treatment from ``base`` with the tune's settings.
+
+    Its prompt cache in RAM (``--cache-ram``) is off: llama-server keeps there
+    the prompts of slots that moved on, and no route empties it, so erasing
+    the slots would leave a treatment the warm-up's prompts. The command it
+    recommends keeps it off too: that is the configuration measured."""
 
     kind = "llamacpp"
+    empty_caches = staticmethod(erase_slots)
 
     def __init__(self, base: LlamaServerConfig | None = None, cache: Path | None = None) -> None:
-        self.base = base or LlamaServerConfig()
-        self.cache = cache
+        super().__init__(cache)
+        self.base = dataclasses.replace(base or LlamaServerConfig(), cache_ram_mib=0)
 
     def config(self, settings: Mapping[str, str]) -> LlamaServerConfig:
         """The launcher's configuration for ``settings``; ValueError naming a bad one.
@@ -178,15 +216,12 @@ class LlamaCppUnderTune:
             changes["flash_attn"] = settings["flash_attn"].strip().lower()
         return dataclasses.replace(self.base, **changes)  # its own checks name the setting
 
-    def check(self, settings: Mapping[str, str]) -> None:
-        self.config(settings)
-
-    def start(self, settings: Mapping[str, str], log_dir: Path) -> ServedTreatment:
-        log_dir.mkdir(parents=True, exist_ok=True)
-        server = LlamaServer(
-            self.config(settings), cache=self.cache, log_path=log_dir / "engine.log"
-        )
-        return start_served(server, erase_slots, (LlamaServer.start_error,))
+    def server(self, config: LlamaServerConfig, log_path: Path) -> LlamaServer:
+        """Its slots' route open (``--slot-save-path`` beside the log) for the erase."""
+        slots = log_path.parent / "slots"
+        slots.mkdir(parents=True, exist_ok=True)
+        configured = dataclasses.replace(config, slot_save_path=slots)
+        return LlamaServer(configured, cache=self.cache, log_path=log_path)
 
     def launch_command(self, settings: Mapping[str, str]) -> str:
         config = self.config(settings)
@@ -220,15 +255,16 @@ def reset_prefix_cache(url: str) -> None:
     post(url + "/reset_prefix_cache")
 
 
-class VllmUnderTune:
+class VllmUnderTune(ServedUnderTune):
     """The CPU vLLM started per treatment from ``base`` with the tune's settings,
     its development routes open for the cache reset."""
 
     kind = "vllm"
+    empty_caches = staticmethod(reset_prefix_cache)
 
     def __init__(self, base: VllmServerConfig | None = None, cache: Path | None = None) -> None:
+        super().__init__(cache)
         self.base = base or VllmServerConfig()
-        self.cache = cache
 
     def config(self, settings: Mapping[str, str]) -> VllmServerConfig:
         """The launcher's configuration for ``settings``; ValueError naming a bad one."""
@@ -247,15 +283,8 @@ class VllmUnderTune:
             )
         return dataclasses.replace(self.base, **changes)  # its own checks name the setting
 
-    def check(self, settings: Mapping[str, str]) -> None:
-        self.config(settings)
-
-    def start(self, settings: Mapping[str, str], log_dir: Path) -> ServedTreatment:
-        log_dir.mkdir(parents=True, exist_ok=True)
-        server = VllmServer(
-            self.config(settings), cache=self.cache, log_path=log_dir / "engine.log"
-        )
-        return start_served(server, reset_prefix_cache, (VllmServer.start_error,))
+    def server(self, config: VllmServerConfig, log_path: Path) -> VllmServer:
+        return VllmServer(config, cache=self.cache, log_path=log_path)
 
     def launch_command(self, settings: Mapping[str, str]) -> str:
         config = self.config(settings)

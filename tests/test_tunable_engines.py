@@ -84,8 +84,10 @@ def test_llamacpp_launch_command_parses_back_to_the_same_configuration() -> None
         args = llamacpp.build_parser().parse_args(words[3:])
         config = engine.config(settings)
         assert (args.slots, args.ctx_per_slot, args.batch_size, args.ubatch_size,
-                args.flash_attn) == (config.slots, config.ctx_per_slot, config.batch_size,
-                                     config.ubatch_size, config.flash_attn)  # fmt: skip
+                args.flash_attn, args.cache_ram) == (
+            config.slots, config.ctx_per_slot, config.batch_size, config.ubatch_size,
+            config.flash_attn, config.cache_ram_mib)  # fmt: skip
+        assert config.cache_ram_mib == 0  # the prompt cache no route empties is off
 
 
 def test_vllm_launch_command_parses_back_to_the_same_configuration() -> None:
@@ -147,6 +149,14 @@ class PythonServer(ServedEngine):
             return False
 
 
+def crash(treatment: ServedTreatment, wait_s: float) -> None:
+    """Kill the treatment's server as a crash would, and wait for its exit."""
+    pid = treatment.server.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    treatment.server.wait(wait_s)
+
+
 def no_reset(url: str) -> None:
     raise AssertionError("not called")
 
@@ -161,10 +171,7 @@ def test_a_served_treatment_times_its_start_reads_its_peak_memory_and_sees_a_cra
         assert treatment.alive()
         peak = treatment.peak_memory_bytes()
         assert peak is not None and peak >= 64 * MIB
-        pid = treatment.server.pid
-        assert pid is not None
-        os.kill(pid, signal.SIGKILL)
-        treatment.server.wait(5)
+        crash(treatment, 5)
         assert not treatment.alive()
     finally:
         treatment.stop()

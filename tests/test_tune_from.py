@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from loadruns import slogate
+from test_diagnosis_runs import CASES, run
 
 from slogate.analysis.contracts import Summary, parse
 from slogate.engines.tunable_served import VllmUnderTune
@@ -115,34 +114,18 @@ def test_a_folder_without_a_summary_is_said(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_simulated_engine_fail_gives_treatments_the_tune_can_run(tmp_path: Path) -> None:
     # max_num_seqs=3 under 12 users: a concurrency ceiling (tests/test_diagnosis_runs.py)
-    scenario = {
-        "name": "diag",
-        "api": "chat",
-        "model": "auto",
-        "workload": {"kind": "chat", "text": "prose", "turns": 1, "output_tokens": 150,
-                     "input_tokens": {"dist": "uniform", "min": 300, "max": 900}},
-        "load": {"duration": "15s", "warmup": "2s", "users": 12, "spawn_rate": 12},
-        "request": {"ignore_eos": True},
-        "slo": {"ttft_ms": {"p95": 200}},
-    }  # fmt: skip
-    path = tmp_path / "diag.yaml"
-    path.write_text(yaml.safe_dump(scenario))
-    out = tmp_path / "out"
-    done = slogate("run", str(path), "--profile", "llama-3.1-8b@h100:max_num_seqs=3",
-                   "--out", str(out))  # fmt: skip
-    assert done.returncode in (1, 3), done.stderr[-3000:]
-    summary = json.loads((out / "summary.json").read_text())
+    summary = run(tmp_path, CASES["batch"])
     parse(Summary, summary, "summary.json")  # the remedies hold to the published schema
     ceiling = [f for f in summary["diagnosis"] if f["cause"] == "concurrency ceiling"]
     assert ceiling and ceiling[0]["remedies"] == [
         {"engine": "vllm", "setting": "max_num_seqs", "direction": "up"}
     ], summary["diagnosis"]
     current = {**CURRENT_VLLM, "max_num_seqs": "3"}
-    factors = treatments_from_run(out, "simulated", current)
+    factors = treatments_from_run(tmp_path / "out", "simulated", current)
     assert factors["max_num_seqs"] == ["3", "6", "12"]
     # every level is one the real engines' tune accepts too
     for level in factors["max_num_seqs"]:
         VllmUnderTune().check({**current, "max_num_seqs": level})
     # the same run read for llama.cpp: its own names for the ceiling's remedy
     with pytest.raises(ValueError, match="parallel"):
-        treatments_from_run(out, "llamacpp", {})
+        treatments_from_run(tmp_path / "out", "llamacpp", {})
