@@ -25,7 +25,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from slogate.engines.llamacpp import (
     SERVER_BATCH_SIZE,
@@ -141,7 +141,7 @@ class ServedUnderTune(abc.ABC):
     """What both real engines do for a tune; each says its configuration for
     a treatment's settings, its server, and how its caches are emptied."""
 
-    kind: ClassVar[str]
+    kind: str
 
     def __init__(self, cache: Path | None) -> None:
         self.cache = cache  # where the engine is installed (default: engines.served.cache_dir)
