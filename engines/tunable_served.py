@@ -39,6 +39,9 @@ from slogate.engines.tunable import EngineStartFailed
 from slogate.engines.vllm import VllmServer, VllmServerConfig
 
 HTTP_TIMEOUT_S = 10.0
+# vLLM refuses a prefix-cache reset while requests hold blocks: retry this long.
+RESET_ATTEMPTS = 20
+RESET_WAIT_S = 0.5
 TRUE_WORDS = frozenset({"true", "on", "1", "yes"})
 FALSE_WORDS = frozenset({"false", "off", "0", "no"})
 # vLLM's own defaults on a CPU for an OpenAI server (its arg_utils for the CPU
@@ -251,8 +254,29 @@ VLLM_FACTORS = (
 )
 
 
-def reset_prefix_cache(url: str) -> None:
-    post(url + "/reset_prefix_cache")
+def reset_prefix_cache(
+    url: str, attempts: int = RESET_ATTEMPTS, wait_s: float = RESET_WAIT_S
+) -> None:
+    """vLLM's ``POST /reset_prefix_cache``. vLLM 0.32 answers ``{"success": false}``
+    while blocks are still held (a warm-up request the stop cut off may still
+    be finishing): ask again after ``wait_s``, and after ``attempts`` refusals
+    fail, since the treatment would measure a warm cache. An empty 200 is an
+    earlier release's success."""
+    for _ in range(attempts):
+        body = post(url + "/reset_prefix_cache")
+        try:
+            answer = json.loads(body) if body.strip() else {"success": True}
+        except ValueError:
+            raise CacheResetFailed(
+                f"POST {url}/reset_prefix_cache: not JSON: {body[:200]!r}"
+            ) from None
+        if not isinstance(answer, dict) or answer.get("success") is not False:
+            return
+        time.sleep(wait_s)
+    raise CacheResetFailed(
+        f"POST {url}/reset_prefix_cache: refused {attempts} times over "
+        f"{attempts * wait_s:g} s (blocks still held by running requests)"
+    )
 
 
 class VllmUnderTune(ServedUnderTune):

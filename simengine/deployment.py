@@ -296,8 +296,7 @@ async def _stats(request: web.Request) -> web.Response:
 
 async def _reset_prefix_cache(request: web.Request) -> web.Response:
     """Every replica's prefix cache, as the route does on one engine."""
-    server.reset_prefix_caches(r.state for r in request.app[ROUTER].replicas)
-    return web.Response(status=200)
+    return server.reset_prefix_caches(r.state for r in request.app[ROUTER].replicas)
 
 
 async def _collect_when_idle(deployment: Deployment) -> None:

@@ -604,24 +604,18 @@ async def delete_faults(request: web.Request) -> web.Response:
     return web.json_response(state.faults.faults.as_dict(), dumps=_dumps)
 
 
-def reset_prefix_caches(states: Iterable[State]) -> None:
-    """Forget each engine's cached prefixes (vLLM's ``reset_prefix_cache``), saying
-    on stderr, as vLLM logs it, when sequences still holding blocks refused it."""
-    for state in states:
-        kv = state.engine.scheduler.kv
-        if not kv.reset_prefix_cache():
-            name = f" {state.name}" if state.name else ""
-            print(
-                f"simengine{name}: failed to reset prefix cache: {kv.num_used} blocks are in use",
-                file=sys.stderr,
-            )
+def reset_prefix_caches(states: Iterable[State]) -> web.Response:
+    """Forget each engine's cached prefixes, as vLLM 0.32's development route
+    does and answers: ``{"success": false}`` while a sequence still holds
+    blocks (the caller may retry), ``{"success": true}`` once every cache is empty."""
+    results = [state.engine.scheduler.kv.reset_prefix_cache() for state in states]
+    return web.json_response({"success": all(results)})
 
 
 async def reset_prefix_cache(request: web.Request) -> web.Response:
-    """vLLM's development route: the next request computes its whole prompt (a
-    tune resets between treatments). 200 with no body either way, as vLLM."""
-    reset_prefix_caches([app_state(request)])
-    return web.Response(status=200)
+    """vLLM's ``POST /reset_prefix_cache``: the next request computes its whole
+    prompt (a tune resets between treatments)."""
+    return reset_prefix_caches([app_state(request)])
 
 
 async def stats(request: web.Request) -> web.Response:
