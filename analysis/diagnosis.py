@@ -465,18 +465,16 @@ def with_kv_share(findings: list[Finding]) -> list[Finding]:
 
 
 def confirmed(finding: Finding, run: RunData, engine: str | None) -> Finding:
-    """The finding with the engine metrics' answer and the setting to try."""
+    """The finding with the setting to try and the engine metrics' answer
+    (none for a cause no rule reads, such as the engine's own queue)."""
+    advised = replace(
+        finding, action=action(finding.cause, engine), remedies=remedies(finding.cause, engine)
+    )
     answer = confirm(finding.cause, run.server_metrics)
     if answer is None:
-        return finding
+        return advised
     state, text = answer
-    return replace(
-        finding,
-        confirmation=state,
-        engine_text=text,
-        action=action(finding.cause, engine),
-        remedies=remedies(finding.cause, engine),
-    )
+    return replace(advised, confirmation=state, engine_text=text)
 
 
 def rank(finding: Finding) -> tuple[bool, bool, bool, float]:

@@ -95,6 +95,9 @@ SETTINGS: dict[str, dict[str, str]] = {
 }
 
 SETTINGS["KV cache full"] = SETTINGS["preemption"]
+# The engine's queue (or an open loop it could not keep up with) without the
+# timelines' breakdown: the same advice as for queueing.
+SETTINGS["capacity-bound"] = SETTINGS["queueing"]
 
 UP, DOWN, ON = "up", "down", "on"
 DIRECTIONS = (UP, DOWN, ON)
@@ -135,6 +138,7 @@ REMEDIES: dict[str, dict[str, tuple[tuple[str, str], ...]]] = {
     "cache effect": {VLLM: (("enable_prefix_caching", ON),)},
 }
 REMEDIES["KV cache full"] = REMEDIES["preemption"]
+REMEDIES["capacity-bound"] = REMEDIES["queueing"]
 
 EXPERIMENTS = {
     "prefill interference": "`slogate experiment prompt-length` (stalls and TTFT against "
@@ -151,6 +155,7 @@ EXPERIMENTS = {
     "saturation": "`slogate sweep SCENARIO --find-max`",
     "cache effect": "`slogate experiment prompt-length` with and without a shared prefix",
 }
+EXPERIMENTS["capacity-bound"] = EXPERIMENTS["queueing"]
 
 
 def engine_family(meta: Mapping[str, Any], samples: Sequence[Mapping[str, Any]]) -> str | None:

@@ -1,8 +1,12 @@
 """``slogate tune --from RUN_DIR``'s treatments (studies/tune_from.py): the
 settings a failed run's diagnosis names, by the tune's names for the engine,
 with levels around the run's own; summaries written before the diagnosis kept
-its remedies structured are read by their causes. The runs' own summaries
-(one made here on the simulated engine, failing on purpose) are the input."""
+its remedies structured are read by their causes.
+
+The input is real runs' summaries: saved in tests/data/tune_from (a llama.cpp
+run with one slot (one thread) for four users, made with this branch,
+diagnosis re-rendered with ``slogate report``; the simulated engine with
+max_num_seqs=3 for twelve users), and one made here on the simulated engine."""
 
 from __future__ import annotations
 
@@ -14,9 +18,10 @@ import pytest
 from test_diagnosis_runs import CASES, run
 
 from slogate.analysis.contracts import Summary, parse
-from slogate.engines.tunable_served import VllmUnderTune
+from slogate.engines.tunable_served import LlamaCppUnderTune, VllmUnderTune
 from slogate.studies.tune_from import levels, run_remedies, treatments_from_run
 
+DATA = Path(__file__).parent / "data" / "tune_from"
 CURRENT_VLLM = {"max_num_seqs": "16", "max_num_batched_tokens": "2048",
                 "enable_prefix_caching": "true", "enable_chunked_prefill": "true"}  # fmt: skip
 
@@ -31,6 +36,33 @@ def saved(tmp_path: Path, verdict: str, *findings: dict[str, Any]) -> Path:
         json.dumps({"verdict": verdict, "diagnosis": list(findings)})
     )
     return tmp_path
+
+
+def test_a_saved_llamacpp_fail_gives_treatments_around_its_settings(tmp_path: Path) -> None:
+    run = DATA / "llamacpp-one-slot"
+    summary = json.loads((run / "summary.json").read_text())
+    parse(Summary, summary, "summary.json")
+    engine = LlamaCppUnderTune()
+    current = {**engine.defaults(), "parallel": "1", "ctx_size": "4096"}
+    factors = treatments_from_run(run, "llamacpp", current)
+    # the engine's queue: more slots, with the context to keep each one's
+    assert factors == {"parallel": ["1", "2", "4"], "ctx_size": ["4096", "8192", "16384"]}
+    for parallel in factors["parallel"]:
+        for ctx in factors["ctx_size"]:
+            engine.check({**current, "parallel": parallel, "ctx_size": ctx})
+    # the same document as written before remedies were kept: read by its causes
+    for finding in summary["diagnosis"]:
+        del finding["remedies"]
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    assert treatments_from_run(tmp_path, "llamacpp", current) == factors
+
+
+def test_a_saved_simulated_fail_gives_the_batch_caps_treatments() -> None:
+    run = DATA / "simulated-max-num-seqs-3"
+    current = {**CURRENT_VLLM, "max_num_seqs": "3"}
+    assert treatments_from_run(run, "simulated", current) == {"max_num_seqs": ["3", "6", "12"]}
+    causes = [r.cause for r in run_remedies(run, "simulated")]
+    assert causes[:2] == ["concurrency ceiling", "queueing"]  # the diagnosis's order
 
 
 def test_levels_step_the_remedys_way_around_the_current_one() -> None:
