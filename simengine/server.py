@@ -3,7 +3,8 @@
 Routes: ``POST /v1/chat/completions``, ``POST /v1/completions``, the OpenAI
 Responses API ``POST /v1/responses`` and the Anthropic Messages API
 ``POST /v1/messages`` (streaming and not), ``GET /v1/models``,
-``POST /tokenize``, ``GET /health``, ``GET /metrics``, and for tests and
+``POST /tokenize``, ``GET /health``, ``GET /metrics``, vLLM's
+``POST /reset_prefix_cache``, and for tests and
 benchmarks ``GET|POST|DELETE /admin/faults`` and ``GET /admin/stats[?reset=1]``.
 Request validation, error bodies and stream shapes follow vLLM (and Anthropic
 for messages), so a client that works here meets no surprise there.
