@@ -179,6 +179,26 @@ def start_child(
     return Child(name, process, log, log_path, ready_prefix)
 
 
+def group_peak_rss_bytes(pgid: int) -> int | None:
+    """The peak resident memory (VmHWM) summed over the processes of group
+    ``pgid``, read while they run: an engine's workers count with it. None where
+    /proc cannot say (not Linux, the group gone)."""
+    total, found = 0, False
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # The fields after the command's closing parenthesis: state, ppid, pgrp, ...
+            if int(stat.read_text().rpartition(")")[2].split()[2]) != pgid:
+                continue
+            status = (stat.parent / "status").read_text()
+        except (OSError, ValueError, IndexError):
+            continue  # ended while being read
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                total += int(line.split()[1]) * 1024
+                found = True
+    return total if found else None
+
+
 def _own_group(cpus: set[int] | None) -> None:
     """In the child before it runs: a process group of its own, in slogate's session.
 

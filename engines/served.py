@@ -17,10 +17,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import ClassVar
 
-from slogate.engines.child import LOG_TAIL_LINES, Child, ChildStartError, start_child
+from slogate.engines.child import (
+    LOG_TAIL_LINES,
+    Child,
+    ChildStartError,
+    group_peak_rss_bytes,
+    start_child,
+)
 
 CACHE_ENV = "SLOGATE_CACHE"
-PROC = Path("/proc")
 
 
 def cache_dir() -> Path:
@@ -138,7 +143,7 @@ class ServedEngine(abc.ABC):
         by any call (a worker that exited took its own mark with it). None
         before start or where /proc has no such field."""
         if self._child is not None:
-            self._peak_rss = max(self._peak_rss, group_peak_rss(self._child.pid))
+            self._peak_rss = max(self._peak_rss, group_peak_rss_bytes(self._child.pid) or 0)
         return self._peak_rss or None
 
     def __enter__(self) -> ServedEngine:
@@ -159,30 +164,3 @@ def log_file_tail(path: Path | None, lines: int = LOG_TAIL_LINES) -> str:
     if path is None or not path.is_file():
         return ""
     return "\n".join(path.read_text("utf-8", "replace").splitlines()[-lines:])
-
-
-def group_peak_rss(group: int, proc: Path = PROC) -> int:
-    """Summed VmHWM (bytes) of the processes whose process group is ``group``:
-    the engine's server and the workers it forked (vLLM's engine core)."""
-    total = 0
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            # pgrp is the 3rd field after the command, which is in parentheses
-            if int(stat.rsplit(")", 1)[1].split()[2]) != group:
-                continue
-            status = (entry / "status").read_text()
-        except (OSError, ValueError, IndexError):
-            continue  # exited meanwhile, or not ours to read
-        total += vm_hwm_bytes(status)
-    return total
-
-
-def vm_hwm_bytes(status: str) -> int:
-    """VmHWM from a /proc/PID/status text in bytes (0 for a kernel thread or zombie)."""
-    for line in status.splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    return 0

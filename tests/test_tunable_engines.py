@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from slogate.engines import llamacpp, vllm
-from slogate.engines.served import ServedEngine, group_peak_rss, vm_hwm_bytes
+from slogate.engines.child import group_peak_rss_bytes
+from slogate.engines.served import ServedEngine
 from slogate.engines.tunable import EngineStartFailed
 from slogate.engines.tunable_served import (
     LlamaCppUnderTune,
@@ -210,11 +211,11 @@ def test_peak_rss_sums_every_process_of_the_group(tmp_path: Path) -> None:
     try:
         pid = server.pid
         assert pid is not None
-        assert group_peak_rss(pid) >= 96 * MIB
+        peak = group_peak_rss_bytes(pid)
+        assert peak is not None and peak >= 96 * MIB
     finally:
         server.stop()
 
 
-def test_vm_hwm_is_read_in_bytes() -> None:
-    assert vm_hwm_bytes("Name:\tx\nVmHWM:\t  2048 kB\nVmRSS:\t 1 kB\n") == 2048 * 1024
-    assert vm_hwm_bytes("Name:\tkthreadd\n") == 0
+def test_a_group_that_is_gone_has_no_peak() -> None:
+    assert group_peak_rss_bytes(2**22 + 7) is None  # above Linux's pid_max default: no such group
