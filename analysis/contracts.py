@@ -321,13 +321,23 @@ class ModelSummary(Contract):
     throughput: Throughput
 
 
+class Remedy(Contract):
+    """A setting of the finding's action as a tune varies it, and which way."""
+
+    engine: str
+    setting: str
+    direction: Literal["up", "down", "on"]
+
+
 class Finding(Contract):
     """A cause the data shows, the evidence for it and the SLOs it explains:
     ``share``, per SLO metric, the fraction (0..1) of its miss the cause
     accounts for (measured from the requests' timelines; absent where not);
     ``engine_metrics`` whether the engine's own metrics agree, disagree or are
     absent (null: no rule reads them for this cause) and ``engine_text`` their
-    numbers; ``action`` the engine setting to try and the experiment to run."""
+    numbers; ``action`` the engine setting to try and the experiment to run,
+    ``remedies`` its settings by the names a tune varies (absent before they
+    were written: read as none)."""
 
     cause: str
     scenario: str | None = None
@@ -338,6 +348,7 @@ class Finding(Contract):
     engine_metrics: Literal["agree", "disagree", "absent"] | None = None
     engine_text: str = ""
     action: str = ""
+    remedies: list[Remedy] = Field(default_factory=list)
 
 
 class StoppedEarly(Contract):

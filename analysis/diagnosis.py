@@ -50,7 +50,7 @@ from slogate.analysis.confirmation import (
 from slogate.analysis.findings import Finding
 from slogate.analysis.lag_causes import cause_p99_ms, cause_text, held_by_cap
 from slogate.analysis.recorder import Bucket, Counters
-from slogate.analysis.remedies import action, engine_family
+from slogate.analysis.remedies import action, engine_family, remedies
 from slogate.analysis.rundata import RunData
 from slogate.analysis.slo import (
     SAME_READ_SHARE,
@@ -476,14 +476,16 @@ def with_kv_share(findings: list[Finding]) -> list[Finding]:
 
 
 def confirmed(finding: Finding, run: RunData, engine: str | None) -> Finding:
-    """The finding with the engine metrics' answer and the setting to try."""
+    """The finding with the setting to try and the engine metrics' answer
+    (none for a cause no rule reads, such as the engine's own queue)."""
+    advised = replace(
+        finding, action=action(finding.cause, engine), remedies=remedies(finding.cause, engine)
+    )
     answer = confirm(finding.cause, run.server_metrics)
     if answer is None:
-        return finding
+        return advised
     state, text = answer
-    return replace(
-        finding, confirmation=state, engine_text=text, action=action(finding.cause, engine)
-    )
+    return replace(advised, confirmation=state, engine_text=text)
 
 
 def rank(finding: Finding) -> tuple[bool, bool, bool, float]:
@@ -555,6 +557,7 @@ def findings_to_dicts(findings: Sequence[Finding]) -> list[dict[str, Any]]:
             "engine_metrics": f.confirmation,
             "engine_text": f.engine_text,
             "action": f.action,
+            "remedies": [r.to_dict() for r in f.remedies],
         }
         for f in findings
     ]

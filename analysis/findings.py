@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from slogate.analysis.remedies import Remedy
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -22,7 +24,7 @@ class Finding:
     findings are ranked by it. ``confirmation`` is what the engine's own
     metrics say (``agree``, ``disagree`` or ``absent``) and ``engine_text``
     their numbers; ``action`` the engine setting to try and the experiment
-    that tests it."""
+    that tests it, and ``remedies`` that setting as a tune varies it."""
 
     cause: str
     text: str
@@ -34,3 +36,4 @@ class Finding:
     confirmation: str | None = None
     engine_text: str = ""
     action: str = ""
+    remedies: tuple[Remedy, ...] = field(default=())

@@ -1,15 +1,18 @@
 """What to try for a diagnosed cause: the engine's setting, and the experiment.
 
 A cause is only useful with the knob that addresses it, and knobs are named
-differently per engine. The engine is the one the run's scrapes recognised
-(``slogate.analysis.server_metrics`` dialects), else the one ``/v1/models``
-named (its ``owned_by``); the simulated engine models vLLM's scheduler. An
-unknown engine gets vLLM's names, said to be vLLM's.
+differently per engine. Besides the prose a reader follows, :data:`REMEDIES`
+names the settings a tune can vary (``slogate tune --from RUN_DIR``) and the
+way to move each, so a program never parses the prose. The engine is the one
+the run's scrapes recognised (``slogate.analysis.server_metrics`` dialects),
+else the one ``/v1/models`` named (its ``owned_by``); the simulated engine
+models vLLM's scheduler. An unknown engine gets vLLM's names, said to be vLLM's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 VLLM, SGLANG, TGI, LLAMACPP = "vllm", "sglang", "tgi", "llamacpp"
@@ -92,6 +95,50 @@ SETTINGS: dict[str, dict[str, str]] = {
 }
 
 SETTINGS["KV cache full"] = SETTINGS["preemption"]
+# The engine's queue (or an open loop it could not keep up with) without the
+# timelines' breakdown: the same advice as for queueing.
+SETTINGS["capacity-bound"] = SETTINGS["queueing"]
+
+UP, DOWN, ON = "up", "down", "on"
+DIRECTIONS = (UP, DOWN, ON)
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """One setting of :data:`SETTINGS`' advice, by the name a tune varies it
+    (vLLM's and the simulated engine's scheduler names; llama.cpp's long flags
+    with underscores), and which way: ``up``, ``down`` or ``on``."""
+
+    engine: str
+    setting: str
+    direction: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"engine": self.engine, "setting": self.setting, "direction": self.direction}
+
+
+# The advice of SETTINGS a tune can try, per cause and engine; the rest of the
+# advice (replicas, shorter prompts, another GPU) is not a setting of one engine.
+REMEDIES: dict[str, dict[str, tuple[tuple[str, str], ...]]] = {
+    "prefill interference": {
+        VLLM: (("max_num_batched_tokens", DOWN), ("enable_chunked_prefill", ON)),
+        LLAMACPP: (("batch_size", DOWN), ("ubatch_size", DOWN), ("parallel", DOWN)),
+    },
+    "prefill-bound": {VLLM: (("enable_prefix_caching", ON),)},
+    "queueing": {VLLM: (("max_num_seqs", UP),), LLAMACPP: (("parallel", UP), ("ctx_size", UP))},
+    "concurrency ceiling": {
+        VLLM: (("max_num_seqs", UP),),
+        LLAMACPP: (("parallel", UP), ("ctx_size", UP)),
+    },
+    "preemption": {
+        VLLM: (("max_num_seqs", DOWN),),
+        LLAMACPP: (("ctx_size", UP), ("parallel", DOWN)),
+    },
+    "decode-bound": {VLLM: (("max_num_seqs", DOWN),), LLAMACPP: (("parallel", DOWN),)},
+    "cache effect": {VLLM: (("enable_prefix_caching", ON),)},
+}
+REMEDIES["KV cache full"] = REMEDIES["preemption"]
+REMEDIES["capacity-bound"] = REMEDIES["queueing"]
 
 EXPERIMENTS = {
     "prefill interference": "`slogate experiment prompt-length` (stalls and TTFT against "
@@ -108,6 +155,7 @@ EXPERIMENTS = {
     "saturation": "`slogate sweep SCENARIO --find-max`",
     "cache effect": "`slogate experiment prompt-length` with and without a shared prefix",
 }
+EXPERIMENTS["capacity-bound"] = EXPERIMENTS["queueing"]
 
 
 def engine_family(meta: Mapping[str, Any], samples: Sequence[Mapping[str, Any]]) -> str | None:
@@ -129,3 +177,11 @@ def action(cause: str, engine: str | None) -> str:
     known = engine if engine in settings else VLLM
     name = ENGINE_NAMES[known] + ("" if engine in settings else " (engine unknown)")
     return f"Try on {name}: {settings[known]}. Test it with {EXPERIMENTS[cause]}."
+
+
+def remedies(cause: str, engine: str | None) -> tuple[Remedy, ...]:
+    """The settings a tune can try for ``cause`` on ``engine`` (vLLM's where the
+    engine is unknown, as :func:`action` advises)."""
+    advice = REMEDIES.get(cause, {})
+    known = engine if engine in SETTINGS.get(cause, {}) else VLLM
+    return tuple(Remedy(known, setting, way) for setting, way in advice.get(known, ()))

@@ -9,7 +9,9 @@ default ``~/.cache/slogate``).
 
 llama-server divides its context (``-c``) evenly between its slots (``-np``), so
 the context asked for is slots x per-slot context: each request may then use
-``ctx_per_slot`` tokens of prompt plus output.
+``ctx_per_slot`` tokens of prompt plus output. The batch sizes (``-b`` the
+logical batch, ``-ub`` the physical one a step computes) and flash attention
+are llama-server's own unless set, so a tune can vary them.
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ MODEL_ALIAS = "SmolLM2-135M-Instruct"
 # SmolLM2-135M's training context: the most one request can use.
 DEFAULT_CTX_PER_SLOT = 8192
 DEFAULT_SLOTS = 4
+# llama-server's own defaults for what slogate leaves unset (its --help).
+SERVER_BATCH_SIZE = 2048
+SERVER_UBATCH_SIZE = 512
+SERVER_FLASH_ATTN = "auto"
+FLASH_ATTN_MODES = ("on", "off", "auto")
 STOP_GRACE_S = 10.0
 
 
@@ -66,6 +73,11 @@ class LlamaServerConfig:
     slots: int = DEFAULT_SLOTS
     ctx_per_slot: int = DEFAULT_CTX_PER_SLOT
     threads: int | None = None
+    batch_size: int | None = None
+    ubatch_size: int | None = None
+    flash_attn: str | None = None
+    cache_ram_mib: int | None = None  # the prompt cache in RAM (-1: no limit, 0: off)
+    slot_save_path: Path | None = None  # opens POST /slots/{id} (erase, save, restore)
     alias: str = MODEL_ALIAS
     startup_timeout_s: float = 60.0
     extra_args: tuple[str, ...] = field(default_factory=tuple)
@@ -77,8 +89,40 @@ class LlamaServerConfig:
             raise ValueError(f"llama-server ctx_per_slot must be >= 64, got {self.ctx_per_slot}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"llama-server threads must be >= 1, got {self.threads}")
+        for name in ("batch_size", "ubatch_size"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"llama-server {name} must be >= 1, got {value}")
+        if self.physical_batch > self.logical_batch:
+            raise ValueError(
+                f"llama-server ubatch_size {self.physical_batch} exceeds batch_size "
+                f"{self.logical_batch}: the physical batch is a piece of the logical one"
+            )
+        if self.cache_ram_mib is not None and self.cache_ram_mib < -1:
+            raise ValueError(
+                f"llama-server cache_ram_mib must be -1 (no limit), 0 (off) or a size in MiB, "
+                f"got {self.cache_ram_mib}"
+            )
+        if self.flash_attn is not None and self.flash_attn not in FLASH_ATTN_MODES:
+            raise ValueError(
+                f"llama-server flash_attn must be one of {', '.join(FLASH_ATTN_MODES)}, "
+                f"got {self.flash_attn!r}"
+            )
         if not 0 <= self.port <= 65535:
             raise ValueError(f"llama-server port must be 0..65535, got {self.port}")
+
+    @property
+    def ctx_size(self) -> int:
+        """``-c``: the context all slots share."""
+        return self.slots * self.ctx_per_slot
+
+    @property
+    def logical_batch(self) -> int:
+        return self.batch_size if self.batch_size is not None else SERVER_BATCH_SIZE
+
+    @property
+    def physical_batch(self) -> int:
+        return self.ubatch_size if self.ubatch_size is not None else SERVER_UBATCH_SIZE
 
     def command(self, binary: Path, model: Path, port: int) -> list[str]:
         """The llama-server command line for this configuration."""
@@ -89,12 +133,26 @@ class LlamaServerConfig:
             "--host", self.host,
             "--port", str(port),
             "--parallel", str(self.slots),
-            "--ctx-size", str(self.slots * self.ctx_per_slot),
+            "--ctx-size", str(self.ctx_size),
             "--metrics",
         ]  # fmt: skip
-        if self.threads is not None:
-            cmd += ["--threads", str(self.threads)]
+        for flag, value in self.optional_flags():
+            cmd += [flag, value]
+        if self.slot_save_path is not None:
+            cmd += ["--slot-save-path", str(self.slot_save_path)]
         return cmd + list(self.extra_args)
+
+    def optional_flags(self) -> list[tuple[str, str]]:
+        """(flag, value) of the settings given, the same for llama-server and
+        ``slogate engine --llama-cpp``."""
+        given = (
+            ("--threads", self.threads),
+            ("--batch-size", self.batch_size),
+            ("--ubatch-size", self.ubatch_size),
+            ("--flash-attn", self.flash_attn),
+            ("--cache-ram", self.cache_ram_mib),
+        )
+        return [(flag, str(value)) for flag, value in given if value is not None]
 
 
 class LlamaServer(ServedEngine):
@@ -156,6 +214,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for inference")
     parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help=f"logical batch: prompt tokens a step may take (llama-server -b, default "
+        f"{SERVER_BATCH_SIZE})",
+    )
+    parser.add_argument(
+        "--ubatch-size",
+        type=int,
+        default=None,
+        help=f"physical batch: tokens a forward pass computes (-ub, default {SERVER_UBATCH_SIZE})",
+    )
+    parser.add_argument(
+        "--flash-attn",
+        choices=FLASH_ATTN_MODES,
+        default=None,
+        help=f"flash attention (-fa, default {SERVER_FLASH_ATTN})",
+    )
+    parser.add_argument(
+        "--cache-ram",
+        type=int,
+        default=None,
+        help="MiB of RAM for llama-server's prompt cache (-1: no limit, 0: off; default "
+        "llama-server's)",
+    )
+    parser.add_argument(
         "--startup-timeout", type=float, default=60.0, help="seconds to wait for /health"
     )
     return parser
@@ -176,6 +260,10 @@ def main(argv: list[str] | None = None) -> int:
             slots=args.slots,
             ctx_per_slot=args.ctx_per_slot,
             threads=args.threads,
+            batch_size=args.batch_size,
+            ubatch_size=args.ubatch_size,
+            flash_attn=args.flash_attn,
+            cache_ram_mib=args.cache_ram,
             startup_timeout_s=args.startup_timeout,
         )
         server = LlamaServer(config)

@@ -17,7 +17,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import ClassVar
 
-from slogate.engines.child import Child, ChildStartError, start_child
+from slogate.engines.child import (
+    LOG_TAIL_LINES,
+    Child,
+    ChildStartError,
+    group_peak_rss_bytes,
+    start_child,
+)
 
 CACHE_ENV = "SLOGATE_CACHE"
 
@@ -55,6 +61,7 @@ class ServedEngine(abc.ABC):
         self.log_path = log_path
         self._wanted_port = port
         self._child: Child | None = None
+        self._peak_rss = 0
 
     @property
     def url(self) -> str:
@@ -120,8 +127,24 @@ class ServedEngine(abc.ABC):
         return self._child.wait(timeout_s) if self._child is not None else None
 
     def log_tail(self) -> str:
-        """The last lines of the running server's log."""
-        return self._child.log_tail() if self._child is not None else ""
+        """The last lines of the server's log, running or not (read from its
+        file once stopped, so a crash's last words outlive the process)."""
+        if self._child is not None:
+            return self._child.log_tail()
+        return log_file_tail(self.log_path)
+
+    def running(self) -> bool:
+        """True while the server process started by :meth:`start` has not exited."""
+        return self._child is not None and self._child.process.poll() is None
+
+    def peak_rss_bytes(self) -> int | None:
+        """The peak resident memory of the server's process group: each live
+        process's high-water mark (VmHWM) summed, and the largest such sum seen
+        by any call (a worker that exited took its own mark with it). None
+        before start or where /proc has no such field."""
+        if self._child is not None:
+            self._peak_rss = max(self._peak_rss, group_peak_rss_bytes(self._child.pid) or 0)
+        return self._peak_rss or None
 
     def __enter__(self) -> ServedEngine:
         self.start()
@@ -134,3 +157,10 @@ class ServedEngine(abc.ABC):
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def log_file_tail(path: Path | None, lines: int = LOG_TAIL_LINES) -> str:
+    """The last ``lines`` lines of a log file; '' when there is none."""
+    if path is None or not path.is_file():
+        return ""
+    return "\n".join(path.read_text("utf-8", "replace").splitlines()[-lines:])

@@ -10,8 +10,10 @@ setting before any engine starts, so a typo never costs a treatment's start-up.
 
 from __future__ import annotations
 
+import json
 import shlex
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import fields
@@ -23,7 +25,10 @@ from slogate.engines.simulated import EngineProcess, EngineStartError, start_eng
 from slogate.simengine.config import PROFILE_KEYS, EngineConfig, build_config
 from slogate.simengine.profiles import DEFAULT_PROFILE, Profile
 
-RESET_TIMEOUT_S = 10.0
+HTTP_TIMEOUT_S = 10.0
+# vLLM refuses a prefix-cache reset while requests hold blocks: retry this long.
+RESET_ATTEMPTS = 20
+RESET_WAIT_S = 0.5
 # Settings a profile may leave unset, and the property holding what the engine uses then.
 RESOLVED = {
     "max_num_seqs": "scheduler_max_num_seqs",
@@ -72,11 +77,46 @@ class EngineUnderTune(Protocol):
     def defaults(self) -> Mapping[str, str]: ...
 
 
-def post(url: str) -> None:
-    """An empty POST that must answer 2xx (a cache reset); OSError otherwise."""
+class CacheResetFailed(RuntimeError):
+    """The engine refused or failed to empty its caches."""
+
+
+def post(url: str) -> bytes:
+    """POST with an empty body; the answer's body, or CacheResetFailed saying why."""
     request = urllib.request.Request(url, data=b"", method="POST")
-    with urllib.request.urlopen(request, timeout=RESET_TIMEOUT_S):
-        pass
+    try:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
+            return bytes(response.read())
+    except urllib.error.HTTPError as error:
+        body = error.read()[:300].decode("utf-8", "replace")
+        raise CacheResetFailed(f"POST {url}: HTTP {error.code} {body}") from None
+    except (urllib.error.URLError, OSError) as error:
+        raise CacheResetFailed(f"POST {url}: {error}") from None
+
+
+def reset_prefix_cache(
+    url: str, attempts: int = RESET_ATTEMPTS, wait_s: float = RESET_WAIT_S
+) -> None:
+    """vLLM's ``POST /reset_prefix_cache``. vLLM 0.32 answers ``{"success": false}``
+    while blocks are still held (a warm-up request the stop cut off may still
+    be finishing): ask again after ``wait_s``, and after ``attempts`` refusals
+    fail, since the treatment would measure a warm cache. An empty 200 is an
+    earlier release's success."""
+    for _ in range(attempts):
+        body = post(url + "/reset_prefix_cache")
+        try:
+            answer = json.loads(body) if body.strip() else {"success": True}
+        except ValueError:
+            raise CacheResetFailed(
+                f"POST {url}/reset_prefix_cache: not JSON: {body[:200]!r}"
+            ) from None
+        if not isinstance(answer, dict) or answer.get("success") is not False:
+            return
+        time.sleep(wait_s)
+    raise CacheResetFailed(
+        f"POST {url}/reset_prefix_cache: refused {attempts} times over "
+        f"{attempts * wait_s:g} s (blocks still held by running requests)"
+    )
 
 
 def setting_text(value: Any) -> str:
@@ -93,7 +133,7 @@ class RunningSimulated:
         self.startup_s = startup_s
 
     def reset_caches(self) -> None:
-        post(self.url + "/reset_prefix_cache")
+        reset_prefix_cache(self.url)
 
     def peak_memory_bytes(self) -> int | None:
         return group_peak_rss_bytes(self.engine.pid)

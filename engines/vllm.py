@@ -139,7 +139,10 @@ class VllmServerConfig:
     ``runner="pooling"`` serves the same folder as an embedding model (vLLM
     adapts the causal LM, pooling its last token). ``enforce_eager`` skips
     torch.compile: a shorter cold start, slower tokens (docs/engines.md has
-    both measured).
+    both measured). The scheduler's settings (``max_num_seqs``,
+    ``max_num_batched_tokens``, chunked prefill) are vLLM's own unless set;
+    prefix caching is on unless turned off. ``dev_mode`` opens vLLM's
+    development routes, of which a tune needs ``POST /reset_prefix_cache``.
     """
 
     host: str = "127.0.0.1"
@@ -149,6 +152,11 @@ class VllmServerConfig:
     cores: tuple[int, ...] = field(default_factory=engine_cores_default)
     kv_cache_gib: int = DEFAULT_KV_CACHE_GIB
     enforce_eager: bool = False
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    prefix_caching: bool = True
+    chunked_prefill: bool | None = None
+    dev_mode: bool = False
     alias: str = MODEL_ALIAS
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
     extra_args: tuple[str, ...] = ()
@@ -168,8 +176,40 @@ class VllmServerConfig:
             )
         if self.kv_cache_gib < 1:
             raise ValueError(f"vLLM kv_cache_gib must be >= 1, got {self.kv_cache_gib}")
+        self._check_scheduler()
         if not 0 <= self.port <= 65535:
             raise ValueError(f"vLLM port must be 0..65535, got {self.port}")
+
+    def _check_scheduler(self) -> None:
+        """What vLLM itself would refuse at start-up, said before it starts."""
+        seqs, tokens = self.max_num_seqs, self.max_num_batched_tokens
+        if seqs is not None and seqs < 1:
+            raise ValueError(f"vLLM max_num_seqs must be >= 1, got {seqs}")
+        if tokens is None:
+            return
+        if tokens < 1:
+            raise ValueError(f"vLLM max_num_batched_tokens must be >= 1, got {tokens}")
+        if seqs is not None and tokens < seqs:
+            raise ValueError(
+                f"vLLM max_num_batched_tokens {tokens} is below max_num_seqs {seqs}: "
+                "a step could not give every sequence a token"
+            )
+        if self.chunked_prefill is False and tokens < self.max_model_len:
+            raise ValueError(
+                f"vLLM max_num_batched_tokens {tokens} is below max_model_len "
+                f"{self.max_model_len} without chunked prefill: a longer prompt could never run"
+            )
+
+    def scheduler_flags(self) -> list[str]:
+        """The scheduler's flags as vLLM and ``slogate engine --vllm`` both spell them."""
+        flags = []
+        if self.max_num_seqs is not None:
+            flags += ["--max-num-seqs", str(self.max_num_seqs)]
+        if self.max_num_batched_tokens is not None:
+            flags += ["--max-num-batched-tokens", str(self.max_num_batched_tokens)]
+        if self.chunked_prefill is not None:
+            flags.append(f"--{'' if self.chunked_prefill else 'no-'}enable-chunked-prefill")
+        return flags
 
     def command(self, python: Path, model: Path, port: int) -> list[str]:
         """The server's command line (vLLM's module: the `vllm` console script
@@ -185,7 +225,10 @@ class VllmServerConfig:
             "--runner", self.runner,
         ]  # fmt: skip
         if self.runner == "generate":
-            cmd += ["--enable-prefix-caching", "--enable-prompt-tokens-details"]
+            caching = (
+                "--enable-prefix-caching" if self.prefix_caching else "--no-enable-prefix-caching"
+            )
+            cmd += [caching, "--enable-prompt-tokens-details", *self.scheduler_flags()]
         if self.enforce_eager:
             cmd.append("--enforce-eager")
         return cmd + list(self.extra_args)
@@ -206,6 +249,7 @@ class VllmServerConfig:
             "TRANSFORMERS_OFFLINE": "1",
             "VLLM_NO_USAGE_STATS": "1",
             "DO_NOT_TRACK": "1",
+            **({"VLLM_SERVER_DEV_MODE": "1"} if self.dev_mode else {}),
         }
 
 
@@ -303,6 +347,35 @@ def build_parser() -> argparse.ArgumentParser:
         "--enforce-eager", action="store_true", help="no torch.compile: faster cold start"
     )
     parser.add_argument(
+        "--max-num-seqs", type=int, default=None, help="most sequences in one step (vLLM's default)"
+    )
+    parser.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        default=None,
+        help="token budget of one step: prompt chunks plus decodes (vLLM's default)",
+    )
+    parser.add_argument(
+        "--no-enable-prefix-caching",
+        dest="prefix_caching",
+        action="store_false",
+        help="turn prefix caching off (on by default)",
+    )
+    chunked = parser.add_mutually_exclusive_group()
+    chunked.add_argument(
+        "--enable-chunked-prefill",
+        dest="chunked_prefill",
+        action="store_true",
+        default=None,
+        help="prefill long prompts in pieces within the token budget",
+    )
+    chunked.add_argument(
+        "--no-enable-chunked-prefill",
+        dest="chunked_prefill",
+        action="store_false",
+        help="prefill each prompt whole",
+    )
+    parser.add_argument(
         "--startup-timeout",
         type=float,
         default=DEFAULT_STARTUP_TIMEOUT_S,
@@ -329,6 +402,10 @@ def config_from(args: argparse.Namespace) -> VllmServerConfig:
         cores=args.cores or engine_cores_default(),
         kv_cache_gib=args.kv_cache_gib,
         enforce_eager=args.enforce_eager,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        prefix_caching=args.prefix_caching,
+        chunked_prefill=args.chunked_prefill,
         startup_timeout_s=args.startup_timeout,
     )
 

@@ -144,6 +144,7 @@ class Deployment:
             web.get("/metrics", _metrics),
             web.get("/admin/replicas", _replicas),
             web.get("/admin/stats", _stats),
+            web.post("/reset_prefix_cache", _reset_prefix_cache),
         ]
         app.add_routes(routes)
         return app
@@ -291,6 +292,11 @@ async def _stats(request: web.Request) -> web.Response:
     reset = request.query.get("reset", "0") not in ("0", "", "false")
     stats = {r.name: r.state.engine.stats(reset=reset) for r in request.app[ROUTER].replicas}
     return web.json_response(stats)
+
+
+async def _reset_prefix_cache(request: web.Request) -> web.Response:
+    """Every replica's prefix cache, as the route does on one engine."""
+    return server.reset_prefix_caches(r.state for r in request.app[ROUTER].replicas)
 
 
 async def _collect_when_idle(deployment: Deployment) -> None:

@@ -133,16 +133,16 @@ class KVCache:
         seq.num_blocks = 0
         seq.num_shared = 0
 
-    def reset_prefix_cache(self) -> int:
-        """Forget every cached block no sequence holds, as vLLM's
-        ``/reset_prefix_cache`` does, so a measurement starts without the hits
-        an earlier one left; blocks in use stay. Returns how many were dropped."""
-        dropped = len(self._evictable)
-        for h in self._evictable:
-            del self._refs[h]
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached block, as vLLM's ``reset_prefix_cache`` does, so
+        the next request computes its whole prompt; refused (False) while any
+        sequence holds blocks, as vLLM refuses while blocks are in use."""
+        if self.num_used:
+            return False
+        self._free += len(self._evictable)
         self._evictable.clear()
-        self._free += dropped
-        return dropped
+        self._refs.clear()
+        return True
 
     def _take(self, n: int) -> None:
         if n <= self._free:

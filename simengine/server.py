@@ -20,7 +20,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -605,10 +605,18 @@ async def delete_faults(request: web.Request) -> web.Response:
     return web.json_response(state.faults.faults.as_dict(), dumps=_dumps)
 
 
+def reset_prefix_caches(states: Iterable[State]) -> web.Response:
+    """Forget each engine's cached prefixes, as vLLM 0.32's development route
+    does and answers: ``{"success": false}`` while a sequence still holds
+    blocks (the caller may retry), ``{"success": true}`` once every cache is empty."""
+    results = [state.engine.scheduler.kv.reset_prefix_cache() for state in states]
+    return web.json_response({"success": all(results)})
+
+
 async def reset_prefix_cache(request: web.Request) -> web.Response:
-    """vLLM's route: drop the cached prefix blocks no request holds (200, empty)."""
-    app_state(request).engine.scheduler.kv.reset_prefix_cache()
-    return web.Response(status=200)
+    """vLLM's ``POST /reset_prefix_cache``: the next request computes its whole
+    prompt (a tune resets between treatments)."""
+    return reset_prefix_caches([app_state(request)])
 
 
 async def stats(request: web.Request) -> web.Response:

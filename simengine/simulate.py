@@ -31,6 +31,8 @@ class SimResult:
     ttft_mean_s: float
     ttft_p50_s: float
     tpot_mean_s: float  # per request (last - first token) / (output - 1), averaged
+    itl_p99_s: float  # gaps between a measured request's tokens: where prefill stalls show
+    itl_max_s: float
     e2e_mean_s: float
     max_running: int
     preemptions: int
@@ -113,6 +115,7 @@ def simulate_closed_loop(
         issue()
 
     done: list[Sequence] = []
+    gaps: dict[str, list[float]] = {}  # request id -> its gaps between tokens
     window_start = window_end = 0.0
     tokens_at_start = tokens_at_end = 0
     while arrivals or any(pool.step or pool.scheduler.has_work() for pool in pools):
@@ -133,9 +136,12 @@ def simulate_closed_loop(
         for index, pool in enumerate(pools):
             if pool.step is None or pool.ends_at > now:
                 continue
+            decoding = {s.request_id: s.last_token_time for s in pool.step.seqs if s.output_len}
             emitted = pool.scheduler.complete(pool.step, now)
             pool.step = None
             for seq in emitted:
+                if seq.request_id in decoding:
+                    gaps.setdefault(seq.request_id, []).append(now - decoding[seq.request_id])
                 if not seq.finished:
                     continue
                 if disaggregated and index == 0:
@@ -159,6 +165,7 @@ def simulate_closed_loop(
         for s in measured_seqs
         if s.output_len > 1
     ]
+    itls = sorted(g for s in measured_seqs for g in gaps.get(s.request_id, ()))
     return SimResult(
         concurrency=concurrency,
         input_tokens=input_tokens,
@@ -170,6 +177,8 @@ def simulate_closed_loop(
         ttft_mean_s=statistics.fmean(ttfts),
         ttft_p50_s=statistics.median(ttfts),
         tpot_mean_s=statistics.fmean(tpots) if tpots else 0.0,
+        itl_p99_s=itls[min(len(itls) - 1, int(0.99 * len(itls)))] if itls else 0.0,
+        itl_max_s=itls[-1] if itls else 0.0,
         e2e_mean_s=statistics.fmean(s.last_token_time - s.arrival for s in measured_seqs),
         max_running=pools[-1].max_running,
         preemptions=sum(pool.scheduler.num_preemptions for pool in pools),

@@ -8,7 +8,6 @@ is :mod:`slogate.studies.tune`; each trial is a plain `slogate run`
 from __future__ import annotations
 
 import argparse
-import importlib
 import shlex
 import signal
 import sys
@@ -24,6 +23,7 @@ from slogate.analysis.exitcodes import EXIT_CONFIG, EXIT_INVALID
 from slogate.analysis.history import results_folder
 from slogate.engines.template import TemplateUnderTune
 from slogate.engines.tunable import EngineUnderTune, SimulatedUnderTune
+from slogate.engines.tunable_served import LlamaCppUnderTune, VllmUnderTune
 from slogate.locustfiles.argtypes import (
     non_negative_int,
     positive_duration,
@@ -32,6 +32,7 @@ from slogate.locustfiles.argtypes import (
 )
 from slogate.reports.experiments import write_document
 from slogate.reports.study_lines import tune_closing_lines
+from slogate.reports.tune import write_tune
 from slogate.scenarios.loader import resolve
 from slogate.simengine.profiles import DEFAULT_PROFILE
 from slogate.studies.sweep import UNITS, require_slo, trial_load
@@ -47,6 +48,7 @@ from slogate.studies.tune_factors import (
     treatments,
     with_current,
 )
+from slogate.studies.tune_from import treatments_from_run
 from slogate.sweep_cmd import trial_runner
 from slogate.trial_process import run_trial
 
@@ -148,20 +150,15 @@ def factor_space(args: argparse.Namespace, diagnosed: FactorSpace | None = None)
 
 
 def from_run(args: argparse.Namespace, engine: EngineUnderTune) -> FactorSpace:
-    """--from RUN_DIR: levels around the settings the failed run's diagnosis
-    names, from the engines room's ``studies.tune_from`` where it is installed."""
-    try:
-        tune_from = importlib.import_module("slogate.studies.tune_from")
-    except ImportError:
-        raise ValueError("--from: not in this build of slogate") from None
+    """--from RUN_DIR: levels around the settings the failed run's diagnosis names."""
     current = {**engine.defaults(), **parse_assignments(args.current, "--current")}
-    levels = tune_from.treatments_from_run(Path(args.from_run), engine.kind, current)
+    levels = treatments_from_run(Path(args.from_run), engine.kind, current)
     return FactorSpace(tuple(Factor(name, tuple(values)) for name, values in levels.items()))
 
 
 def engine_under_tune(args: argparse.Namespace, names: tuple[str, ...]) -> EngineUnderTune:
-    """The engine ``--engine`` names; llama.cpp and vLLM come from the engines
-    room's ``tunable_served`` where it is installed."""
+    """The engine ``--engine`` names, with its defaults: for llama.cpp and vLLM
+    the ones `slogate engine` installs."""
     if args.engine == "simulated":
         return SimulatedUnderTune(args.profile or DEFAULT_PROFILE, args.speedup)
     if args.engine == "template":
@@ -176,14 +173,9 @@ def engine_under_tune(args: argparse.Namespace, names: tuple[str, ...]) -> Engin
             reset_url=args.reset_url,
             ready_timeout_s=args.ready_timeout,
         )
-    try:
-        served = importlib.import_module("slogate.engines.tunable_served")
-    except ImportError:
-        raise ValueError(f"--engine {args.engine}: not in this build of slogate") from None
-    made: EngineUnderTune = getattr(
-        served, {"llamacpp": "LlamaCppUnderTune"}.get(args.engine, "VllmUnderTune")
-    )()  # its defaults: the engine `slogate engine` installs
-    return made
+    if args.engine == "llamacpp":
+        return LlamaCppUnderTune()
+    return VllmUnderTune()
 
 
 def gpus_of(
@@ -228,15 +220,9 @@ def interrupted(signum: int, frame: FrameType | None) -> None:
 
 
 def write_outputs(out: Path, doc: Mapping[str, Any]) -> dict[str, Path]:
-    """tune.json, and tune.html where the reports room can draw it."""
+    """tune.json, tune.html and the treatments' CSV."""
     files = {"json": write_document(out / "tune.json", doc)}
-    try:
-        reports = importlib.import_module("slogate.reports.tune")
-    except ImportError:
-        return files
-    from slogate.analysis.contracts import Tune, parse
-
-    return {**files, **reports.write_tune(out, parse(Tune, doc, str(out / "tune.json")))}
+    return {**files, **write_tune(out, doc)}
 
 
 @dataclass(frozen=True)

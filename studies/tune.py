@@ -34,7 +34,12 @@ import yaml
 from slogate.analysis.contracts import Tune, parse, read_document
 from slogate.analysis.rundata import write_json_atomic
 from slogate.analysis.versions import TUNE_SCHEMA
-from slogate.engines.tunable import EngineStartFailed, EngineUnderTune, RunningTreatment
+from slogate.engines.tunable import (
+    CacheResetFailed,
+    EngineStartFailed,
+    EngineUnderTune,
+    RunningTreatment,
+)
 from slogate.studies.max_load import MaxSearch
 from slogate.studies.sweep import (
     Mode,
@@ -190,7 +195,7 @@ def engine_session(
         warmup(running.url, folder / "warmup")
         try:
             running.reset_caches()
-        except Exception as error:  # any engine's own failure (HTTP, its CacheResetFailed)
+        except (CacheResetFailed, OSError) as error:
             raise EngineCrashed(f"cache reset failed: {error}") from None
         record = measure(watched(parts.runner_for, running), running.url, folder)
         record["status"] = "measured"

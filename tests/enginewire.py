@@ -4,8 +4,23 @@ engine itself beside what slogate measures: no slogate client in between."""
 from __future__ import annotations
 
 import json
+import os
 import urllib.request
+from collections.abc import Callable
 from typing import Any
+
+import pytest
+
+
+def require_engine(name: str, skip_env: str, locate: Callable[[], object]) -> None:
+    """``skip_env=1`` skips the test; an engine ``locate`` does not find fails it
+    with ``locate``'s message, which says how to install it."""
+    if os.environ.get(skip_env) == "1":
+        pytest.skip(f"{skip_env}=1: {name} end-to-end tests skipped")
+    try:
+        locate()
+    except FileNotFoundError as exc:
+        pytest.fail(f"{exc} (or set {skip_env}=1 to skip these tests)", pytrace=False)
 
 
 def get_json(url: str) -> Any:

@@ -77,7 +77,9 @@ CASES = {
 }
 
 
-def run(tmp_path: Path, case: Case) -> dict:
+def write_scenario(tmp_path: Path, case: Case) -> Path:
+    """The case's scenario file: a chat of one turn, outputs of exactly
+    ``case.outputs`` tokens, 15 s measured after 2 s of warm-up."""
     scenario = {
         "name": "diag",
         "api": "chat",
@@ -95,6 +97,12 @@ def run(tmp_path: Path, case: Case) -> dict:
     }
     path = tmp_path / "diag.yaml"
     path.write_text(yaml.safe_dump(scenario))
+    return path
+
+
+def run(tmp_path: Path, case: Case) -> dict:
+    """The case run on the simulated engine; its summary (the run in ``tmp_path/out``)."""
+    path = write_scenario(tmp_path, case)
     out = tmp_path / "out"
     done = slogate("run", str(path), "--profile", case.profile, "--out", str(out))
     assert (out / "summary.json").is_file(), done.stderr[-3000:]

@@ -10,15 +10,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from enginewire import require_engine
 
 from slogate.engines.vllm import (
     DEFAULT_STARTUP_TIMEOUT_S,
     Runner,
-    VllmMissing,
     VllmServer,
     VllmServerConfig,
     generator_cores,
     group_alive,
+    locate,
 )
 
 SKIP_ENV = "SLOGATE_SKIP_VLLM"
@@ -34,23 +35,24 @@ VLLM_MARKS = [
 ]
 
 
+def require_vllm() -> None:
+    """``SLOGATE_SKIP_VLLM=1`` skips the test; a missing install fails it, saying
+    how to install it (`make vllm`)."""
+    require_engine("vLLM", SKIP_ENV, locate)
+
+
 @contextmanager
 def vllm_server(
     tmp: pytest.TempPathFactory, runner: Runner = "generate", extra: tuple[str, ...] = ()
 ) -> Iterator[VllmServer]:
     """A serving vLLM (eager) with its log in a temporary folder, ``extra``
     arguments after slogate's; once stopped, none of its processes (the API
-    server, its engine core and worker) may be left.
-    ``SLOGATE_SKIP_VLLM=1`` skips the test; a missing install fails it, saying
-    how to install it (`make vllm`)."""
-    if os.environ.get(SKIP_ENV) == "1":
-        pytest.skip(f"{SKIP_ENV}=1: vLLM end-to-end tests skipped")
+    server, its engine core and worker) may be left. Without the install, the
+    test is skipped or failed as :func:`require_vllm` says."""
+    require_vllm()
     log = tmp.mktemp(f"vllm-{runner}") / "server.log"
-    try:
-        config = VllmServerConfig(runner=runner, enforce_eager=True, extra_args=extra)
-        server = VllmServer(config, log_path=log)
-    except VllmMissing as exc:
-        pytest.fail(f"{exc} (or set {SKIP_ENV}=1 to skip these tests)", pytrace=False)
+    config = VllmServerConfig(runner=runner, enforce_eager=True, extra_args=extra)
+    server = VllmServer(config, log_path=log)
     with server:
         group = server.pid
         yield server

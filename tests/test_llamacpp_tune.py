@@ -1,0 +1,168 @@
+"""llama.cpp as an engine a tune restarts (engines/tunable_served.py), on the
+real llama-server: each treatment's settings are the ones the server runs with
+(its own /slots and log say so), its caches are emptied between warm-up and
+measurement, a bad level fails before any start, a crash is seen; and a failed
+run's diagnosis gives the treatments around the settings it used.
+
+Marker ``llamacpp``: CI installs the engine (`make llama-cpp`); without it these
+tests fail saying how, or are skipped with ``SLOGATE_SKIP_LLAMACPP=1``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from enginewire import get_json
+from llamaservers import require_llama_cpp
+from loadruns import slogate
+from test_diagnosis_runs import Case, write_scenario
+from test_tunable_engines import crash
+
+from slogate.engines.llamacpp import MODEL_ALIAS, LlamaServerConfig
+from slogate.engines.tunable import EngineStartFailed
+from slogate.engines.tunable_served import LlamaCppUnderTune, ServedTreatment
+from slogate.studies.tune_from import treatments_from_run
+
+pytestmark = [pytest.mark.llamacpp, pytest.mark.xdist_group("llamacpp")]
+
+MIB = 1024**2
+PROMPT = "Explain how a bicycle works, part by part. " * 12
+
+
+@pytest.fixture(scope="module")
+def engine() -> LlamaCppUnderTune:
+    require_llama_cpp()
+    # one thread (tests/test_llamacpp_e2e.py says why); -lv 4 logs the context's batch sizes
+    return LlamaCppUnderTune(LlamaServerConfig(threads=1, extra_args=("-lv", "4")))
+
+
+@contextmanager
+def started(
+    engine: LlamaCppUnderTune, settings: dict[str, str], log_dir: Path
+) -> Iterator[ServedTreatment]:
+    treatment = engine.start(settings, log_dir)
+    try:
+        yield treatment
+    finally:
+        treatment.stop()
+
+
+def complete(url: str, prompt: str = PROMPT) -> dict[str, Any]:
+    body = {"model": MODEL_ALIAS, "prompt": prompt, "max_tokens": 4, "temperature": 0}
+    request = urllib.request.Request(
+        url + "/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=120) as response:
+        return dict(json.load(response))
+
+
+def cached_tokens(answer: dict[str, Any]) -> int:
+    """The prompt tokens llama-server took from its slot's cache."""
+    return int(answer["usage"]["prompt_tokens_details"]["cached_tokens"])
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"parallel": "2", "ctx_size": "4096", "ubatch_size": "128"},
+        {"parallel": "3", "ctx_size": "6144", "batch_size": "256", "ubatch_size": "256",
+         "flash_attn": "off"},
+    ],
+    ids=["two-slots", "three-slots"],
+)  # fmt: skip
+def test_each_treatment_runs_with_its_settings(
+    engine: LlamaCppUnderTune, settings: dict[str, str], tmp_path: Path
+) -> None:
+    with started(engine, settings, tmp_path) as treatment:
+        assert treatment.alive() and treatment.startup_s > 0
+        slots = get_json(treatment.url + "/slots")
+        parallel, ctx = int(settings["parallel"]), int(settings["ctx_size"])
+        assert len(slots) == parallel
+        assert {s["n_ctx"] for s in slots} == {ctx // parallel}
+        log = (tmp_path / "engine.log").read_text()
+        # llama_context's own account of the batch sizes and flash attention
+        assert re.search(rf"n_ubatch\s+= {settings['ubatch_size']}\n", log), log[-3000:]
+        assert re.search(rf"n_batch\s+= {settings.get('batch_size', '2048')}\n", log), log[-3000:]
+        flash = {"off": "disabled"}.get(settings.get("flash_attn", ""), r"\w+")
+        assert re.search(rf"flash_attn\s+= {flash}\n", log), log[-3000:]
+        complete(treatment.url)
+        peak = treatment.peak_memory_bytes()
+        assert peak is not None and peak > 50 * MIB  # the model is mapped and read
+    assert not treatment.alive()
+
+
+def test_reset_caches_erases_every_slot(engine: LlamaCppUnderTune, tmp_path: Path) -> None:
+    with started(engine, {"parallel": "2", "ctx_size": "4096"}, tmp_path) as treatment:
+        assert cached_tokens(complete(treatment.url)) == 0
+        warm = cached_tokens(complete(treatment.url))
+        assert warm > 50, "a repeated prompt is served from its slot's cache"
+        treatment.reset_caches()
+        assert cached_tokens(complete(treatment.url)) == 0
+
+
+def test_a_prompt_the_slot_moved_on_from_is_not_restored_after_reset(
+    engine: LlamaCppUnderTune, tmp_path: Path
+) -> None:
+    """llama-server keeps a slot's previous prompt in its RAM prompt cache and
+    restores it for a later request (120 of these tokens, with its default
+    --cache-ram): with that cache off, the reset leaves nothing to restore."""
+    with started(engine, {"parallel": "1", "ctx_size": "2048"}, tmp_path) as treatment:
+        other = "Tell me a story about a lighthouse keeper and the sea. " * 12
+        assert [cached_tokens(complete(treatment.url, p)) for p in (PROMPT, other)] == [0, 0]
+        treatment.reset_caches()
+        assert cached_tokens(complete(treatment.url)) == 0
+
+
+def test_a_bad_setting_fails_before_any_start(engine: LlamaCppUnderTune, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="ubatch_size"):
+        engine.start({"batch_size": "128", "ubatch_size": "512"}, tmp_path)
+    assert not (tmp_path / "engine.log").exists()
+
+
+def test_a_server_that_refuses_to_start_fails_with_its_log(tmp_path: Path) -> None:
+    require_llama_cpp()
+    broken = LlamaCppUnderTune(LlamaServerConfig(extra_args=("--no-such-option",)))
+    with pytest.raises(EngineStartFailed) as caught:
+        broken.start({}, tmp_path)
+    assert "--no-such-option" in caught.value.log_tail
+
+
+def test_a_crash_is_seen(engine: LlamaCppUnderTune, tmp_path: Path) -> None:
+    with started(engine, {"parallel": "1", "ctx_size": "2048"}, tmp_path) as treatment:
+        assert treatment.alive()
+        crash(treatment, 10)
+        assert not treatment.alive()
+        assert treatment.log_tail()
+
+
+@pytest.mark.slow
+def test_a_failed_runs_diagnosis_gives_treatments_around_its_settings(
+    engine: LlamaCppUnderTune, tmp_path: Path
+) -> None:
+    """One slot for four users: each request waits for the one before it, the
+    run misses its TTFT SLO, and the diagnosis's remedy (more --parallel slots,
+    with the context to keep) becomes treatments around the run's own levels,
+    each one a llama-server the tune can start."""
+    current = {"parallel": "1", "ctx_size": "4096"}
+    inputs = {"dist": "uniform", "min": 48, "max": 80}
+    case = Case("", {"users": 4, "spawn_rate": 4}, inputs, 32, {"ttft_ms": {"p90": 300}})
+    path = write_scenario(tmp_path, case)
+    out = tmp_path / "run"
+    with started(engine, current, tmp_path / "engine") as treatment:
+        done = slogate("run", str(path), "--host", treatment.url, "--out", str(out), timeout=240)
+    output = f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    assert done.returncode in (1, 3), output
+    summary = json.loads((out / "summary.json").read_text())
+    named = {r["setting"] for f in summary["diagnosis"] if f["explains"] for r in f["remedies"]}
+    assert "parallel" in named, summary["diagnosis"]
+    factors = treatments_from_run(out, "llamacpp", {**engine.defaults(), **current})
+    assert factors["parallel"] == ["1", "2", "4"], factors
+    for level in factors["parallel"]:
+        engine.check({**current, "parallel": level})
