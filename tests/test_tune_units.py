@@ -11,7 +11,7 @@ import pytest
 
 from slogate.cli import main
 from slogate.engines.template import TemplateUnderTune
-from slogate.engines.tunable import SimulatedUnderTune
+from slogate.engines.tunable import CacheResetFailed, SimulatedUnderTune
 from slogate.studies.tune import (
     TreatmentRun,
     TuneParts,
@@ -245,7 +245,7 @@ class RefusingReset:
     stopped = False
 
     def reset_caches(self) -> None:
-        raise RuntimeError("POST /reset_prefix_cache: 500")
+        raise CacheResetFailed("POST /reset_prefix_cache: 500")
 
     def peak_memory_bytes(self) -> int | None:
         return 1024
