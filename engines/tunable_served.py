@@ -232,6 +232,7 @@ class LlamaCppUnderTune(ServedUnderTune):
 
 # -- vLLM --------------------------------------------------------------------------------
 VLLM_FACTORS = (
+    "enforce_eager",
     "max_num_seqs",
     "max_num_batched_tokens",
     "enable_prefix_caching",
@@ -265,6 +266,8 @@ class VllmUnderTune(ServedUnderTune):
             changes["chunked_prefill"] = boolean(
                 "enable_chunked_prefill", settings["enable_chunked_prefill"]
             )
+        if "enforce_eager" in settings:
+            changes["enforce_eager"] = boolean("enforce_eager", settings["enforce_eager"])
         return dataclasses.replace(self.base, **changes)  # its own checks name the setting
 
     def server(self, config: VllmServerConfig, log_path: Path) -> VllmServer:
@@ -291,4 +294,5 @@ class VllmUnderTune(ServedUnderTune):
             ),
             "enable_prefix_caching": str(base.prefix_caching).lower(),
             "enable_chunked_prefill": "true" if chunked is None else str(chunked).lower(),
+            "enforce_eager": str(base.enforce_eager).lower(),
         }

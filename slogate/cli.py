@@ -127,8 +127,8 @@ def add_small_parsers(sub: argparse._SubParsersAction) -> None:
     schema = sub.add_parser("schema", help="print a document's JSON Schema")
     schema.add_argument(
         "name",
-        help="scenario (scenario and mix files), summary, sweep, experiment, repeats, tune "
-        "or run-data",
+        help="scenario (scenario and mix files), tune-factors (slogate tune --factors files), "
+        "summary, sweep, experiment, repeats, tune or run-data",
     )
     selftest = sub.add_parser("selftest", help="this machine's measurement error and capacity")
     selftest.add_argument("--streams", type=positive_int, default=64)
@@ -240,6 +240,11 @@ def schema(args: argparse.Namespace) -> int:
         from slogate.scenarios.json_schema import scenario_schema
 
         print(json.dumps(scenario_schema(), indent=1))
+        return 0
+    if args.name == "tune-factors":
+        from slogate.studies.tune_factors import factors_schema
+
+        print(json.dumps(factors_schema(), indent=1))
         return 0
     try:
         print(json.dumps(json_schema(args.name), indent=1))

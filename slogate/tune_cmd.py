@@ -35,7 +35,7 @@ from slogate.reports.study_lines import tune_closing_lines
 from slogate.reports.tune import write_tune
 from slogate.scenarios.loader import resolve
 from slogate.simengine.profiles import DEFAULT_PROFILE
-from slogate.studies.sweep import UNITS, require_slo, trial_load
+from slogate.studies.sweep import UNITS, Mode, require_slo, trial_load
 from slogate.studies.tune import TuneParts, Tuner, TuneSettings, build_document, previous_tune
 from slogate.studies.tune_factors import (
     Factor,
@@ -48,7 +48,7 @@ from slogate.studies.tune_factors import (
     treatments,
     with_current,
 )
-from slogate.studies.tune_from import treatments_from_run
+from slogate.studies.tune_from import remedies_linked, treatments_from_run
 from slogate.sweep_cmd import trial_runner
 from slogate.trial_process import run_trial
 
@@ -152,8 +152,12 @@ def factor_space(args: argparse.Namespace, diagnosed: FactorSpace | None = None)
 def from_run(args: argparse.Namespace, engine: EngineUnderTune) -> FactorSpace:
     """--from RUN_DIR: levels around the settings the failed run's diagnosis names."""
     current = {**engine.defaults(), **parse_assignments(args.current, "--current")}
-    levels = treatments_from_run(Path(args.from_run), engine.kind, current)
-    return FactorSpace(tuple(Factor(name, tuple(values)) for name, values in levels.items()))
+    run_dir = Path(args.from_run)
+    levels = treatments_from_run(run_dir, engine.kind, current)
+    return FactorSpace(
+        tuple(Factor(name, tuple(values)) for name, values in levels.items()),
+        linked=remedies_linked(run_dir, engine.kind, levels),
+    )
 
 
 def engine_under_tune(args: argparse.Namespace, names: tuple[str, ...]) -> EngineUnderTune:
@@ -191,6 +195,7 @@ def gpus_of(
 def tune_settings(args: argparse.Namespace, declared: list[scenarios.Scenario]) -> TuneSettings:
     """The target load: the flag given, else the scenario's own (rate or users)."""
     load = declared[0].load
+    mode: Mode
     if args.target_rate or args.target_users:
         mode = "rate" if args.target_rate else "users"
         target = float(args.target_rate or args.target_users)
@@ -200,8 +205,8 @@ def tune_settings(args: argparse.Namespace, declared: list[scenarios.Scenario]) 
         mode, target = "users", float(load.users or 1)
     return TuneSettings(
         scenario=args.scenario,
-        mode=mode,  # type: ignore[arg-type]
-        unit=UNITS[mode],  # type: ignore[index]
+        mode=mode,
+        unit=UNITS[mode],
         target=target,
         duration=args.duration,
         screen_duration=args.screen_duration,

@@ -105,6 +105,44 @@ def parse_assignments(items: Sequence[str], flag: str) -> Settings:
     return settings
 
 
+LEVEL_SCHEMA: dict[str, Any] = {"type": ["string", "number", "boolean"]}
+
+
+def factors_schema() -> dict[str, Any]:
+    """The factors file's JSON Schema (``slogate schema tune-factors``), for
+    editors: the same shape :func:`read_factors` accepts, whose own checks
+    (names of linked and excluded factors, equal level counts) go further."""
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "slogate tune factors",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["factors"],
+        "properties": {
+            "factors": {
+                "description": "each factor's levels: the engine setting's values to try",
+                "type": "object",
+                "minProperties": 1,
+                "additionalProperties": {"type": "array", "minItems": 1, "items": LEVEL_SCHEMA},
+            },
+            "linked": {
+                "description": "groups of factors whose i-th levels move together",
+                "type": "array",
+                "items": {"type": "array", "minItems": 2, "items": {"type": "string"}},
+            },
+            "exclude": {
+                "description": "treatments matching every key of one entry are not run",
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "minProperties": 1,
+                    "additionalProperties": LEVEL_SCHEMA,
+                },
+            },
+        },
+    }
+
+
 def read_factors(path: Path) -> FactorSpace:
     """A factors file; ValueError naming the file and the key that is wrong."""
     try:

@@ -16,7 +16,7 @@ its findings' causes give the same remedies (``analysis.remedies.remedies``).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -154,3 +154,27 @@ def treatments_from_run(
         except ValueError as error:
             raise ValueError(f"setting {setting}: {error}") from None
     return factors
+
+
+def remedies_linked(
+    run_dir: Path, engine_kind: str, factors: Mapping[str, Sequence[str]]
+) -> tuple[tuple[str, ...], ...]:
+    """The settings one finding moves together, as the tune's linked groups:
+    a remedy such as llama.cpp's "more --parallel slots, with --ctx-size
+    raised to keep each slot's context" is one change to measure, not two
+    factors to cross (a slot count raised without the context halves each
+    slot's). A setting stays in the first group that names it, and a group
+    links only settings with as many levels as each other."""
+    by_cause: dict[str, list[str]] = {}
+    for remedy in run_remedies(run_dir, engine_kind):
+        names = by_cause.setdefault(remedy.cause, [])
+        if remedy.setting in factors and remedy.setting not in names:
+            names.append(remedy.setting)
+    groups: list[tuple[str, ...]] = []
+    taken: set[str] = set()
+    for names in by_cause.values():
+        group = tuple(n for n in names if n not in taken)
+        if len(group) > 1 and len({len(factors[n]) for n in group}) == 1:
+            groups.append(group)
+            taken.update(group)
+    return tuple(groups)

@@ -19,7 +19,12 @@ from test_diagnosis_runs import CASES, run
 
 from slogate.analysis.contracts import Summary, parse
 from slogate.engines.tunable_served import LlamaCppUnderTune, VllmUnderTune
-from slogate.studies.tune_from import levels, run_remedies, treatments_from_run
+from slogate.studies.tune_from import (
+    levels,
+    remedies_linked,
+    run_remedies,
+    treatments_from_run,
+)
 
 DATA = Path(__file__).parent / "data" / "tune_from"
 CURRENT_VLLM = {"max_num_seqs": "16", "max_num_batched_tokens": "2048",
@@ -55,6 +60,29 @@ def test_a_saved_llamacpp_fail_gives_treatments_around_its_settings(tmp_path: Pa
         del finding["remedies"]
     (tmp_path / "summary.json").write_text(json.dumps(summary))
     assert treatments_from_run(tmp_path, "llamacpp", current) == factors
+
+
+def test_settings_one_finding_moves_are_linked_into_one_remedy(tmp_path: Path) -> None:
+    """The llama.cpp run's queue: slots and context move together (three
+    treatments, not nine); settings of different findings stay crossed, and a
+    group whose levels differ in number is not linked."""
+    run = DATA / "llamacpp-one-slot"
+    factors = {"parallel": ["1", "2", "4"], "ctx_size": ["4096", "8192", "16384"]}
+    assert remedies_linked(run, "llamacpp", factors) == (("parallel", "ctx_size"),)
+    uneven = {"parallel": ["1", "2", "4"], "ctx_size": ["4096", "8192"]}
+    assert remedies_linked(run, "llamacpp", uneven) == ()
+
+    def remedy(setting: str, direction: str) -> list[dict[str, str]]:
+        return [{"engine": "vllm", "setting": setting, "direction": direction}]
+
+    apart = saved(
+        tmp_path,
+        "fail",
+        finding("queueing", remedies=remedy("max_num_seqs", "up")),
+        finding("prefill interference", remedies=remedy("max_num_batched_tokens", "down")),
+    )
+    both = {"max_num_seqs": ["16", "32"], "max_num_batched_tokens": ["1024", "2048"]}
+    assert remedies_linked(apart, "vllm", both) == ()
 
 
 def test_a_saved_simulated_fail_gives_the_batch_caps_treatments() -> None:

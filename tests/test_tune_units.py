@@ -4,10 +4,13 @@ and the recommendation; and bad input refused with one line, exit 2."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import pytest
+import yaml
+from jsonschema import Draft202012Validator
 
 from slogate.cli import main
 from slogate.engines.template import TemplateUnderTune
@@ -88,6 +91,34 @@ def test_bad_factor_files_name_the_file_and_the_key(
     with pytest.raises(ValueError, match=message) as raised:
         read_factors(path)
     assert str(raised.value).startswith(str(path))
+
+
+FACTOR_FILES = {
+    "good": "factors:\n  max_num_seqs: [8, 16]\n  enable_prefix_caching: [true, false]\n"
+    "linked: []\nexclude:\n  - {max_num_seqs: 16, enable_prefix_caching: false}\n",
+    "no factors": "linked: [[a, b]]\n",
+    "unknown key": "factor:\n  a: [1]\n",
+    "a level that is a list": "factors:\n  a: [[1]]\n",
+    "a group of one": "factors:\n  a: [1]\nlinked: [[a]]\n",
+}
+
+
+@pytest.mark.parametrize("case", FACTOR_FILES)
+def test_the_factors_schema_accepts_what_the_reader_accepts(
+    tmp_path: Path, case: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``slogate schema tune-factors`` and read_factors agree on the shape."""
+    assert main(["schema", "tune-factors"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    path = tmp_path / "f.yaml"
+    path.write_text(FACTOR_FILES[case])
+    errors = list(Draft202012Validator(schema).iter_errors(yaml.safe_load(path.read_text())))
+    if case == "good":
+        assert errors == [] and treatments(read_factors(path))
+    else:
+        assert errors, case
+        with pytest.raises(ValueError):
+            read_factors(path)
 
 
 def record(name: str, lower: float | None, upper: float | None, **extra: object) -> dict:
