@@ -126,9 +126,14 @@ def load_levels(text: str, integer: bool) -> list[float]:
 
 
 def trial_load(mode: Mode, value: float, duration: float, seed: int | None) -> dict[str, Any]:
-    """The `slogate run` settings of a trial at ``value``: users are whole."""
-    key = "rate" if mode == "rate" else "users"
-    return {key: value if mode == "rate" else int(value), "duration": duration, "seed": seed}
+    """The `slogate run` settings of a trial at ``value``. Users are whole and
+    all start at once: the scenario's own ramp (4 a second, say) would still be
+    climbing when a short trial ends, judging it at a load it never offered (a
+    tune's 6 s trial of 128 users had reached 24)."""
+    if mode == "rate":
+        return {"rate": value, "duration": duration, "seed": seed}
+    users = int(value)
+    return {"users": users, "spawn_rate": users, "duration": duration, "seed": seed}
 
 
 def longer_duration(result: TrialResult, duration: float, max_duration: float) -> float | None:

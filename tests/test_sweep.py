@@ -244,7 +244,7 @@ def test_find_max_users_grows_bisects_and_confirms_longer(tmp_path):
         ("05-users-5", 4.0),
         ("06-users-5-confirm", 8.0),
     ]
-    assert calls[-1].load == {"users": 5, "duration": 8.0, "seed": None}
+    assert calls[-1].load == {"users": 5, "spawn_rate": 5, "duration": 8.0, "seed": None}
     assert run.finished and run.search.result == 5
 
 
@@ -361,7 +361,12 @@ def test_levels_stop_climbing_after_the_first_failed_or_saturated_one(tmp_path):
 
 
 def test_a_search_or_level_list_offers_whole_users():
-    assert trial_load("users", 5.0, 4.0, 7) == {"users": 5, "duration": 4.0, "seed": 7}
+    assert trial_load("users", 5.0, 4.0, 7) == {
+        "users": 5,
+        "spawn_rate": 5,  # all at once: the trial offers its load from the start
+        "duration": 4.0,
+        "seed": 7,
+    }
     assert type(trial_load("users", 5.0, 4.0, 7)["users"]) is int
     assert trial_load("rate", 2.5, 4.0, None) == {"rate": 2.5, "duration": 4.0, "seed": None}
     assert load_levels("4,1,2,2", integer=False) == [1.0, 2.0, 4.0]
