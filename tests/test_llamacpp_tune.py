@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from enginewire import get_json
 from llamaservers import require_llama_cpp
 from loadruns import slogate
@@ -143,13 +144,16 @@ def test_a_crash_is_seen(engine: LlamaCppUnderTune, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_failed_runs_diagnosis_gives_treatments_around_its_settings(
+@pytest.mark.timeout(900)
+def test_a_failed_runs_diagnosis_gives_treatments_and_a_tune_judges_each(
     engine: LlamaCppUnderTune, tmp_path: Path
 ) -> None:
     """One slot for four users: each request waits for the one before it, the
     run misses its TTFT SLO, and the diagnosis's remedy (more --parallel slots,
     with the context to keep) becomes treatments around the run's own levels,
-    each one a llama-server the tune can start."""
+    each one a llama-server the tune can start; ``slogate tune --from`` then
+    restarts the engine per treatment and judges each against the run's own
+    settings, recommending the one whose measured capacity is highest."""
     current = {"parallel": "1", "ctx_size": "4096"}
     inputs = {"dist": "uniform", "min": 48, "max": 80}
     case = Case("", {"users": 4, "spawn_rate": 4}, inputs, 32, {"ttft_ms": {"p90": 300}})
@@ -166,3 +170,30 @@ def test_a_failed_runs_diagnosis_gives_treatments_around_its_settings(
     assert factors["parallel"] == ["1", "2", "4"], factors
     for level in factors["parallel"]:
         engine.check({**current, "parallel": level})
+    # the tune's trials are short: no warm-up of their own (the tune warms each
+    # engine), and a median a few seconds of one user can bound
+    tuning = yaml.safe_load(path.read_text())
+    tuning["load"]["warmup"] = "0s"
+    tuning["slo"] = {"ttft_ms": {"p50": 700}}
+    (tmp_path / "tune.yaml").write_text(yaml.safe_dump(tuning))
+    tuned = tmp_path / "tune"
+    done = slogate(
+        "tune", str(tmp_path / "tune.yaml"), "--engine", "llamacpp", "--from", str(out),
+        *(f"--current={k}={v}" for k, v in current.items()),
+        "--no-prune", "--duration", "6s", "--warmup", "1s", "--tolerance", "0.5",
+        "--max-trials", "8", "--out", str(tuned), timeout=900,
+    )  # fmt: skip
+    assert done.returncode in (0, 1), f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    doc = json.loads((tuned / "tune.json").read_text())
+    # the remedy is one change: slots and context move together, three llama-servers
+    assert [t["settings"] for t in doc["treatments"]] == [
+        {"parallel": p, "ctx_size": c} for p, c in (("1", "4096"), ("2", "8192"), ("4", "16384"))
+    ]
+    assert all(t["status"] == "measured" and t["startup_s"] > 0 for t in doc["treatments"])
+    assert len({t["peak_memory_bytes"] for t in doc["treatments"]}) == 3  # three engines
+    assert all(t["capacity"]["confirmed"] for t in doc["treatments"]), doc["treatments"]
+    best = max(t["capacity"]["value"] for t in doc["treatments"])
+    recommended = next(t for t in doc["treatments"] if t["name"] == doc["recommended"]["treatment"])
+    assert recommended["capacity"]["value"] == best  # ties go to the Pareto front
+    others = [t for t in doc["treatments"] if t["settings"]["parallel"] != "1"]
+    assert {t["vs_current"] for t in others} <= {"better", "worse", "noise"}

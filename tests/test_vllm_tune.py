@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from loadruns import slogate
 from test_tunable_engines import crash
 from vllmservers import REAP_S, VLLM_MARKS, require_vllm
 
@@ -89,3 +90,43 @@ def test_a_bad_setting_fails_before_any_start(engine: VllmUnderTune, tmp_path: P
     with pytest.raises(ValueError, match="max_num_batched_tokens"):
         engine.start({"max_num_seqs": "64", "max_num_batched_tokens": "16"}, tmp_path)
     assert not (tmp_path / "engine.log").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_tune_of_two_batch_caps_restarts_vllm_and_recommends_the_higher_capacity(
+    engine: VllmUnderTune, tmp_path: Path
+) -> None:
+    """``slogate tune --engine vllm`` end to end: one vLLM per level of
+    max_num_seqs (eager, so a start costs no compile), each searched for the
+    most users whose median TTFT holds; one sequence at a time makes every
+    other user wait a whole reply, four serve them together."""
+    scenario = tmp_path / "short.yaml"
+    scenario.write_text(
+        "name: short\napi: chat\nmodel: auto\n"
+        "workload: {kind: chat, input_tokens: 32, output_tokens: 32, turns: 1, think_time_s: 0}\n"
+        "load: {users: 2, duration: 3s}\nrequest: {ignore_eos: true}\n"
+        "slo:\n  ttft_ms: {p50: 400}\n"
+    )
+    factors = tmp_path / "factors.yaml"
+    factors.write_text("factors:\n  max_num_seqs: [1, 4]\n  enforce_eager: [true]\n")
+    out = tmp_path / "tune"
+    done = slogate(
+        "tune", str(scenario), "--engine", "vllm", "--factors", str(factors),
+        "--current", "max_num_seqs=1", "--current", "enforce_eager=true",
+        "--no-prune", "--duration", "6s", "--warmup", "1s", "--tolerance", "0.5",
+        "--max-trials", "8", "--out", str(out), timeout=840,
+    )  # fmt: skip
+    assert done.returncode in (0, 1), f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    doc = json.loads((out / "tune.json").read_text())
+    one, four = (next(t for t in doc["treatments"] if t["settings"]["max_num_seqs"] == n)
+                 for n in ("1", "4"))  # fmt: skip
+    for treatment in (one, four):
+        assert treatment["status"] == "measured" and treatment["startup_s"] > 0, treatment
+    logs = "".join(log.read_text() for log in (out / "treatments").rglob("engine.log"))
+    assert "'max_num_seqs': 1" in logs and "'max_num_seqs': 4" in logs  # one vLLM each
+    assert all(t["capacity"]["confirmed"] for t in doc["treatments"]), doc["treatments"]
+    best = max(t["capacity"]["value"] for t in doc["treatments"])
+    recommended = next(t for t in doc["treatments"] if t["name"] == doc["recommended"]["treatment"])
+    assert recommended["capacity"]["value"] == best  # ties go to the Pareto front
+    assert four["capacity"]["value"] >= one["capacity"]["value"]
