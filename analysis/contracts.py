@@ -954,6 +954,14 @@ class TuneCurrent(Contract):
     treatment: str
 
 
+class TuneRunnerUp(Contract):
+    """The next best treatment, and whether the recommendation held a load it
+    failed (better) or the two cannot be told apart (noise)."""
+
+    treatment: str
+    comparison: Literal["better", "noise"]
+
+
 class TuneRecommendation(Contract):
     """The best treatment by capacity at the SLO (ties: the Pareto front of
     throughput per GPU against per user) and how to launch it."""
@@ -962,6 +970,7 @@ class TuneRecommendation(Contract):
     settings: dict[str, str]
     command_line: str
     yaml: str
+    runner_up: TuneRunnerUp | None = None
 
 
 class TuneSearch(Contract):

@@ -14,6 +14,7 @@ from slogate.analysis.contracts import (
     ScenarioSummary,
     Tune,
     TuneCapacity,
+    TuneRunnerUp,
     TuneTreatment,
     as_model,
 )
@@ -220,6 +221,15 @@ def treatment_line(t: TuneTreatment) -> str:
     return f"  {head}{treatment_label(t)}{mark}: {found}"
 
 
+def runner_up_text(runner_up: TuneRunnerUp | None) -> str:
+    """``, better than the runner-up X`` or ``, within the noise of the runner-up X``."""
+    if runner_up is None:
+        return ""
+    if runner_up.comparison == "better":
+        return f", better than the runner-up {runner_up.treatment} by more than the intervals"
+    return f", within the noise of the runner-up {runner_up.treatment} (either will do)"
+
+
 def tune_closing_lines(doc: Tune | Mapping[str, Any], files: Mapping[str, Path]) -> list[str]:
     """The headline, the measured treatments best first, the recommendation and
     how to launch it, the verdict against the current settings, what was
@@ -234,7 +244,7 @@ def tune_closing_lines(doc: Tune | Mapping[str, Any], files: Mapping[str, Path])
         label = rec.treatment if chosen is None else treatment_label(chosen)
         capacity = tune_capacity_text(None if chosen is None else chosen.capacity)
         lines += [
-            f"recommended {label} (capacity {capacity})",
+            f"recommended {label} (capacity {capacity}){runner_up_text(rec.runner_up)}",
             f"launch with: {rec.command_line}",
         ]
     lines += [*tune_verdict_lines(tune), *tune_spending_lines(tune)]

@@ -53,6 +53,7 @@ from slogate.studies.sweep import build_document as sweep_document
 from slogate.studies.trials import TrialResult
 from slogate.studies.tune_factors import FactorSpace, Treatment
 from slogate.studies.tune_verdict import (
+    against_runner_up,
     best_lower,
     compared,
     meets,
@@ -528,6 +529,7 @@ def build_document(
             "settings": best["settings"],
             "command_line": engine.launch_command(best["settings"]),
             "yaml": launch_yaml(best["settings"]),
+            "runner_up": runner_up(records, best),
         },
         "verdict": verdict,
         "exit_code": {"pass": 0, "fail": 1, "invalid": 3}[verdict],
@@ -537,6 +539,16 @@ def build_document(
     }
     parse(Tune, doc, str(tuner.out / "tune.json"))
     return doc
+
+
+def runner_up(records: list[dict[str, Any]], best: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The next best treatment and whether the recommendation beats it by more
+    than the noise (:func:`against_runner_up`)."""
+    found = against_runner_up(records, best)
+    if found is None:
+        return None
+    other, comparison = found
+    return {"treatment": other["name"], "comparison": comparison}
 
 
 def headline(

@@ -128,6 +128,20 @@ def recommended(records: Sequence[Record]) -> Record | None:
     return next(r for r in order if r in front)
 
 
+def against_runner_up(
+    records: Sequence[Record], chosen: Record
+) -> tuple[Record, Comparison] | None:
+    """The recommendation against the next best treatment (``ranked``'s first
+    other than it): better when it held a load the runner-up failed, else
+    noise, where the measurements cannot tell the two apart and either may be
+    launched (the pick then rests on throughput, not capacity). None when no
+    other treatment has a capacity."""
+    others = [r for r in ranked(records) if r is not chosen]
+    if not others:
+        return None
+    return others[0], "better" if compared(chosen, others[0]) == "better" else "noise"
+
+
 def meets(record: Record, target: float) -> bool | None:
     """Whether the treatment's confirmed capacity reaches the target load."""
     if record.get("status") != "measured":

@@ -142,6 +142,8 @@ def test_the_ranked_table_lists_measured_treatments_best_first(tmp_path: Path) -
     assert "9.5 requests/s [9, 10.5]" in rows[0] and "17.30 GB" in rows[0] and "21.50 s" in rows[0]
     assert "8.5 requests/s [8, open]" in rows[2]
     assert "chat: ttft_ms p99 &lt;= 500" in rows[0]
+    # D's [9, 10.5] overlaps C's [9, 10]: the page says the pick is a toss-up
+    assert "The runner-up, C, is within the noise of it" in page
 
 
 def test_hostile_settings_command_and_engine_log_are_shown_as_text(tmp_path: Path) -> None:
@@ -210,7 +212,8 @@ def test_closing_lines_say_what_to_launch_and_what_beat_the_current_settings() -
         "slogate:   6. A max_num_seqs=4 enable_chunked_prefill=true: 4 requests/s [4, 4.5], "
         "worse than the current settings",
         "slogate: recommended D max_num_seqs=32 enable_chunked_prefill=true "
-        "(capacity 9.5 requests/s [9, 10.5])",
+        "(capacity 9.5 requests/s [9, 10.5]), within the noise of the runner-up C "
+        "(either will do)",
         "slogate: launch with: vllm serve m --max-num-seqs 32 --enable-chunked-prefill",
         "slogate: better than the current settings (E) by more than their intervals: D, C, F",
         "slogate: within the noise of the current settings (intervals overlap): B",
@@ -232,7 +235,7 @@ def test_a_tune_named_by_its_settings_shows_them_once(tmp_path: Path) -> None:
     }
     doc = tune_doc(
         treatments={n: {"name": name} for n, name in spelled.items()},
-        recommended={**RECOMMENDED, "treatment": spelled["D"]},
+        recommended={**RECOMMENDED, "treatment": spelled["D"], "runner_up": None},
         current={"settings": {"max_num_seqs": "8", "enable_chunked_prefill": "false"},
                  "treatment": spelled["E"]},
     )  # fmt: skip

@@ -32,6 +32,7 @@ from slogate.studies.tune_factors import (
     with_current,
 )
 from slogate.studies.tune_verdict import (
+    against_runner_up,
     bounds,
     compared,
     pareto_front,
@@ -167,6 +168,17 @@ def measured(name: str, value: float, per_gpu: float, per_user: float) -> dict:
         "capacity": {"value": value, "lower": value, "upper": value * 1.2},
         "throughput": {"per_gpu": per_gpu, "per_user": per_user},
     }
+
+
+def test_the_recommendation_against_its_runner_up() -> None:
+    """Better only where it held a load the runner-up failed: [9, 12] against
+    [6, 9] is better (9 held, 9 failed); [9, 12] against [8, 10] is noise."""
+    best = {**record("best", 9, 12), "capacity": {"value": 9, "lower": 9, "upper": 12}}
+    apart = {**record("apart", 6, 9), "capacity": {"value": 6, "lower": 6, "upper": 9}}
+    close = {**record("close", 8, 10), "capacity": {"value": 8, "lower": 8, "upper": 10}}
+    assert against_runner_up([best, apart], best) == (apart, "better")
+    assert against_runner_up([apart, close, best], best) == (close, "noise")
+    assert against_runner_up([best], best) is None
 
 
 def test_the_recommendation_is_the_best_capacity_then_the_pareto_front() -> None:
