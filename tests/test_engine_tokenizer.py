@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 import threading
@@ -42,7 +41,6 @@ TEMPLATE = "<|im_start|>{role}\n{content}<|im_end|>\n"
 GENERATION = "<|im_start|>assistant\n"
 # the contract of a run that ends on a failing /tokenize (docs/reliability.md)
 STDERR_MOST = 64 * 1024
-RSS_MOST_MB = 300
 
 
 def counter_of(path: Path) -> Callable[[str], int]:
@@ -255,11 +253,10 @@ def hostile_engine(how: str, after: int) -> Iterator[str]:
         handler.release.set()
 
 
-def hostile_run(tmp_path: Path, url: str) -> tuple[int, str, float]:
+def hostile_run(tmp_path: Path, url: str) -> tuple[int, str]:
     """The probe's run: chat with 4 users, 16 tokens in, 20 out, no think
     time, counting with the engine (request.tokenizer: server); its exit
-    code, its stderr and its peak memory in MB (its processes, the load
-    process too: wait4 gathers the descendants it waited for)."""
+    code and its stderr (its memory is bench/bench_hostile.py's to measure)."""
     path = tmp_path / "probe.yaml"
     path.write_text(
         "name: probe\napi: chat\nmodel: auto\n"
@@ -276,19 +273,17 @@ def hostile_run(tmp_path: Path, url: str) -> tuple[int, str, float]:
             stderr=err,
             cwd=ROOT,
         )
-        _, status, usage = os.wait4(process.pid, 0)
-        process.returncode = os.waitstatus_to_exitcode(status)
+        process.wait()
         err.seek(0)
         stderr = err.read(STDERR_MOST + 1).decode(errors="replace")
-    return process.returncode, stderr, usage.ru_maxrss / 1024
+    return process.returncode, stderr
 
 
-def ended_by_the_contract(code: int, stderr: str, peak_mb: float) -> str:
-    """Exit 3, no traceback, bounded output and memory, and one line naming
-    /tokenize: that line."""
+def ended_by_the_contract(code: int, stderr: str) -> str:
+    """Exit 3, no traceback, bounded output, and one line naming /tokenize:
+    that line."""
     assert code == 3, stderr[-3000:]
     assert "Traceback" not in stderr and len(stderr) <= STDERR_MOST, stderr[-3000:]
-    assert peak_mb < RSS_MOST_MB
     lines = [line for line in stderr.splitlines() if "/tokenize" in line]
     assert len(lines) == 1, lines
     return lines[0]

@@ -97,14 +97,17 @@ def test_a_server_stall_shows_in_scheduled_latency_not_in_send_based(tmp_path):
     assert scheduled["p99"] > sent["p99"] + 500
     assert sent["p50"] < 100
     assert metrics["lag_ms"]["p99"] > 50
-    assert s["verdict"] == "invalid" and done.returncode == 3  # the generator fell behind
-    # the dispatcher waited for a free place: the lag's cause, measured and named
+    assert s["verdict"] == "invalid" and done.returncode == 3  # the schedule was not kept
+    # the dispatcher waited for a free place under the in-flight cap: the lag's
+    # cause, measured and named (the engine's, not the generator's)
     causes = s["generator"]["lag_cause_p99_ms"]
-    assert next(iter(causes)) == "dispatcher_late"
-    assert causes["dispatcher_late"] > 50 > causes["prepared_late"] + causes["write"]
-    assert metrics["lag_dispatch_ms"]["p99"] == pytest.approx(causes["dispatcher_late"])
+    assert next(iter(causes)) == "in_flight_cap"
+    assert causes["in_flight_cap"] > 50 > causes["prepared_late"] + causes["write"]
+    assert metrics["lag_cap_ms"]["p99"] == pytest.approx(causes["in_flight_cap"])
     (reason,) = [r for r in s["invalid_reasons"] if "lag p99" in r]
-    assert "the lag was mostly dispatcher late" in reason
+    assert reason.startswith("arrivals waited for the in-flight cap of 4") and (
+        "not the load generator's fault" in reason
+    )
     # each request's sender is the sending slot it held: 4 at most, all taken in the freeze
     slots = requests_by_sender(tmp_path / "out")
     assert list(slots) == ["slot"] and sorted(slots["slot"]) == [(0, n) for n in range(4)]

@@ -108,7 +108,7 @@ def test_vllm_launch_command_parses_back_to_the_same_configuration() -> None:
 
 
 def test_defaults_are_valid_settings_and_name_every_factor() -> None:
-    for engine, factors in ((LlamaCppUnderTune(), 5), (VllmUnderTune(), 4)):
+    for engine, factors in ((LlamaCppUnderTune(), 5), (VllmUnderTune(), 5)):
         defaults = engine.defaults()
         assert len(defaults) == factors
         engine.check(defaults)
