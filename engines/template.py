@@ -15,7 +15,6 @@ run every treatment with the same settings.
 from __future__ import annotations
 
 import shlex
-import socket
 import string
 import subprocess
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from slogate.engines.child import Child, ChildStartError, group_peak_rss_bytes, start_child
+from slogate.engines.served import free_port
 from slogate.engines.tunable import EngineStartFailed, RunningTreatment, post
 
 PROBE_TIMEOUT_S = 2.0
@@ -40,13 +40,6 @@ def placeholders(template: str) -> set[str]:
         return {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
     except ValueError as error:
         raise ValueError(f"template {template!r}: {error}") from None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def answers_200(url: str) -> bool:
@@ -158,7 +151,7 @@ class TemplateUnderTune:
         return self.filled(text, {k: shlex.quote(v) for k, v in settings.items()}, port)
 
     def start(self, settings: Mapping[str, str], log_dir: Path) -> RunningTreatment:
-        port = free_port()
+        port = free_port("127.0.0.1")
         command = self.command(self.start_command, settings, port)
         ready = self.filled(self.ready_url, settings, port)
         log_dir.mkdir(parents=True, exist_ok=True)
