@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from slogate.analysis.recorder import Recorder
-from slogate.analysis.records import RequestRecord
+from slogate.analysis.measurement.recorder import Recorder
+from slogate.analysis.measurement.records import RequestRecord
 
 MS = 1_000_000
 

@@ -199,9 +199,9 @@ def micro(args: argparse.Namespace) -> None:
     batching) against ``record_many_ns``."""
     import time
 
-    from slogate.analysis.histograms import HistogramSet
-    from slogate.analysis.recorder import Recorder
-    from slogate.analysis.request_metrics import request_metrics
+    from slogate.analysis.measurement.histograms import HistogramSet
+    from slogate.analysis.measurement.recorder import Recorder
+    from slogate.analysis.measurement.request_metrics import request_metrics
     from slogate.locustfiles.event_cost import chat_stream, parse_stream
 
     reads = chat_stream(128)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slogate.analysis.summary import build_summary
+from slogate.analysis.documents.summary import build_summary
 from slogate.reports import write_index
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))

@@ -19,10 +19,10 @@ import time
 
 import numpy as np
 
-from slogate.analysis.causes import timeline_findings
-from slogate.analysis.records import RequestRecord
-from slogate.analysis.request_metrics import request_metrics
-from slogate.analysis.timelines import Timelines
+from slogate.analysis.diagnosis.causes import timeline_findings
+from slogate.analysis.measurement.records import RequestRecord
+from slogate.analysis.measurement.request_metrics import request_metrics
+from slogate.analysis.measurement.timelines import Timelines
 
 NS = 1_000_000_000
 LIMITS = {"ttft_ms": 200.0, "itl_ms": 30.0, "tpot_ms": 20.0, "e2e_ms": 5000.0}

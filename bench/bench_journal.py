@@ -29,10 +29,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from reportdata import request  # noqa: E402
 
-from slogate.analysis.journal import JOURNAL_FILE, JournalWriter  # noqa: E402
-from slogate.analysis.recorder import Recorder  # noqa: E402
-from slogate.analysis.rundata import RunData  # noqa: E402
-from slogate.analysis.timeseries import window_row  # noqa: E402
+from slogate.analysis.documents.journal import JOURNAL_FILE, JournalWriter  # noqa: E402
+from slogate.analysis.documents.rundata import RunData  # noqa: E402
+from slogate.analysis.measurement.recorder import Recorder  # noqa: E402
+from slogate.analysis.measurement.timeseries import window_row  # noqa: E402
 
 CHECKPOINT_S = 5  # the replaced checkpoint's period
 META = {"run_id": "bench", "complete": False, "incomplete_reason": None, "measured_s": 0.0}

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from slogate.analysis.histograms import HistogramSet
-from slogate.analysis.recorder import Bucket, Counters
-from slogate.analysis.rundata import RunData
+from slogate.analysis.documents.rundata import RunData
+from slogate.analysis.measurement.histograms import HistogramSet
+from slogate.analysis.measurement.recorder import Bucket, Counters
 from slogate.reports import rerender, write_results
 
 TARGET_S = 5.0

@@ -1,6 +1,6 @@
 """Drawing the request timeline of the largest run the timelines keep.
 
-``data/timelines.json`` holds at most 500,000 requests (analysis/timelines.py),
+``data/timelines.json`` holds at most 500,000 requests (analysis/measurement/timelines.py),
 each with up to 8 long gaps: this builds that many (sent 2 ms apart by 4,096
 closed-loop users in turn, random TTFT, E2E and TPOT, 8 gaps each, so 4
 million gaps) and times ``timeline_html``, which samples whole users and about
@@ -18,7 +18,13 @@ import random
 import sys
 import time
 
-from slogate.analysis.timelines import COLUMNS, FLAGS, GAPS_PER_REQUEST, MAX_REQUESTS, Timelines
+from slogate.analysis.measurement.timelines import (
+    COLUMNS,
+    FLAGS,
+    GAPS_PER_REQUEST,
+    MAX_REQUESTS,
+    Timelines,
+)
 from slogate.reports.request_timeline import timeline_html
 
 USERS = 4096  # each sends every 8.2 s, longer than any request's E2E (5 s)

@@ -38,7 +38,7 @@ from typing import Any
 import yaml
 from bench_engine_agreement import DRAIN
 
-from slogate.analysis.server_metrics import (
+from slogate.analysis.engine_side.server_metrics import (
     Dialect,
     Histogram,
     HistogramRule,

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from slogate.analysis.records import ErrorKind, RequestRecord
+from slogate.analysis.measurement.records import ErrorKind, RequestRecord
 from slogate.client.openai_stream import ImplausibleUsage, usage_int
 from slogate.client.protocol import Protocol, bearer
 from slogate.scenarios.model import PlannedTurn, RequestOptions

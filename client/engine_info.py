@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
-from slogate.analysis.neutral import neutral_text
+from slogate.analysis.documents.neutral import neutral_text
 from slogate.client.deadline import within
 from slogate.scenarios.limits import MAX_TOKENS
 

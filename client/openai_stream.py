@@ -2,7 +2,7 @@
 
 Pure (no I/O): :func:`parse_chunk` classifies one event's data of a chat or
 completions stream, and :class:`StreamInterpreter` applies a stream's events,
-with their arrival instants, to a :class:`~slogate.analysis.records.RequestRecord`.
+with their arrival instants, to a :class:`~slogate.analysis.measurement.records.RequestRecord`.
 The other protocols (:mod:`slogate.client.responses_stream`,
 :mod:`slogate.client.messages_stream`) classify their events into the same
 :class:`Chunk` and share the interpreter.
@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from slogate.analysis.records import ErrorKind, RequestRecord
+from slogate.analysis.measurement.records import ErrorKind, RequestRecord
 from slogate.client.chunk_template import ChunkTemplate, learn_template
 from slogate.client.protocol import Protocol, bearer, chat_messages, common_options
 from slogate.client.sse import Event, SSEParser

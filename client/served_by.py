@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from slogate.analysis.neutral import neutral_text
+from slogate.analysis.documents.neutral import neutral_text
 
 __all__ = ["MAX_NAME_CHARS", "SERVED_BY_HEADERS", "header_text", "served_by"]
 

@@ -32,7 +32,7 @@ import gevent
 import orjson
 from geventhttpclient._parser import HTTPParseError, HTTPResponseParser
 
-from slogate.analysis.records import ErrorKind, RequestRecord
+from slogate.analysis.measurement.records import ErrorKind, RequestRecord
 from slogate.client.connections import ConnectError, Connection, Pool
 from slogate.client.embeddings_api import EMBEDDINGS, read_reply
 from slogate.client.engine_info import parse_base_url

@@ -18,7 +18,7 @@ from typing import Protocol
 
 import gevent
 
-from slogate.analysis.records import SessionRecord
+from slogate.analysis.measurement.records import SessionRecord
 from slogate.client.protocol import chat_messages
 from slogate.client.streaming import PreparedRequest, StreamClient, StreamResult
 from slogate.scenarios.datasets.agent_trees import Agent

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TypeVar
 
-from slogate.analysis.saturation import MODES as SATURATION_MODES
-from slogate.analysis.server_metrics import parse_target
+from slogate.analysis.engine_side.server_metrics import parse_target
+from slogate.analysis.verdict.saturation import MODES as SATURATION_MODES
 from slogate.client.endpoints import AFFINITIES, SPREADS, parse_endpoint
 from slogate.scenarios.limits import MAX_PROBE_RPS, MAX_PROCESSES, MAX_REPEATS
 from slogate.scenarios.units import parse_duration
@@ -140,7 +140,7 @@ def _one_of(text: str, choices: tuple[str, ...]) -> str:
 
 
 def saturation_mode(text: str) -> str:
-    """``off``, ``monitor`` or ``stop`` (``slogate.analysis.saturation``)."""
+    """``off``, ``monitor`` or ``stop`` (``slogate.analysis.verdict.saturation``)."""
     return _one_of(text, SATURATION_MODES)
 
 
@@ -165,7 +165,7 @@ def _parses(text: str, parse: Callable[[str], object]) -> str:
 
 def metrics_target(text: str) -> str:
     """``off``, a URL, or ``[TIER:]NAME=URL``, ``router=URL`` a router's
-    (``slogate.analysis.server_metrics``)."""
+    (``slogate.analysis.engine_side.server_metrics``)."""
     return _parses(text, parse_target)
 
 

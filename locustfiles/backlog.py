@@ -7,9 +7,9 @@ wait in the dispatcher: the queue goes on growing, but in the schedule, not
 on the wire. Two numbers keep it visible. :class:`Backlog` counts the arrivals
 whose instant has passed and that the dispatcher has not yet handed to a send
 (the saturation check adds them to the requests in flight:
-``slogate.analysis.saturation``). :class:`HeldTime` keeps the dispatcher's
+``slogate.analysis.verdict.saturation``). :class:`HeldTime` keeps the dispatcher's
 waits for a free slot, so a request's lag can say how much of it the cap held
-(its ``cap`` part, ``slogate.analysis.request_metrics.LagParts``): that lag is
+(its ``cap`` part, ``slogate.analysis.measurement.request_metrics.LagParts``): that lag is
 the engine's queue, not the load generator's fault.
 
 No Locust or gevent here: plain arithmetic on instants, unit-tested as such.

@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from slogate.analysis.export import request_line
-from slogate.analysis.recorder import GoodputLimits, Recorder
-from slogate.analysis.records import USER, RequestRecord, SessionRecord, sender
+from slogate.analysis.documents.export import request_line
+from slogate.analysis.measurement.recorder import GoodputLimits, Recorder
+from slogate.analysis.measurement.records import USER, RequestRecord, SessionRecord, sender
 from slogate.client.endpoints import Endpoint, Spread, WeightedRoundRobin
 from slogate.client.engine_info import TokenizeError, remote_token_counter
 from slogate.client.streaming import StreamClient
@@ -113,7 +113,7 @@ class LoadContext:
     _endpoint_of: dict[StreamClient, int] = field(default_factory=dict)
     _token_counters: dict[str | None, Callable[[str], int] | None] = field(default_factory=dict)
     _user_numbers: itertools.count = field(default_factory=itertools.count)
-    # open loop: who sends each request (analysis.records.sender)
+    # open loop: who sends each request (analysis.measurement.records.sender)
     slots: Slots = field(default_factory=Slots)
     session_numbers: itertools.count = field(default_factory=itertools.count)
     _picker: WeightedRoundRobin = field(init=False)
@@ -171,7 +171,7 @@ class LoadContext:
 
     def next_user(self, worker_index: int) -> tuple[Scenario, int, int]:
         """The scenario of the next user started here, its planner stream and
-        its id as a sender (:func:`~slogate.analysis.records.sender`).
+        its id as a sender (:func:`~slogate.analysis.measurement.records.sender`).
 
         Streams are disjoint across workers (worker index in the high bits),
         so a distributed run never replays one conversation twice; so are ids."""

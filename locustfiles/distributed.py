@@ -33,7 +33,7 @@ import gevent
 from gevent.event import Event
 from locust.runners import STATE_MISSING, MasterRunner
 
-from slogate.analysis.slo import EXIT_CONFIG
+from slogate.analysis.verdict.slo import EXIT_CONFIG
 from slogate.locustfiles.provenance import tool_version
 from slogate.locustfiles.shipping import Shipment, ShippingError, refusal, unpack
 from slogate.locustfiles.worker_clocks import ClockOffset, best_offset, wall

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import orjson
 
-from slogate.analysis.records import RequestRecord
+from slogate.analysis.measurement.records import RequestRecord
 from slogate.client.openai_stream import StreamInterpreter
 from slogate.client.sse import SSEParser
 

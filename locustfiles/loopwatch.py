@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 
 import gevent
 
-from slogate.analysis.generator import ProcessHealth
+from slogate.analysis.verdict.generator import ProcessHealth
 
 TICK_S = 0.001
 TICK_NS = int(TICK_S * 1e9)

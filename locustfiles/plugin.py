@@ -44,12 +44,12 @@ from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
 from slogate import scenarios
-from slogate.analysis.costs import Pricing
-from slogate.analysis.exitcodes import EXIT_CONFIG, EXIT_INVALID
-from slogate.analysis.history import auto_baseline, results_folder, unwritable
-from slogate.analysis.neutral import neutralise_logs
-from slogate.analysis.rundata import RunData
-from slogate.analysis.server_metrics import parse_target
+from slogate.analysis.documents.history import auto_baseline, results_folder, unwritable
+from slogate.analysis.documents.neutral import neutralise_logs
+from slogate.analysis.documents.rundata import RunData
+from slogate.analysis.engine_side.server_metrics import parse_target
+from slogate.analysis.measurement.costs import Pricing
+from slogate.analysis.verdict.exitcodes import EXIT_CONFIG, EXIT_INVALID
 from slogate.client.endpoints import Endpoint, check_endpoints, parse_endpoint
 from slogate.client.engine_info import (
     EngineError,

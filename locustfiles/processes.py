@@ -104,7 +104,7 @@ def measure_cost_per_event_us() -> float:
     """This machine's CPU per output event, in microseconds: a recorded stream
     parsed and recorded as a run does (SSE, JSON, record, HDR), times
     ``IO_FACTOR`` for the socket side. About 50 ms."""
-    from slogate.analysis.recorder import Recorder
+    from slogate.analysis.measurement.recorder import Recorder
     from slogate.locustfiles.event_cost import chat_stream, parse_stream
 
     reads = [bytearray(read) for read in chat_stream(CALIBRATION_TOKENS)]

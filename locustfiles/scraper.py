@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from slogate.analysis.router_metrics import router_routes
-from slogate.analysis.server_metrics import DCGM, Dialect, ScrapeTarget, snapshot
+from slogate.analysis.engine_side.router_metrics import router_routes
+from slogate.analysis.engine_side.server_metrics import DCGM, Dialect, ScrapeTarget, snapshot
 from slogate.client.deadline import within
 
 ENGINE = "engine"
@@ -53,7 +53,7 @@ class MetricsScraper:
     "engine": dialect name, "series": {canonical: value}, "counters": {raw
     counter: value}, "histograms": {canonical: Histogram.as_dict()}}``; a
     router's has ``"routes": {replica: {canonical: value}}`` too
-    (``slogate.analysis.router_metrics``).
+    (``slogate.analysis.engine_side.router_metrics``).
     ``origin_s`` is the run's wall-clock origin, so scrape times line up with
     the client's time series.
     """

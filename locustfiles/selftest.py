@@ -22,10 +22,16 @@ import gevent
 import numpy as np
 import psutil
 
-from slogate.analysis.generator import ProcessHealth, gc_block, held_block, held_line, stall_block
-from slogate.analysis.percentiles import estimate
-from slogate.analysis.recorder import OVERALL, Recorder
-from slogate.analysis.request_metrics import per_token_itl
+from slogate.analysis.measurement.percentiles import estimate
+from slogate.analysis.measurement.recorder import OVERALL, Recorder
+from slogate.analysis.measurement.request_metrics import per_token_itl
+from slogate.analysis.verdict.generator import (
+    ProcessHealth,
+    gc_block,
+    held_block,
+    held_line,
+    stall_block,
+)
 from slogate.client.streaming import StreamClient
 from slogate.engines.exact import ExactEngine
 from slogate.exactengine.truth import TruthEntry

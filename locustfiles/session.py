@@ -18,21 +18,26 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from slogate.analysis.costs import Pricing
-from slogate.analysis.diagnosis import blurred_share
-from slogate.analysis.early_stop import EarlyStop, early_stop
-from slogate.analysis.generator import ProcessHealth, error_bound_ms, merged
-from slogate.analysis.journal import JOURNAL_FILE, JournalWriter
-from slogate.analysis.judge import judge_live, preload_statistics
-from slogate.analysis.recorder import OVERALL, Recorder
-from slogate.analysis.release import RELEASE_POLL_S, RELEASE_WAIT_S, release_outcome, released
-from slogate.analysis.rundata import DATA_DIR, RunData, forget_final_save
-from slogate.analysis.saturation import Saturation
-from slogate.analysis.saturation import detect as detect_saturation
-from slogate.analysis.slo import SloResult, Verdict
-from slogate.analysis.summary import redact
-from slogate.analysis.timeseries import apart_row, window_row
-from slogate.analysis.warmup import METHOD, WarmupCut, find_cut
+from slogate.analysis.diagnosis.diagnose import blurred_share
+from slogate.analysis.diagnosis.release import (
+    RELEASE_POLL_S,
+    RELEASE_WAIT_S,
+    release_outcome,
+    released,
+)
+from slogate.analysis.documents.journal import JOURNAL_FILE, JournalWriter
+from slogate.analysis.documents.rundata import DATA_DIR, RunData, forget_final_save
+from slogate.analysis.documents.summary import redact
+from slogate.analysis.measurement.costs import Pricing
+from slogate.analysis.measurement.recorder import OVERALL, Recorder
+from slogate.analysis.measurement.timeseries import apart_row, window_row
+from slogate.analysis.measurement.warmup import METHOD, WarmupCut, find_cut
+from slogate.analysis.verdict.early_stop import EarlyStop, early_stop
+from slogate.analysis.verdict.generator import ProcessHealth, error_bound_ms, merged
+from slogate.analysis.verdict.judge import judge_live, preload_statistics
+from slogate.analysis.verdict.saturation import Saturation
+from slogate.analysis.verdict.saturation import detect as detect_saturation
+from slogate.analysis.verdict.slo import SloResult, Verdict
 from slogate.client.engine_info import EngineInfo
 from slogate.client.served_by import MAX_NAME_CHARS
 from slogate.locustfiles.context import LoadContext
@@ -300,7 +305,7 @@ class RunSession:
 
     def check_early_stop(self) -> EarlyStop | None:
         """With ``--abort-on-fail``: stop the load once an SLO has failed for
-        good (``slogate.analysis.early_stop``); everything measured is kept."""
+        good (``slogate.analysis.verdict.early_stop``); everything measured is kept."""
         if self.abort_min_window_s is None or self.stopped_early is not None:
             return None
         elapsed = self.ctx.elapsed_s()
@@ -315,7 +320,7 @@ class RunSession:
 
     def check_saturation(self) -> Saturation | None:
         """Whether a scenario's queue and TTFT are growing without bound
-        (``slogate.analysis.saturation``), found once; with ``stop`` the load ends."""
+        (``slogate.analysis.verdict.saturation``), found once; with ``stop`` the load ends."""
         if self.saturation_mode == "off" or self.saturated is not None:
             return self.saturated
         if len(self.rows) == self.rows_checked:
@@ -349,7 +354,7 @@ class RunSession:
 
     def cut_warmup(self) -> None:
         """``--warmup auto``: find where TTFT and ITL settled in the closed
-        windows (``slogate.analysis.warmup``) and let the run's measured
+        windows (``slogate.analysis.measurement.warmup``) and let the run's measured
         buckets start there."""
         timeline = self.ctx.timeline
         if not timeline.head_s:

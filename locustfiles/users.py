@@ -22,8 +22,14 @@ from locust import User, task
 from locust.exception import StopUser
 from locust.user.task import LOCUST_STATE_STOPPING
 
-from slogate.analysis.recorder import apart
-from slogate.analysis.records import SESSION, SLOT, SessionRecord, reported_cached, sender
+from slogate.analysis.measurement.recorder import apart
+from slogate.analysis.measurement.records import (
+    SESSION,
+    SLOT,
+    SessionRecord,
+    reported_cached,
+    sender,
+)
 from slogate.client.protocol import user_message
 from slogate.client.streaming import (
     PROTOCOLS,
@@ -107,7 +113,7 @@ class _ScenarioUser(User):
         waited for a connection or was being written never reached the
         server: it is not counted); one the scenario
         cancels is recorded as such (Locust's statistics leave it out).
-        ``user``: who sent it (:func:`~slogate.analysis.records.sender`); ``due``:
+        ``user``: who sent it (:func:`~slogate.analysis.measurement.records.sender`); ``due``:
         open loop, its instant, the dispatcher's wait for it and the gate its
         write waits at (it is handed over ahead); ``writing``: as
         :meth:`StreamClient.send_prepared` takes it; ``cap_ns``: open loop, how

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from slogate.analysis.judge import live_status
-from slogate.analysis.recorder import OVERALL
+from slogate.analysis.measurement.recorder import OVERALL
+from slogate.analysis.verdict.judge import live_status
 from slogate.locustfiles.session import RunSession
 from slogate.locustfiles.web_access import REPORT_ROUTE, TIMELINE_ROUTE
 

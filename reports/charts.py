@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
-from slogate.analysis.rundata import RunData
-from slogate.analysis.slo import percentile_of_stat
+from slogate.analysis.documents.rundata import RunData
+from slogate.analysis.verdict.slo import percentile_of_stat
 from slogate.reports.curves import nines, nines_ticks, percentile_curve
 from slogate.reports.svg import Axis, Cut, Rule, Series, line_chart
 
 if TYPE_CHECKING:  # pydantic: not in load processes
-    from slogate.analysis.contracts import SloEntry
+    from slogate.analysis.documents.contracts import SloEntry
 
 CURVES = {
     "ttft": ("TTFT", ("ttft_sched",)),

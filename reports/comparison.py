@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from slogate.analysis.compare import Comparison, Delta
+from slogate.analysis.verdict.compare import Comparison, Delta
 from slogate.reports.html import metric_value, render, signed_pct
 from slogate.reports.results import write_atomic
 
@@ -53,8 +53,8 @@ def comparison_text(comparison: Comparison, all_rows: bool = False) -> str:
 def write_comparison(out_dir: str | os.PathLike[str], comparison: Comparison) -> dict[str, Path]:
     """Write comparison.json and a self-contained comparison.html into ``out_dir``;
     the page renders the document as its contract reads it, as the report does."""
-    from slogate.analysis.contracts import Comparison as ComparisonDocument
-    from slogate.analysis.contracts import parse
+    from slogate.analysis.documents.contracts import Comparison as ComparisonDocument
+    from slogate.analysis.documents.contracts import parse
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

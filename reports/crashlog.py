@@ -17,8 +17,8 @@ import time
 import traceback
 from pathlib import Path
 
-from slogate.analysis.neutral import neutral_text
-from slogate.analysis.summary import redact_text
+from slogate.analysis.documents.neutral import neutral_text
+from slogate.analysis.documents.summary import redact_text
 
 __all__ = ["crash_line", "write_crash_log"]
 

@@ -2,7 +2,7 @@
 
 The x position of percentile p is ``-log10(1 - p/100)``: 90% at 1, 99% at 2,
 99.9% at 3, so the tail gets as much room as the body. Values come from
-:func:`slogate.analysis.histograms.recorded` (numpy, the library's own rank rule),
+:func:`slogate.analysis.measurement.histograms.recorded` (numpy, the library's own rank rule),
 because a plot needs a hundred percentiles and ``hdrh``'s Python loop costs a
 millisecond each.
 """
@@ -14,7 +14,7 @@ import math
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from slogate.analysis.histograms import recorded
+from slogate.analysis.measurement.histograms import recorded
 
 NINES_LABELS = ("0", "90", "99", "99.9", "99.99", "99.999", "99.9999")
 MAX_NINES = len(NINES_LABELS) - 1

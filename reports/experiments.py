@@ -18,7 +18,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from slogate.analysis.contracts import (
+from slogate.analysis.documents.contracts import (
     Distribution,
     Experiment,
     Requests,
@@ -27,7 +27,7 @@ from slogate.analysis.contracts import (
     Throughput,
     as_model,
 )
-from slogate.analysis.slo import is_latency_percentile
+from slogate.analysis.verdict.slo import is_latency_percentile
 from slogate.reports.html import render
 from slogate.reports.results import write_atomic
 from slogate.reports.svg import Axis, Rule, Series, line_chart

@@ -3,7 +3,7 @@
 Every value reaches HTML through autoescape; the only markup not escaped by
 Jinja is the SVG that :mod:`slogate.reports.svg` builds, which escapes its own text.
 Control and bidi characters in any value (server text is attacker-controlled)
-become U+FFFD (:mod:`slogate.analysis.neutral`), so no text can reorder what
+become U+FFFD (:mod:`slogate.analysis.documents.neutral`), so no text can reorder what
 the page shows around it.
 """
 
@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
-from slogate.analysis.neutral import neutral_text
+from slogate.analysis.documents.neutral import neutral_text
 
 if TYPE_CHECKING:  # pydantic: not in load processes
-    from slogate.analysis.contracts import SloEntry
+    from slogate.analysis.documents.contracts import SloEntry
 
 TEMPLATES = Path(__file__).parent / "templates"
 DASH = "–"

@@ -4,7 +4,7 @@ Per scenario and target (engine, model): one trend chart per SLO over the runs,
 its threshold drawn, each point's 95% confidence interval as a band, each run's
 verdict as a marker linking to its report, and the runs that regressed against
 the run before them (the rule of ``slogate compare``, decided in
-:mod:`slogate.analysis.history`) flagged. Then every run in a table with filters
+:mod:`slogate.analysis.documents.history`) flagged. Then every run in a table with filters
 by scenario, engine, model, revision and date. Built from each run's
 ``summary.json`` alone (no histograms), so it stays fast with a thousand runs.
 
@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 from markupsafe import Markup
 
-from slogate.analysis.history import (
+from slogate.analysis.documents.history import (
     PastRun,
     Regression,
     read_runs,
@@ -35,7 +35,7 @@ from slogate.reports.results import REPORT_FILE, write_atomic
 from slogate.reports.svg import Axis, Band, Marker, Rule, Series, line_chart
 
 if TYPE_CHECKING:  # pydantic: not in load processes
-    from slogate.analysis.contracts import ScenarioSummary, SloEntry
+    from slogate.analysis.documents.contracts import ScenarioSummary, SloEntry
 
 INDEX_FILE = "index.html"
 FALLBACK_FILE = "slogate-index.html"

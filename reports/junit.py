@@ -15,10 +15,10 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from slogate.analysis.neutral import neutral_text
+from slogate.analysis.documents.neutral import neutral_text
 
 if TYPE_CHECKING:  # pydantic: not in load processes
-    from slogate.analysis.contracts import SloEntry, Summary
+    from slogate.analysis.documents.contracts import SloEntry, Summary
 
 _XML_FORBIDDEN = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
@@ -95,7 +95,7 @@ def scenario_suite(
 def junit_xml(summary: Summary | Mapping[str, Any]) -> bytes:
     """The JUnit document of a summary, UTF-8 with its XML declaration; a run
     with no scenario still gets one suite, whose cases say why."""
-    from slogate.analysis.contracts import Summary, as_model
+    from slogate.analysis.documents.contracts import Summary, as_model
 
     summary = as_model(Summary, summary, "summary")
     run = summary.run

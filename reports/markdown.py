@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from slogate.analysis.neutral import neutral_text
+from slogate.analysis.documents.neutral import neutral_text
 from slogate.reports.html import (
     DASH,
     context_fit,
@@ -27,7 +27,7 @@ from slogate.reports.html import (
 )
 
 if TYPE_CHECKING:  # pydantic: not in load processes
-    from slogate.analysis.contracts import BaselineError, Comparison, SloEntry, Summary
+    from slogate.analysis.documents.contracts import BaselineError, Comparison, SloEntry, Summary
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 VERDICT_MARK = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️", "invalid": "⛔"}
@@ -65,7 +65,7 @@ def slo_rows(summary: Summary) -> list[str]:
 
 
 def regression_lines(baseline: Comparison | BaselineError) -> list[str]:
-    from slogate.analysis.contracts import BaselineError
+    from slogate.analysis.documents.contracts import BaselineError
 
     if isinstance(baseline, BaselineError):
         return [f"Baseline not compared: {md(baseline.error)}"]
@@ -258,7 +258,7 @@ def why_lines(summary: Summary) -> list[str]:
 
 def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> str:
     """The Markdown job summary of a run; ``report_link`` is where its report.html is."""
-    from slogate.analysis.contracts import Comparison, Summary, as_model
+    from slogate.analysis.documents.contracts import Comparison, Summary, as_model
 
     summary = as_model(Summary, summary, "summary")
     verdict, run = summary.verdict, summary.run

@@ -21,11 +21,11 @@ from prometheus_client import CollectorRegistry, push_to_gateway
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric, StateSetMetricFamily
 from prometheus_client.openmetrics.exposition import generate_latest
 
-from slogate.analysis.compare import LATENCY_METRICS
-from slogate.analysis.neutral import neutral_text
+from slogate.analysis.documents.neutral import neutral_text
+from slogate.analysis.verdict.compare import LATENCY_METRICS
 
 if TYPE_CHECKING:  # pydantic: not in load processes
-    from slogate.analysis.contracts import Comparison, Distribution, Summary
+    from slogate.analysis.documents.contracts import Comparison, Distribution, Summary
 
 VERDICTS = ("pass", "fail", "inconclusive", "invalid")
 QUANTILES = {"p50": "0.5", "p90": "0.9", "p95": "0.95", "p99": "0.99", "p999": "0.999"}
@@ -64,7 +64,7 @@ class SummaryCollector:
         return GaugeMetricFamily(f"slogate_{name}", doc, labels=[*labels, *extra])
 
     def collect(self) -> Iterator[Metric]:
-        from slogate.analysis.contracts import Comparison
+        from slogate.analysis.documents.contracts import Comparison
 
         s = self.summary
         slo_labels = ("slo", "unit")
@@ -300,7 +300,7 @@ def deltas_by_scenario(baseline: Comparison, flag: str) -> dict[str, int]:
 
 def registry_of(summary: Summary | Mapping[str, Any]) -> CollectorRegistry:
     """A registry holding the summary, read through its contract."""
-    from slogate.analysis.contracts import Summary, as_model
+    from slogate.analysis.documents.contracts import Summary, as_model
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SummaryCollector(as_model(Summary, summary, "summary")))
@@ -316,7 +316,7 @@ def push_metrics(summary: Summary | Mapping[str, Any], url: str, timeout_s: floa
     """PUT the run's metrics to the Pushgateway at ``url`` (job ``slogate``, grouped by
     the run's scenarios, so each nightly target replaces its own previous push).
     Raises OSError (with the URL) when the gateway cannot be reached or refuses."""
-    from slogate.analysis.contracts import Summary, as_model
+    from slogate.analysis.documents.contracts import Summary, as_model
 
     summary = as_model(Summary, summary, "summary")
     group = {"instance": "+".join(summary.scenarios) or "none"}

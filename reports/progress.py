@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from slogate.analysis.slo import SloResult
+    from slogate.analysis.verdict.slo import SloResult
 
 LINE_WIDTH = 120
 # rich colour per live verdict; "ok so far" is a pass that more samples could still undo

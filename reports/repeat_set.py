@@ -2,7 +2,7 @@
 summary.md, metrics.prom and the table the command ends with.
 
 Each reads the set's document through its contract
-(:class:`~slogate.analysis.contracts.Repeats`) and computes nothing: the
+(:class:`~slogate.analysis.documents.contracts.Repeats`) and computes nothing: the
 spreads and the combined verdict are :mod:`slogate.studies.repeats`'s.
 """
 
@@ -18,8 +18,8 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric, StateSetMe
 from prometheus_client.openmetrics.exposition import generate_latest
 from tabulate import tabulate
 
-from slogate.analysis.contracts import Repeats, RepeatSlo, SpreadEntry, as_model
-from slogate.analysis.neutral import neutral_text
+from slogate.analysis.documents.contracts import Repeats, RepeatSlo, SpreadEntry, as_model
+from slogate.analysis.documents.neutral import neutral_text
 from slogate.reports.html import DASH, metric_value, percent, render
 from slogate.reports.markdown import VERDICT_MARK, md
 from slogate.reports.openmetrics import VERDICTS, unit_of

@@ -28,8 +28,8 @@ from typing import Any
 
 from markupsafe import Markup
 
-from slogate.analysis.records import sender_parts
-from slogate.analysis.timelines import UNKNOWN, UNKNOWN_USER, Timelines
+from slogate.analysis.measurement.records import sender_parts
+from slogate.analysis.measurement.timelines import UNKNOWN, UNKNOWN_USER, Timelines
 from slogate.reports.html import num, render
 from slogate.reports.svg import clock, esc, time_ticks
 

@@ -1,6 +1,6 @@
 """A run's results folder: summary.json, junit.xml, the CSVs and report.html.
 
-Everything here is a function of :class:`~slogate.analysis.rundata.RunData` (and an
+Everything here is a function of :class:`~slogate.analysis.documents.rundata.RunData` (and an
 optional baseline run), so ``slogate report DIR`` rebuilds the same files from
 ``DIR/data/``. Files are written whole and then renamed into place: a crash
 never leaves half a report for CI to read.
@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from slogate.analysis.compare import DEFAULT_TOLERANCE, Comparison
-from slogate.analysis.judge import judge
-from slogate.analysis.rundata import RunData
-from slogate.analysis.summary import build_summary
-from slogate.analysis.timelines import Timelines
-from slogate.analysis.timeseries import apart_series
+from slogate.analysis.documents.rundata import RunData
+from slogate.analysis.documents.summary import build_summary
+from slogate.analysis.measurement.timelines import Timelines
+from slogate.analysis.measurement.timeseries import apart_series
+from slogate.analysis.verdict.compare import DEFAULT_TOLERANCE, Comparison
+from slogate.analysis.verdict.judge import judge
 from slogate.reports.charts import (
     LABELS,
     apart_charts,
@@ -36,7 +36,7 @@ from slogate.reports.svg import Cut
 from slogate.reports.tables import percentiles_csv, timeseries_csv
 
 if TYPE_CHECKING:  # pydantic: not in load processes
-    from slogate.analysis.contracts import Summary
+    from slogate.analysis.documents.contracts import Summary
 
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.html"
@@ -173,7 +173,10 @@ def write_files(
     baseline: RunData | None,
     comparison: Comparison | None,
 ) -> Outcome:
-    from slogate.analysis.contracts import Summary, parse  # pydantic: not in load processes
+    from slogate.analysis.documents.contracts import (  # pydantic: not in load processes
+        Summary,
+        parse,
+    )
 
     # the writer holds to its own contract, and reads what it decides through it
     contract = parse(Summary, summary, str(out / SUMMARY_FILE))

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from slogate.analysis.contracts import (
+from slogate.analysis.documents.contracts import (
     ScenarioSummary,
     Tune,
     TuneCapacity,
@@ -18,7 +18,7 @@ from slogate.analysis.contracts import (
     TuneTreatment,
     as_model,
 )
-from slogate.analysis.neutral import neutral_text
+from slogate.analysis.documents.neutral import neutral_text
 
 if TYPE_CHECKING:
     from slogate.studies.generator_capacity import CapacityResult, Step

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup
 
-from slogate.analysis.neutral import neutral_text
+from slogate.analysis.documents.neutral import neutral_text
 
 PALETTE = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#7f7f7f", "#000")
 RULE_COLOR = "#c0392b"

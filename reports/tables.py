@@ -11,11 +11,11 @@ import io
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from slogate.analysis.neutral import neutral_cell
-from slogate.analysis.percentiles import STANDARD_PERCENTILES
+from slogate.analysis.documents.neutral import neutral_cell
+from slogate.analysis.measurement.percentiles import STANDARD_PERCENTILES
 
 if TYPE_CHECKING:  # pydantic: not in load processes
-    from slogate.analysis.contracts import Distribution, QuickDistribution, Summary
+    from slogate.analysis.documents.contracts import Distribution, QuickDistribution, Summary
 
 STATS = ("min", "max", "mean")
 PERCENTILE_COLUMNS = [
@@ -97,7 +97,7 @@ def timeseries_csv(
     rows: Iterable[Mapping[str, Any]], apart: Iterable[Mapping[str, Any]] = ()
 ) -> str:
     """The scenarios' windows, then each endpoint's and replica's (``apart``,
-    :func:`slogate.analysis.timeseries.apart_row`), named in the ``endpoint``
+    :func:`slogate.analysis.measurement.timeseries.apart_row`), named in the ``endpoint``
     or ``replica`` column, which is empty on a scenario's own rows: a
     spreadsheet filters a replica's series, or sums a window's endpoints."""
     kind_order = {kind: i for i, kind in enumerate(APART_KINDS)}

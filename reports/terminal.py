@@ -3,7 +3,7 @@ interval, the threshold, the margin and the verdict, then the exit code and the
 report's path.
 
 It renders what the judge already decided (the ``slo`` entries of summary.json,
-built by :mod:`slogate.analysis.slo`) and computes nothing of its own, so the
+built by :mod:`slogate.analysis.verdict.slo`) and computes nothing of its own, so the
 table, the report and the exit code cannot disagree. Plain text, no colour: CI
 logs are read as text.
 """
@@ -16,8 +16,8 @@ from typing import Any
 
 from tabulate import tabulate
 
-from slogate.analysis.contracts import SloEntry, Summary, as_model
-from slogate.analysis.neutral import neutral_text
+from slogate.analysis.documents.contracts import SloEntry, Summary, as_model
+from slogate.analysis.documents.neutral import neutral_text
 
 Row = tuple[str, SloEntry]  # (scenario, SLO as judged)
 

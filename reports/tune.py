@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 from markupsafe import Markup
 
-from slogate.analysis.contracts import Tune, TuneTreatment, as_model
+from slogate.analysis.documents.contracts import Tune, TuneTreatment, as_model
 from slogate.reports.html import render
 from slogate.reports.results import write_atomic
 from slogate.reports.study_lines import (

@@ -177,7 +177,7 @@ def or_auto(plain: Check) -> Check:
 
 
 def warmup() -> Check:
-    """A warm-up: a duration, or ``auto`` (found after the run, ``slogate.analysis.warmup``)."""
+    """A warm-up: a duration, or ``auto`` (found after the run, analysis/measurement/warmup.py)."""
     return or_auto(duration())
 
 

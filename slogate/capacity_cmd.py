@@ -40,7 +40,7 @@ def selftest_steps(duration_s: float) -> Selftest:
 
 def capacity_command(args: argparse.Namespace) -> int:
     from slogate import scenarios
-    from slogate.analysis.exitcodes import EXIT_CONFIG, EXIT_INVALID
+    from slogate.analysis.verdict.exitcodes import EXIT_CONFIG, EXIT_INVALID
     from slogate.locustfiles.processes import planned_event_rate
     from slogate.reports.study_lines import capacity_text
     from slogate.studies.generator_capacity import capacity_result, search

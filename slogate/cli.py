@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from slogate.analysis.exitcodes import EXIT_CONFIG
+from slogate.analysis.verdict.exitcodes import EXIT_CONFIG
 from slogate.locustfiles.argtypes import (
     duration,
     endpoint,
@@ -211,7 +211,7 @@ def scenario(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
-    from slogate.analysis.exitcodes import EXIT_CONFIG
+    from slogate.analysis.verdict.exitcodes import EXIT_CONFIG
     from slogate.reports import NotResults, rerender
     from slogate.reports.terminal import verdict_table
 
@@ -233,8 +233,8 @@ def compare(args: argparse.Namespace) -> int:
 
 
 def schema(args: argparse.Namespace) -> int:
-    from slogate.analysis.contracts import json_schema
-    from slogate.analysis.exitcodes import EXIT_CONFIG
+    from slogate.analysis.documents.contracts import json_schema
+    from slogate.analysis.verdict.exitcodes import EXIT_CONFIG
 
     if args.name == "scenario":
         from slogate.scenarios.json_schema import scenario_schema
@@ -313,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def crashed(error: BaseException, args: argparse.Namespace, folder: Path | None = None) -> int:
     """Exit 3 with one line; the traceback goes to a log in ``folder`` when it
     takes one (docs/reliability.md)."""
-    from slogate.analysis.exitcodes import EXIT_INVALID
+    from slogate.analysis.verdict.exitcodes import EXIT_INVALID
     from slogate.reports.crashlog import crash_line, write_crash_log
 
     command = f"slogate {args.command}"

@@ -15,8 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from slogate.analysis.compare import EXIT_BAD_INPUT, Comparison, compare
-from slogate.analysis.rundata import RunData
+from slogate.analysis.documents.rundata import RunData
+from slogate.analysis.verdict.compare import EXIT_BAD_INPUT, Comparison, compare
 from slogate.reports import comparison_text, write_comparison
 from slogate.studies.repeats import compare_repeats, read_repeats
 

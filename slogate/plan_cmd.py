@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from slogate.analysis.exitcodes import EXIT_CONFIG
+from slogate.analysis.verdict.exitcodes import EXIT_CONFIG
 from slogate.locustfiles.argtypes import positive_int
 from slogate.locustfiles.options import PRICE
 from slogate.reports.plan_text import plan_text, write_plan

@@ -14,8 +14,8 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from slogate.analysis.exitcodes import EXIT_CONFIG, EXIT_INVALID
-from slogate.analysis.history import RESULTS_ROOT, read_runs, runs_to_prune
+from slogate.analysis.documents.history import RESULTS_ROOT, read_runs, runs_to_prune
+from slogate.analysis.verdict.exitcodes import EXIT_CONFIG, EXIT_INVALID
 from slogate.locustfiles.argtypes import age, non_negative_int
 from slogate.reports import write_index
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slogate import locustfiles, scenarios, waiter
-from slogate.analysis.exitcodes import EXIT_CONFIG
-from slogate.analysis.history import results_folder, unwritable
+from slogate.analysis.documents.history import results_folder, unwritable
+from slogate.analysis.verdict.exitcodes import EXIT_CONFIG
 from slogate.client.endpoints import check_endpoints, parse_endpoint
 from slogate.locustfiles.options import forwarded, scenario_overrides
 from slogate.locustfiles.processes import plan_processes
@@ -35,7 +35,7 @@ from slogate.scenarios.model import Scenario
 from slogate.target import TargetError, target_engine
 
 if TYPE_CHECKING:  # pydantic: imported only when a set is judged
-    from slogate.analysis.contracts import Repeats
+    from slogate.analysis.documents.contracts import Repeats
 
 RUN_LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "run.py"
 COOL_DOWN_POLL_S = 0.1  # how soon a cool-down ends once a stop is heard
@@ -167,7 +167,7 @@ def repeat_baseline(args: argparse.Namespace) -> Repeats | None:
 def auto_baseline_of(doc: dict[str, Any], out: Path) -> Path | None:
     """``--baseline auto`` of the set just run: the newest earlier set beside it
     of the same scenarios against the target its first run met."""
-    from slogate.analysis.contracts import Repeats, parse
+    from slogate.analysis.documents.contracts import Repeats, parse
     from slogate.studies.repeats import auto_repeat_baseline, set_target
 
     this = parse(Repeats, doc, str(out))

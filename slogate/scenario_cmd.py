@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from slogate import scenarios
-from slogate.analysis.exitcodes import EXIT_CONFIG
+from slogate.analysis.verdict.exitcodes import EXIT_CONFIG
 from slogate.scenarios.burstiness import replayed_trace, trace_burstiness
 from slogate.scenarios.model import Scenario
 

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from slogate import scenarios
-from slogate.analysis.exitcodes import EXIT_CONFIG, EXIT_INVALID
-from slogate.analysis.history import results_folder
+from slogate.analysis.documents.history import results_folder
+from slogate.analysis.verdict.exitcodes import EXIT_CONFIG, EXIT_INVALID
 from slogate.locustfiles.argtypes import positive_duration, positive_float, positive_int
 from slogate.reports.experiments import write_document, write_sweep
 from slogate.reports.study_lines import sweep_closing_lines, sweep_trial_line

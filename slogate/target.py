@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from slogate.analysis.exitcodes import EXIT_CONFIG, EXIT_INVALID
+from slogate.analysis.verdict.exitcodes import EXIT_CONFIG, EXIT_INVALID
 from slogate.client.engine_info import EngineError, discover
 from slogate.engines.simulated import EngineStartError, start_engine
 from slogate.simengine.profiles import DEFAULT_PROFILE, ProfileError, load_profile

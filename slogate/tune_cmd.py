@@ -19,8 +19,8 @@ from types import FrameType
 from typing import Any
 
 from slogate import scenarios
-from slogate.analysis.exitcodes import EXIT_CONFIG, EXIT_INVALID
-from slogate.analysis.history import results_folder
+from slogate.analysis.documents.history import results_folder
+from slogate.analysis.verdict.exitcodes import EXIT_CONFIG, EXIT_INVALID
 from slogate.engines.template import TemplateUnderTune
 from slogate.engines.tunable import EngineUnderTune, SimulatedUnderTune
 from slogate.engines.tunable_served import LlamaCppUnderTune, VllmUnderTune

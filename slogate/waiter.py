@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from slogate.analysis.exitcodes import CONTRACT, EXIT_INVALID
+from slogate.analysis.verdict.exitcodes import CONTRACT, EXIT_INVALID
 
 
 def hand_over(cmd: list[str], out: Path) -> NoReturn:

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from slogate import scenarios
-from slogate.analysis.contracts import Experiment, parse
-from slogate.analysis.costs import Pricing
-from slogate.analysis.versions import EXPERIMENT_SCHEMA
+from slogate.analysis.documents.contracts import Experiment, parse
+from slogate.analysis.documents.versions import EXPERIMENT_SCHEMA
+from slogate.analysis.measurement.costs import Pricing
 from slogate.scenarios.loader import read_yaml, resolve
 from slogate.simengine.profiles import DEFAULT_PROFILE, WEIGHT_BYTES, load_profile
 from slogate.studies.points import EXPECTATIONS, trend

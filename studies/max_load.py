@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from slogate.analysis.contracts import SloEntry
+    from slogate.analysis.documents.contracts import SloEntry
 
 E = TypeVar("E", bound="SloEntry")
 

@@ -3,7 +3,7 @@
 Weight memory, KV bytes per token, tokens that fit in the KV cache and the
 sequences of a context length that run at once, all from the simulated
 engine's profiles (``slogate.simengine.profiles``), combined by
-``slogate.analysis.costs.kv_plan``. With a price, the cost per million tokens at
+``slogate.analysis.measurement.costs.kv_plan``. With a price, the cost per million tokens at
 the throughput the simulated engine reaches with that many sequences (an
 offline roofline simulation, labelled as an estimate, never as a measurement).
 """
@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from slogate.analysis.costs import Pricing, cost_block, kv_formula, kv_plan
+from slogate.analysis.measurement.costs import Pricing, cost_block, kv_formula, kv_plan
 from slogate.simengine.profiles import Profile, ProfileError, load_profile
 from slogate.simengine.simulate import simulate_closed_loop
 

@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from slogate.analysis.recorder import Bucket
-from slogate.analysis.rundata import RunData
-from slogate.analysis.summary import distribution, request_counts, throughput_block
+from slogate.analysis.documents.rundata import RunData
+from slogate.analysis.documents.summary import distribution, request_counts, throughput_block
+from slogate.analysis.measurement.recorder import Bucket
 
 POINT_METRICS = ("ttft", "tpot", "itl", "e2e")
 FLAT_WITHIN = 0.15

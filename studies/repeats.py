@@ -4,7 +4,7 @@ Each run is a plain run with its own results folder, report and verdict
 (``run-1/``, ``run-2/``, ...); this module reads only their summaries, so a
 repeat set can be rebuilt from its folders. The combined verdict rests on
 the spread of each SLO statistic across the runs
-(:mod:`slogate.analysis.spread`), not on any one run: a run whose numbers
+(:mod:`slogate.analysis.verdict.spread`), not on any one run: a run whose numbers
 cannot be trusted (invalid, which an incomplete run is, or without a summary)
 makes the set invalid, and an SLO a run could not bound (its own verdict
 inconclusive) leaves that run's value out of the spread. Two repeat sets compare by their intervals:
@@ -18,15 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from slogate.analysis.compare import (
-    DEFAULT_TOLERANCE,
-    GATED,
-    LATENCY_METRICS,
-    Comparison,
-    Delta,
-    classify,
-)
-from slogate.analysis.contracts import (
+from slogate.analysis.documents.contracts import (
     Repeats,
     ScenarioSummary,
     SpreadEntry,
@@ -34,11 +26,19 @@ from slogate.analysis.contracts import (
     parse,
     read_document,
 )
-from slogate.analysis.history import SUMMARY_FILE, repeat_set
-from slogate.analysis.percentiles import STANDARD_PERCENTILES, Estimate
-from slogate.analysis.slo import EXIT_CODES, Verdict, worst_of
-from slogate.analysis.spread import spread, spread_verdict
-from slogate.analysis.versions import REPEATS_SCHEMA
+from slogate.analysis.documents.history import SUMMARY_FILE, repeat_set
+from slogate.analysis.documents.versions import REPEATS_SCHEMA
+from slogate.analysis.measurement.percentiles import STANDARD_PERCENTILES, Estimate
+from slogate.analysis.verdict.compare import (
+    DEFAULT_TOLERANCE,
+    GATED,
+    LATENCY_METRICS,
+    Comparison,
+    Delta,
+    classify,
+)
+from slogate.analysis.verdict.slo import EXIT_CODES, Verdict, worst_of
+from slogate.analysis.verdict.spread import spread, spread_verdict
 from slogate.studies.trials import TrialResult
 
 THROUGHPUTS = ("requests_per_s", "output_tokens_per_s")

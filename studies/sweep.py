@@ -18,10 +18,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from slogate.analysis.contracts import SloEntry, Sweep, WorstSlo, parse
-from slogate.analysis.costs import Pricing, throughput_cost
-from slogate.analysis.slo import is_latency_percentile
-from slogate.analysis.versions import SWEEP_SCHEMA
+from slogate.analysis.documents.contracts import SloEntry, Sweep, WorstSlo, parse
+from slogate.analysis.documents.versions import SWEEP_SCHEMA
+from slogate.analysis.measurement.costs import Pricing, throughput_cost
+from slogate.analysis.verdict.slo import is_latency_percentile
 from slogate.scenarios import Scenario
 from slogate.studies.max_load import MaxSearch, knee_index, limiting_slo
 from slogate.studies.points import lookup

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from slogate.analysis.rundata import RunData
-from slogate.analysis.slo import Verdict, evaluate
+from slogate.analysis.documents.rundata import RunData
+from slogate.analysis.verdict.slo import Verdict, evaluate
 from slogate.scenarios.model import Threshold
 from slogate.studies.trials import TrialResult
 

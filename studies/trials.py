@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
-from slogate.analysis.contracts import ScenarioSummary, Summary, read_document
-from slogate.analysis.costs import Pricing, throughput_cost
-from slogate.analysis.rundata import RunData
+from slogate.analysis.documents.contracts import ScenarioSummary, Summary, read_document
+from slogate.analysis.documents.rundata import RunData
+from slogate.analysis.measurement.costs import Pricing, throughput_cost
 from slogate.simengine.profiles import load_profile
 from slogate.studies.points import point_block
 

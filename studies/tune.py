@@ -31,9 +31,9 @@ from typing import Any
 
 import yaml
 
-from slogate.analysis.contracts import Tune, parse, read_document
-from slogate.analysis.rundata import write_json_atomic
-from slogate.analysis.versions import TUNE_SCHEMA
+from slogate.analysis.documents.contracts import Tune, parse, read_document
+from slogate.analysis.documents.rundata import write_json_atomic
+from slogate.analysis.documents.versions import TUNE_SCHEMA
 from slogate.engines.tunable import (
     CacheResetFailed,
     EngineStartFailed,

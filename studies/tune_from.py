@@ -1,7 +1,7 @@
 """From a failed run's diagnosis to a tune's treatments (``slogate tune --from RUN_DIR``).
 
 A diagnosis names the engine settings that address each cause it found and
-which way to move them (``analysis.remedies``); whether moving one actually
+which way to move them (``analysis.diagnosis.remedies``); whether moving one actually
 brings the SLO back is a question only a measurement answers. So the treatments
 are built around the settings the run used: each setting a finding that
 explains a missed SLO names gets its current level plus steps the remedy's way
@@ -10,7 +10,7 @@ says which remedy moved the SLO and by how much.
 
 The remedies are read from summary.json's ``diagnosis`` (each finding's
 ``remedies``); a summary written before they were kept has only the prose, and
-its findings' causes give the same remedies (``analysis.remedies.remedies``).
+its findings' causes give the same remedies (``analysis.diagnosis.remedies.remedies``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from slogate.analysis.remedies import DOWN, LLAMACPP, ON, UP, VLLM, remedies
+from slogate.analysis.diagnosis.remedies import DOWN, LLAMACPP, ON, UP, VLLM, remedies
 
 SUMMARY = "summary.json"
 # The engine family whose setting names each kind of tuned engine takes: the

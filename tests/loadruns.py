@@ -226,8 +226,8 @@ def requests_by_sender(out: Path) -> dict[str, dict[tuple[int, int], int]]:
     """The run's requests per sender, as ``data/timelines.json`` recorded them:
     {kind: {(process, number): requests}}; a user's or a slot's requests one
     after another (an agent session's subagents run side by side)."""
-    from slogate.analysis.records import sender_parts
-    from slogate.analysis.rundata import RunData
+    from slogate.analysis.documents.rundata import RunData
+    from slogate.analysis.measurement.records import sender_parts
 
     t = RunData.load(out).timelines
     assert t is not None

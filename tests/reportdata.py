@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from slogate.analysis.histograms import HIGHEST_US, HistogramSet, record_many
-from slogate.analysis.recorder import Bucket, Counters
-from slogate.analysis.records import RequestRecord
-from slogate.analysis.rundata import RunData
+from slogate.analysis.documents.rundata import RunData
+from slogate.analysis.measurement.histograms import HIGHEST_US, HistogramSet, record_many
+from slogate.analysis.measurement.recorder import Bucket, Counters
+from slogate.analysis.measurement.records import RequestRecord
 
 MS = 1_000_000
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from slogate.analysis.records import RequestRecord
+from slogate.analysis.measurement.records import RequestRecord
 from slogate.client.openai_stream import ChunkParser, StreamInterpreter, parse_chunk
 from slogate.client.sse import SSEParser
 from slogate.client.think_tags import ThinkTags

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from loadruns import slogate, summary
 
-from slogate.analysis.records import ErrorKind
-from slogate.analysis.request_metrics import request_metrics
+from slogate.analysis.measurement.records import ErrorKind
+from slogate.analysis.measurement.request_metrics import request_metrics
 from slogate.client.streaming import StreamClient
 from slogate.engines.simulated import EngineProcess, start_engine
 from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts

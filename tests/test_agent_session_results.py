@@ -13,11 +13,11 @@ import pytest
 from test_agent_traces import common_tokens
 
 from slogate import scenarios
-from slogate.analysis.bands import context_band
-from slogate.analysis.recorder import Recorder
-from slogate.analysis.records import RequestRecord, SessionRecord
-from slogate.analysis.slo import Verdict, evaluate
-from slogate.analysis.summary import sessions_block
+from slogate.analysis.documents.summary import sessions_block
+from slogate.analysis.measurement.bands import context_band
+from slogate.analysis.measurement.recorder import Recorder
+from slogate.analysis.measurement.records import RequestRecord, SessionRecord
+from slogate.analysis.verdict.slo import Verdict, evaluate
 from slogate.scenarios.datasets.agent_trees import AgentCall
 from slogate.scenarios.model import Threshold
 from slogate.studies.tiers import tier_max

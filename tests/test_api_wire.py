@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from slogate.analysis.records import ErrorKind
-from slogate.analysis.request_metrics import request_metrics
+from slogate.analysis.measurement.records import ErrorKind
+from slogate.analysis.measurement.request_metrics import request_metrics
 from slogate.client.streaming import StreamClient
 from slogate.engines.simulated import EngineProcess, start_engine
 from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts

@@ -16,10 +16,10 @@ from simprobe import engine_metrics
 from test_scenarios_schema import problems as file_problems
 
 from slogate import scenarios
-from slogate.analysis.recorder import Recorder
-from slogate.analysis.records import RequestRecord
-from slogate.analysis.release import release_outcome
-from slogate.analysis.summary import requests_block
+from slogate.analysis.diagnosis.release import release_outcome
+from slogate.analysis.documents.summary import requests_block
+from slogate.analysis.measurement.recorder import Recorder
+from slogate.analysis.measurement.records import RequestRecord
 from slogate.client.streaming import StreamClient
 from slogate.engines.simulated import EngineProcess, start_engine
 from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts

@@ -9,8 +9,14 @@ import json
 
 import pytest
 
-from slogate.analysis.contracts import SloEntry
-from slogate.analysis.costs import Pricing, cost_block, cost_per_million, kv_formula, kv_plan
+from slogate.analysis.documents.contracts import SloEntry
+from slogate.analysis.measurement.costs import (
+    Pricing,
+    cost_block,
+    cost_per_million,
+    kv_formula,
+    kv_plan,
+)
 from slogate.cli import main
 from slogate.plan_cmd import add_arguments, plan_command
 from slogate.simengine.profiles import ProfileError, load_profile

@@ -8,7 +8,7 @@ from array import array
 import numpy as np
 import pytest
 
-from slogate.analysis.causes import (
+from slogate.analysis.diagnosis.causes import (
     Requests,
     Stalls,
     cache_effect,
@@ -20,11 +20,11 @@ from slogate.analysis.causes import (
     timeline_findings,
     ttft_findings,
 )
-from slogate.analysis.findings import Finding
-from slogate.analysis.recorder import Recorder
-from slogate.analysis.records import SLOT, USER, RequestRecord, sender, sender_parts
-from slogate.analysis.request_metrics import request_metrics
-from slogate.analysis.timelines import (
+from slogate.analysis.diagnosis.findings import Finding
+from slogate.analysis.measurement.recorder import Recorder
+from slogate.analysis.measurement.records import SLOT, USER, RequestRecord, sender, sender_parts
+from slogate.analysis.measurement.request_metrics import request_metrics
+from slogate.analysis.measurement.timelines import (
     COLUMNS,
     FLAGS,
     MAX_REQUESTS,
@@ -363,7 +363,7 @@ def test_long_gaps_are_a_streams_longest_over_twice_its_mean():
 
 
 def test_a_later_turn_prefills_only_what_the_turn_before_did_not_send():
-    from slogate.analysis.causes import prefill_tokens
+    from slogate.analysis.diagnosis.causes import prefill_tokens
 
     t = timelines(
         [

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from streams import interpret
 
-from slogate.analysis.records import RequestRecord
+from slogate.analysis.measurement.records import RequestRecord
 from slogate.client.chunk_template import ChunkTemplate, learn_template
 from slogate.client.openai_stream import StreamInterpreter, parse_chunk
 from slogate.client.sse import MAX_EVENT_BYTES, SSEParser

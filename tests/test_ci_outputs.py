@@ -12,7 +12,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from prometheus_client.parser import text_string_to_metric_families as text_families
 from reportdata import HOSTILE, realistic_run
 
-from slogate.analysis.rundata import RunData
+from slogate.analysis.documents.rundata import RunData
 from slogate.reports import write_results
 from slogate.reports.markdown import append_step_summary, md
 from slogate.reports.openmetrics import push_metrics

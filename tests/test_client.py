@@ -15,8 +15,8 @@ import gevent
 import pytest
 from loadruns import slogate
 
-from slogate.analysis.records import CountMethod, ErrorKind
-from slogate.analysis.request_metrics import ChunkTokenMethod, request_metrics
+from slogate.analysis.measurement.records import CountMethod, ErrorKind
+from slogate.analysis.measurement.request_metrics import ChunkTokenMethod, request_metrics
 from slogate.client.streaming import CutOff, StreamClient, StreamResult
 from slogate.engines.exact import ExactEngine
 from slogate.exactengine.truth import TruthEntry

@@ -7,7 +7,8 @@ import json
 import pytest
 from reportdata import bucket, lognormal_ms, run_of
 
-from slogate.analysis.compare import (
+from slogate.analysis.documents.rundata import RunData
+from slogate.analysis.verdict.compare import (
     BETTER,
     CANNOT_TELL,
     EXIT_CANNOT_TELL,
@@ -19,8 +20,7 @@ from slogate.analysis.compare import (
     WORSE,
     compare,
 )
-from slogate.analysis.generator import ProcessHealth
-from slogate.analysis.rundata import RunData
+from slogate.analysis.verdict.generator import ProcessHealth
 from slogate.reports import comparison_text
 
 

@@ -12,7 +12,7 @@ from loadruns import slogate
 from pydantic import BaseModel
 from reportdata import realistic_run
 
-from slogate.analysis.contracts import (
+from slogate.analysis.documents.contracts import (
     BaselineError,
     Comparison,
     ContractError,
@@ -20,7 +20,7 @@ from slogate.analysis.contracts import (
     parse,
     read_document,
 )
-from slogate.analysis.history import read_runs
+from slogate.analysis.documents.history import read_runs
 from slogate.cli import main
 from slogate.reports import write_results
 from slogate.reports.results import render_run

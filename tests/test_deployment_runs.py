@@ -16,8 +16,8 @@ import yaml
 from loadruns import ROOT, slogate, summary
 from simprobe import engine_metrics
 
-from slogate.analysis.recorder import Bucket
-from slogate.analysis.rundata import RunData
+from slogate.analysis.documents.rundata import RunData
+from slogate.analysis.measurement.recorder import Bucket
 from slogate.engines.simulated import Deployment, EngineProcess, start_engine
 
 pytestmark = pytest.mark.slow  # engine processes and load runs of seconds

@@ -7,12 +7,12 @@ from dataclasses import replace
 import pytest
 from reportdata import read_together, request
 
-from slogate.analysis.bands import length_band, tpot_band, ttft_band
-from slogate.analysis.diagnosis import diagnose, findings_to_dicts
-from slogate.analysis.recorder import Recorder
-from slogate.analysis.records import ErrorKind, RequestRecord
-from slogate.analysis.rundata import RunData
-from slogate.analysis.summary import build_summary
+from slogate.analysis.diagnosis.diagnose import diagnose, findings_to_dicts
+from slogate.analysis.documents.rundata import RunData
+from slogate.analysis.documents.summary import build_summary
+from slogate.analysis.measurement.bands import length_band, tpot_band, ttft_band
+from slogate.analysis.measurement.recorder import Recorder
+from slogate.analysis.measurement.records import ErrorKind, RequestRecord
 from slogate.reports import write_results
 
 MS = 1_000_000
@@ -276,7 +276,7 @@ def test_the_why_section_ranks_what_explains_with_share_engine_and_action(tmp_pa
 
 
 def test_prefill_findings_read_llama_cpps_own_prompt_time():
-    from slogate.analysis.confirmation import confirm
+    from slogate.analysis.diagnosis.confirmation import confirm
 
     # 4,000 prompt tokens computed in 10 s between the first and last scrape:
     # 2,500 ms per 1k; the queue empty, two requests decoding together

@@ -24,9 +24,9 @@ from loadruns import (
     wait_until_served,
 )
 
-from slogate.analysis.histograms import HistogramSet
-from slogate.analysis.recorder import OVERALL
-from slogate.analysis.rundata import RunData
+from slogate.analysis.documents.rundata import RunData
+from slogate.analysis.measurement.histograms import HistogramSet
+from slogate.analysis.measurement.recorder import OVERALL
 from slogate.engines.exact import ExactEngine
 
 pytestmark = pytest.mark.slow

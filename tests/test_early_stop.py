@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from reportdata import bucket
 
-from slogate.analysis.early_stop import early_stop, settled_failure
-from slogate.analysis.slo import Verdict, evaluate
+from slogate.analysis.verdict.early_stop import early_stop, settled_failure
+from slogate.analysis.verdict.slo import Verdict, evaluate
 from slogate.scenarios.model import Threshold
 
 # TTFT 1, 2, ..., 1000 ms: the median is 500 ms and its 95% interval runs between

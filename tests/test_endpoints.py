@@ -1,5 +1,5 @@
 """Several endpoints: naming and spreading them (client/endpoints.py), each
-request kept in its endpoint's and replica's rows (analysis/recorder.py), the
+request kept in its endpoint's and replica's rows (analysis/measurement/recorder.py), the
 rows in summary.json adding up to the scenario, and the command lines that
 name them."""
 
@@ -13,15 +13,19 @@ from prometheus_client.parser import text_string_to_metric_families
 from reportdata import run_of
 
 from slogate import scenarios
-from slogate.analysis.contracts import Summary, parse
-from slogate.analysis.journal import JOURNAL_FILE, JournalWriter
-from slogate.analysis.recorder import Bucket, Recorder, apart
-from slogate.analysis.records import ErrorKind, RequestRecord, SessionRecord
-from slogate.analysis.router_metrics import router_routes
-from slogate.analysis.rundata import DATA_DIR, RunData
-from slogate.analysis.server_metrics import MetricsParseError, ScrapeTarget, parse_target
-from slogate.analysis.summary import build_summary
-from slogate.analysis.timeseries import apart_row, window_row
+from slogate.analysis.documents.contracts import Summary, parse
+from slogate.analysis.documents.journal import JOURNAL_FILE, JournalWriter
+from slogate.analysis.documents.rundata import DATA_DIR, RunData
+from slogate.analysis.documents.summary import build_summary
+from slogate.analysis.engine_side.router_metrics import router_routes
+from slogate.analysis.engine_side.server_metrics import (
+    MetricsParseError,
+    ScrapeTarget,
+    parse_target,
+)
+from slogate.analysis.measurement.recorder import Bucket, Recorder, apart
+from slogate.analysis.measurement.records import ErrorKind, RequestRecord, SessionRecord
+from slogate.analysis.measurement.timeseries import apart_row, window_row
 from slogate.cli import build_parser
 from slogate.client.endpoints import (
     Endpoint,
@@ -251,7 +255,7 @@ def test_each_window_of_the_endpoints_and_replicas_adds_up_to_the_scenarios() ->
 
 def test_each_windows_itl_is_its_endpoints_and_its_replicas_merged_exactly() -> None:
     """Every token gap is in its scenario's window and in its endpoint's and
-    replica's, from the request's one batch (analysis/recorder.py ``Gaps``):
+    replica's, from the request's one batch (analysis/measurement/recorder.py ``Gaps``):
     shipped through a worker's payload, the endpoints' ITL histograms of a
     window merge into the scenario's, and the replicas' into endpoint b's."""
     worker = Recorder(window_s=5.0)

@@ -9,8 +9,8 @@ import pytest
 from loadruns import scenario_file, slogate, summary
 from reportdata import realistic_run
 
-from slogate.analysis.energy import energy_block
-from slogate.analysis.server_metrics import DCGM, snapshot
+from slogate.analysis.engine_side.energy import energy_block
+from slogate.analysis.engine_side.server_metrics import DCGM, snapshot
 from slogate.reports import write_results
 from slogate.simengine.power import PowerModel
 

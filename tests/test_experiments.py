@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from slogate.analysis.recorder import Recorder
-from slogate.analysis.records import RequestRecord
-from slogate.analysis.rundata import RunData
-from slogate.analysis.versions import EXPERIMENT_SCHEMA
+from slogate.analysis.documents.rundata import RunData
+from slogate.analysis.documents.versions import EXPERIMENT_SCHEMA
+from slogate.analysis.measurement.recorder import Recorder
+from slogate.analysis.measurement.records import RequestRecord
 from slogate.reports.experiments import write_experiment
 from slogate.studies.points import (
     FALLS,

@@ -8,9 +8,9 @@ import json
 import pytest
 from reportdata import MS, request
 
-from slogate.analysis.export import request_line
-from slogate.analysis.records import ErrorKind, RequestRecord
-from slogate.analysis.request_metrics import request_metrics
+from slogate.analysis.documents.export import request_line
+from slogate.analysis.measurement.records import ErrorKind, RequestRecord
+from slogate.analysis.measurement.request_metrics import request_metrics
 
 
 def line_of(record: RequestRecord, end_wall_s: float = 1000.0, **kw: object) -> dict:

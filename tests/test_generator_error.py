@@ -18,7 +18,7 @@ import time
 import pytest
 from loadruns import held_by_the_machine, locust_command, scenario_file, summary
 
-from slogate.analysis.slo import EXIT_INVALID, EXIT_PASS
+from slogate.analysis.verdict.slo import EXIT_INVALID, EXIT_PASS
 from slogate.engines.exact import ExactEngine
 
 pytestmark = pytest.mark.slow

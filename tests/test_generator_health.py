@@ -10,7 +10,8 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from reportdata import bucket, run_of
 
-from slogate.analysis.generator import (
+from slogate.analysis.documents.summary import build_summary
+from slogate.analysis.verdict.generator import (
     ProcessHealth,
     error_bound_ms,
     generator_block,
@@ -18,8 +19,7 @@ from slogate.analysis.generator import (
     likely_cause,
     merged,
 )
-from slogate.analysis.slo import Verdict, evaluate_run
-from slogate.analysis.summary import build_summary
+from slogate.analysis.verdict.slo import Verdict, evaluate_run
 from slogate.reports import write_results
 from slogate.reports.junit import junit_xml
 

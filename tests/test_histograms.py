@@ -5,7 +5,12 @@ import gc
 import numpy as np
 import pytest
 
-from slogate.analysis.histograms import HIGHEST_US, HistogramSet, new_histogram, recorded
+from slogate.analysis.measurement.histograms import (
+    HIGHEST_US,
+    HistogramSet,
+    new_histogram,
+    recorded,
+)
 
 
 def filled(values):

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 from reportdata import realistic_run
 
-from slogate.analysis.contracts import Summary, parse
-from slogate.analysis.generator import ProcessHealth
-from slogate.analysis.history import (
+from slogate.analysis.documents.contracts import Summary, parse
+from slogate.analysis.documents.history import (
     PastRun,
     auto_baseline,
     read_runs,
@@ -21,8 +20,9 @@ from slogate.analysis.history import (
     results_folder,
     runs_to_prune,
 )
-from slogate.analysis.rundata import RunData
-from slogate.analysis.summary import build_summary
+from slogate.analysis.documents.rundata import RunData
+from slogate.analysis.documents.summary import build_summary
+from slogate.analysis.verdict.generator import ProcessHealth
 from slogate.cli import main
 from slogate.reports import write_index, write_results
 from slogate.reports.index import FALLBACK_FILE

@@ -22,7 +22,7 @@ from test_preflight import engine_without
 from test_reliability_inputs import in_own_mounts
 from test_web_ui import post, template_args, wait_for
 
-from slogate.analysis.file_sizes import MAX_DATA_BYTES, MAX_DOCUMENT_BYTES
+from slogate.analysis.documents.file_sizes import MAX_DATA_BYTES, MAX_DOCUMENT_BYTES
 from slogate.client.served_by import MAX_NAME_CHARS
 from slogate.engines.exact import ExactEngine
 from slogate.scenarios.errors import QUOTED_CHARS

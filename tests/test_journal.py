@@ -11,18 +11,18 @@ import pytest
 from hdrh.histogram import HdrHistogram
 from reportdata import request
 
-from slogate.analysis.frames import frame, read_frames
-from slogate.analysis.journal import (
+from slogate.analysis.documents.frames import frame, read_frames
+from slogate.analysis.documents.journal import (
     JOURNAL_FILE,
     KILLED_REASON,
     JournalWriter,
     replay,
 )
-from slogate.analysis.recorder import OVERALL, Recorder
-from slogate.analysis.records import ErrorKind
-from slogate.analysis.rundata import DATA_DIR, RunData
-from slogate.analysis.summary import redact
-from slogate.analysis.timeseries import window_row
+from slogate.analysis.documents.rundata import DATA_DIR, RunData
+from slogate.analysis.documents.summary import redact
+from slogate.analysis.measurement.recorder import OVERALL, Recorder
+from slogate.analysis.measurement.records import ErrorKind
+from slogate.analysis.measurement.timeseries import window_row
 
 META = {"run_id": "r", "complete": False, "incomplete_reason": None, "measured_s": 0.0}
 

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import pytest
 from llamaservers import llama_server
 
-from slogate.analysis.records import ErrorKind
-from slogate.analysis.request_metrics import request_metrics
+from slogate.analysis.measurement.records import ErrorKind
+from slogate.analysis.measurement.request_metrics import request_metrics
 from slogate.client.streaming import StreamClient
 from slogate.engines.llamacpp import MODEL_ALIAS, LlamaServer
 from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts

@@ -22,7 +22,7 @@ import yaml
 from enginewire import get_json
 from llamaservers import llama_server
 
-from slogate.analysis.server_metrics import snapshot
+from slogate.analysis.engine_side.server_metrics import snapshot
 from slogate.client.engine_info import RouteNotServed, discover, probe_route
 from slogate.engines.llamacpp import MODEL_ALIAS, LlamaServer
 from slogate.locustfiles.scraper import MetricsScraper, metrics_url_for

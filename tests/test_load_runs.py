@@ -24,7 +24,7 @@ from loadruns import (
     wait_until_served,
 )
 
-from slogate.analysis.records import USER, sender
+from slogate.analysis.measurement.records import USER, sender
 from slogate.engines.exact import ExactEngine
 
 pytestmark = pytest.mark.slow

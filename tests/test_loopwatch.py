@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import gevent
 import pytest
 
-from slogate.analysis.generator import (
+from slogate.analysis.verdict.generator import (
     ProcessHealth,
     error_bound_ms,
     held_block,

@@ -7,11 +7,15 @@ import random
 
 import pytest
 
-from slogate.analysis.histograms import HistogramSet
-from slogate.analysis.percentiles import estimate
-from slogate.analysis.recorder import OVERALL, GoodputLimits, Recorder
-from slogate.analysis.records import CountMethod, ErrorKind, RequestRecord
-from slogate.analysis.request_metrics import ChunkTokenMethod, apportion, request_metrics
+from slogate.analysis.measurement.histograms import HistogramSet
+from slogate.analysis.measurement.percentiles import estimate
+from slogate.analysis.measurement.recorder import OVERALL, GoodputLimits, Recorder
+from slogate.analysis.measurement.records import CountMethod, ErrorKind, RequestRecord
+from slogate.analysis.measurement.request_metrics import (
+    ChunkTokenMethod,
+    apportion,
+    request_metrics,
+)
 
 MS = 1_000_000
 

@@ -12,7 +12,7 @@ import json
 import pytest
 from streams import interpret
 
-from slogate.analysis.records import ErrorKind, RequestRecord
+from slogate.analysis.measurement.records import ErrorKind, RequestRecord
 from slogate.client.openai_stream import (
     Chunk,
     ChunkKind,

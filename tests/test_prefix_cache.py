@@ -13,9 +13,9 @@ import pytest
 from simprobe import engine_metrics
 from streams import interpret
 
-from slogate.analysis.recorder import SESSION_CACHE_HIT, Recorder
-from slogate.analysis.records import ErrorKind, RequestRecord
-from slogate.analysis.summary import prefix_cache_block
+from slogate.analysis.documents.summary import prefix_cache_block
+from slogate.analysis.measurement.recorder import SESSION_CACHE_HIT, Recorder
+from slogate.analysis.measurement.records import ErrorKind, RequestRecord
 from slogate.client import messages_stream, responses_stream
 from slogate.client.streaming import StreamClient
 from slogate.engines.simulated import EngineProcess, start_engine

@@ -9,7 +9,7 @@ import pytest
 from loadruns import cli, scenario_file, slogate, summary
 from reportdata import bucket, request, run_of
 
-from slogate.analysis.recorder import OVERALL, PROBE, Recorder
+from slogate.analysis.measurement.recorder import OVERALL, PROBE, Recorder
 from slogate.engines.simulated import start_engine
 from slogate.reports import write_results
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 from streams import interpret, sse
 
-from slogate.analysis.recorder import Recorder
-from slogate.analysis.records import ErrorKind, RequestRecord
-from slogate.analysis.request_metrics import answer_chunk_tokens, request_metrics
+from slogate.analysis.measurement.recorder import Recorder
+from slogate.analysis.measurement.records import ErrorKind, RequestRecord
+from slogate.analysis.measurement.request_metrics import answer_chunk_tokens, request_metrics
 from slogate.client import messages_stream, responses_stream
 from slogate.client.think_tags import ThinkTags
 
@@ -363,7 +363,7 @@ def test_bad_reasoning_keys_are_named(tmp_path, api: str, tags: str, key: str) -
 
 
 def test_slos_on_answer_latencies_and_token_counts() -> None:
-    from slogate.analysis.slo import Verdict, evaluate
+    from slogate.analysis.verdict.slo import Verdict, evaluate
     from slogate.scenarios.model import Threshold
 
     recorder = Recorder()
@@ -421,7 +421,7 @@ def test_merging_a_plain_bucket_with_one_that_reasoned(thinker_first: bool) -> N
 
 
 def test_an_answer_slo_on_a_model_that_never_reasoned_reads_the_headline() -> None:
-    from slogate.analysis.slo import Verdict, evaluate
+    from slogate.analysis.verdict.slo import Verdict, evaluate
     from slogate.scenarios.model import Threshold
 
     recorder = Recorder()

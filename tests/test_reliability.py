@@ -21,11 +21,11 @@ import psutil
 import pytest
 from loadruns import scenario_file, slogate, summary
 
-from slogate.analysis.frames import read_frames
-from slogate.analysis.journal import JOURNAL_FILE, KILLED_REASON, TICK
-from slogate.analysis.records import ErrorKind
-from slogate.analysis.rundata import DATA_DIR, RunData
-from slogate.analysis.timelines import UNKNOWN
+from slogate.analysis.documents.frames import read_frames
+from slogate.analysis.documents.journal import JOURNAL_FILE, KILLED_REASON, TICK
+from slogate.analysis.documents.rundata import DATA_DIR, RunData
+from slogate.analysis.measurement.records import ErrorKind
+from slogate.analysis.measurement.timelines import UNKNOWN
 from slogate.client.streaming import StreamClient
 from slogate.exactengine.misbehave import MisbehavingServer
 from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts

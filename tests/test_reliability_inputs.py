@@ -18,7 +18,7 @@ from loadruns import cli, locust_command, scenario_file, slogate, summary
 from reportdata import bucket, run_of
 from scenario_cases import HOSTILE, LIMITS
 
-from slogate.analysis.neutral import NEUTRALISED, neutralise_logs
+from slogate.analysis.documents.neutral import NEUTRALISED, neutralise_logs
 from slogate.engines.exact import ExactEngine
 from slogate.exactengine.misbehave import MisbehavingServer
 from slogate.reports import write_index, write_results

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from loadruns import scenario_file, slogate, summary
 
-from slogate.analysis.neutral import NEUTRALISED
-from slogate.analysis.recorder import MAX_REPLICAS, OTHER_REPLICAS, REPLICA
-from slogate.analysis.rundata import RunData
+from slogate.analysis.documents.neutral import NEUTRALISED
+from slogate.analysis.documents.rundata import RunData
+from slogate.analysis.measurement.recorder import MAX_REPLICAS, OTHER_REPLICAS, REPLICA
 from slogate.client.openai_stream import MAX_USAGE_TOKENS
 from slogate.exactengine.misbehave import MisbehavingServer
 

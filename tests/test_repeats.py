@@ -11,9 +11,9 @@ import pytest
 from loadruns import cli, scenario_file, slogate, summary
 from reportdata import bucket, run_of
 
-from slogate.analysis.contracts import Repeats, parse
-from slogate.analysis.slo import Verdict
-from slogate.analysis.spread import spread, spread_verdict
+from slogate.analysis.documents.contracts import Repeats, parse
+from slogate.analysis.verdict.slo import Verdict
+from slogate.analysis.verdict.spread import spread, spread_verdict
 from slogate.reports import write_results
 from slogate.reports.repeat_set import repeats_table, write_repeats
 from slogate.run_cmd import auto_baseline_of, run_folder

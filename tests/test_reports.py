@@ -12,11 +12,11 @@ import pytest
 from markupsafe import escape
 from reportdata import HOSTILE, bucket, realistic_run, run_of
 
-from slogate.analysis.compare import compare
-from slogate.analysis.recorder import GoodputLimits, Recorder
-from slogate.analysis.records import ErrorKind, RequestRecord
-from slogate.analysis.rundata import RunData
-from slogate.analysis.timeseries import window_row
+from slogate.analysis.documents.rundata import RunData
+from slogate.analysis.measurement.recorder import GoodputLimits, Recorder
+from slogate.analysis.measurement.records import ErrorKind, RequestRecord
+from slogate.analysis.measurement.timeseries import window_row
+from slogate.analysis.verdict.compare import compare
 from slogate.reports import comparison_text, rerender, write_comparison, write_index, write_results
 
 EXPECTED_FILES = {

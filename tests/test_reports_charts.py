@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from slogate.analysis.contracts import SloEntry
-from slogate.analysis.histograms import HistogramSet
+from slogate.analysis.documents.contracts import SloEntry
+from slogate.analysis.measurement.histograms import HistogramSet
 from slogate.reports.charts import counter_rate, server_charts, threshold_rules
 from slogate.reports.curves import nines, percentile_curve
 from slogate.reports.svg import Axis, Band, Marker, Rule, Series, line_chart, log_ticks, thin

@@ -11,9 +11,9 @@ import pytest
 from chromium import CHROMIUM, Browser
 from loadruns import requests_by_sender, scenario_file, slogate, summary
 
-from slogate.analysis.records import USER, sender
-from slogate.analysis.rundata import RunData
-from slogate.analysis.timelines import COLUMNS, FLAGS, UNKNOWN, Timelines
+from slogate.analysis.documents.rundata import RunData
+from slogate.analysis.measurement.records import USER, sender
+from slogate.analysis.measurement.timelines import COLUMNS, FLAGS, UNKNOWN, Timelines
 from slogate.reports.request_timeline import (
     itl_class,
     lanes,

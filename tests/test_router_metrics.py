@@ -1,6 +1,6 @@
 """Each router's own metrics text, as its project's source writes it
 (tests/data/router_metrics/, each file naming the source and commit it was
-taken from), read per replica by analysis/router_metrics.py."""
+taken from), read per replica by analysis/engine_side/router_metrics.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from slogate.analysis.router_metrics import router_routes
+from slogate.analysis.engine_side.router_metrics import router_routes
 
 DATA = Path(__file__).parent / "data" / "router_metrics"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slogate.analysis.saturation import detect, trend
+from slogate.analysis.verdict.saturation import detect, trend
 
 
 def test_the_slope_and_its_one_sided_lower_bound_by_hand() -> None:

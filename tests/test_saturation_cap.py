@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 from reportdata import bucket, run_of
 
-from slogate.analysis.diagnosis import diagnose
-from slogate.analysis.lag_causes import cause_p99_ms, held_by_cap
-from slogate.analysis.records import RequestRecord
-from slogate.analysis.request_metrics import lag_parts
-from slogate.analysis.saturation import detect
-from slogate.analysis.slo import evaluate_run
+from slogate.analysis.diagnosis.diagnose import diagnose
+from slogate.analysis.measurement.records import RequestRecord
+from slogate.analysis.measurement.request_metrics import lag_parts
+from slogate.analysis.verdict.lag_causes import cause_p99_ms, held_by_cap
+from slogate.analysis.verdict.saturation import detect
+from slogate.analysis.verdict.slo import evaluate_run
 from slogate.locustfiles.backlog import COMPACT_AT, Backlog, HeldTime
 
 S = 1_000_000_000

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from slogate.analysis.server_metrics import ScrapeTarget
+from slogate.analysis.engine_side.server_metrics import ScrapeTarget
 from slogate.locustfiles.scraper import MetricsScraper, metrics_url_for
 
 DCGM_TEXT = (

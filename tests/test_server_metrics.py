@@ -13,7 +13,7 @@ import math
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from slogate.analysis.server_metrics import (
+from slogate.analysis.engine_side.server_metrics import (
     DCGM,
     MetricsParseError,
     bucket_bounds,

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from reportdata import bucket, run_of
 
-from slogate.analysis.percentiles import binomial_quantile, min_samples
-from slogate.analysis.recorder import Bucket
-from slogate.analysis.slo import (
+from slogate.analysis.measurement.percentiles import binomial_quantile, min_samples
+from slogate.analysis.measurement.recorder import Bucket
+from slogate.analysis.verdict.slo import (
     EXIT_FAIL,
     EXIT_INCONCLUSIVE,
     EXIT_INVALID,
@@ -228,9 +228,9 @@ def test_interval_covers_the_true_quantile_of_an_exponential(percentile: float, 
 
 
 def test_a_run_where_every_request_failed_is_invalid_even_without_slos():
-    from slogate.analysis.recorder import Bucket
-    from slogate.analysis.rundata import RunData
-    from slogate.analysis.slo import Verdict, evaluate_run
+    from slogate.analysis.documents.rundata import RunData
+    from slogate.analysis.measurement.recorder import Bucket
+    from slogate.analysis.verdict.slo import Verdict, evaluate_run
 
     bucket = Bucket()
     for _ in range(20):

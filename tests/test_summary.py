@@ -10,9 +10,9 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from reportdata import bucket, realistic_run, run_of
 
-from slogate.analysis.recorder import Bucket
-from slogate.analysis.server_metrics import Histogram
-from slogate.analysis.summary import SCHEMA, build_summary, redact, redact_text
+from slogate.analysis.documents.summary import SCHEMA, build_summary, redact, redact_text
+from slogate.analysis.engine_side.server_metrics import Histogram
+from slogate.analysis.measurement.recorder import Bucket
 from slogate.reports import write_results
 
 CONTRACT_STATS = ("count", "p50", "p90", "p95", "p99", "p999", "max", "mean")

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from slogate.analysis.contracts import SloEntry, Summary, WorstSlo
-from slogate.analysis.diagnosis import diagnose
-from slogate.analysis.rundata import RunData
-from slogate.analysis.versions import SUMMARY_SCHEMA, SWEEP_SCHEMA
+from slogate.analysis.diagnosis.diagnose import diagnose
+from slogate.analysis.documents.contracts import SloEntry, Summary, WorstSlo
+from slogate.analysis.documents.rundata import RunData
+from slogate.analysis.documents.versions import SUMMARY_SCHEMA, SWEEP_SCHEMA
 from slogate.reports.experiments import write_sweep
 from slogate.reports.study_lines import sweep_closing_lines, sweep_trial_line
 from slogate.studies.sweep import (

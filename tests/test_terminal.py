@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from reportdata import bucket, realistic_run, run_of
 
-from slogate.analysis.summary import build_summary
+from slogate.analysis.documents.summary import build_summary
 from slogate.cli import main
 from slogate.reports import write_results
 from slogate.reports.terminal import verdict_table

@@ -21,8 +21,8 @@ import trustme
 from httpserving import serving
 from loadruns import ModelsHandler, slogate
 
-from slogate.analysis.records import ErrorKind
-from slogate.analysis.request_metrics import request_metrics
+from slogate.analysis.measurement.records import ErrorKind
+from slogate.analysis.measurement.request_metrics import request_metrics
 from slogate.client.engine_info import EngineUnreachable, discover
 from slogate.client.streaming import StreamClient
 from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts

@@ -36,7 +36,7 @@ def test_the_price_per_million_tokens_of_each_kind_by_hand(tmp_path) -> None:
 
 
 def test_goodput_tokens_are_the_output_of_requests_within_every_limit() -> None:
-    from slogate.analysis.recorder import Counters
+    from slogate.analysis.measurement.recorder import Counters
 
     a, b = Counters(ok=2, good=1, output_tokens=300, good_output_tokens=100), Counters()
     b.good_output_tokens = 50

@@ -8,8 +8,8 @@ import json
 import pytest
 from streams import interpret, sse
 
-from slogate.analysis.recorder import Recorder
-from slogate.analysis.request_metrics import request_metrics
+from slogate.analysis.measurement.recorder import Recorder
+from slogate.analysis.measurement.request_metrics import request_metrics
 from slogate.client import messages_stream, responses_stream
 
 ARGS = '{"city": "Zürich"}'  # a multi-byte character: bytes, not characters, are counted

@@ -20,8 +20,8 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from slogate.analysis.request_metrics import request_metrics
-from slogate.analysis.server_metrics import parse_samples
+from slogate.analysis.engine_side.server_metrics import parse_samples
+from slogate.analysis.measurement.request_metrics import request_metrics
 from slogate.client.streaming import StreamClient
 from slogate.engines.simulated import EngineProcess, start_engine
 from slogate.scenarios.model import Api, PlannedTurn, RequestOptions, Timeouts

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from test_diagnosis_runs import CASES, run
 
-from slogate.analysis.contracts import Summary, parse
+from slogate.analysis.documents.contracts import Summary, parse
 from slogate.engines.tunable_served import LlamaCppUnderTune, VllmUnderTune
 from slogate.studies.tune_from import (
     levels,

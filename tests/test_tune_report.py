@@ -25,7 +25,7 @@ from tunedocs import (
     tune_doc,
 )
 
-from slogate.analysis.contracts import ContractError, Tune
+from slogate.analysis.documents.contracts import ContractError, Tune
 from slogate.reports.study_lines import tune_closing_lines
 from slogate.reports.tune import capacity_whisker, inside, pareto_chart, write_tune
 

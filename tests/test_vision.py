@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from slogate import scenarios
-from slogate.analysis.records import ErrorKind
+from slogate.analysis.measurement.records import ErrorKind
 from slogate.client.protocol import chat_messages
 from slogate.client.streaming import StreamClient
 from slogate.engines.simulated import EngineProcess, start_engine

@@ -24,7 +24,7 @@ from enginewire import get_json, stream_chat
 from test_prefix_cache import rag_turns
 from vllmservers import VLLM_MARKS, run_on_generator_cores, vllm_server
 
-from slogate.analysis.server_metrics import snapshot
+from slogate.analysis.engine_side.server_metrics import snapshot
 from slogate.client.engine_info import RouteNotServed, discover, probe_route
 from slogate.client.streaming import StreamClient
 from slogate.engines.vllm import MODEL_ALIAS, VllmServer

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from vllmservers import VLLM_MARKS, run_on_generator_cores, vllm_server
 
-from slogate.analysis.server_metrics import snapshot
+from slogate.analysis.engine_side.server_metrics import snapshot
 from slogate.engines.vllm import MODEL_ALIAS, VllmServer
 from slogate.locustfiles.scraper import metrics_url_for
 

@@ -9,8 +9,8 @@ import pytest
 from loadruns import cli, scenario_file, slogate, summary
 from reportdata import bucket, request, run_of
 
-from slogate.analysis.recorder import OVERALL, Recorder
-from slogate.analysis.warmup import METHOD, find_cut, mser_cut, mser_scores
+from slogate.analysis.measurement.recorder import OVERALL, Recorder
+from slogate.analysis.measurement.warmup import METHOD, find_cut, mser_cut, mser_scores
 from slogate.engines.simulated import start_engine
 from slogate.locustfiles.timeline import HEAD_SEGMENTS, build_timeline
 from slogate.reports import write_results

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from slogate.analysis.contracts import Tune
-from slogate.analysis.versions import TUNE_SCHEMA
+from slogate.analysis.documents.contracts import Tune
+from slogate.analysis.documents.versions import TUNE_SCHEMA
 
 FRONT = ("D", "C", "B", "A")  # by throughput per user, rising
 RANKED = ("D", "C", "F", "B", "E", "A")

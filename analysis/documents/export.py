@@ -1,0 +1,69 @@
+"""One request as a line of JSON: what ``--save-requests`` writes, so a user can
+find the requests behind a tail percentile and see what each one did.
+
+The line holds the record's observations (chunk arrival offsets, token counts,
+error, stage, turn) and the latencies :mod:`slogate.analysis.measurement.request_metrics` derives
+from them, in milliseconds like summary.json. Instants are given as offsets from
+the request's start: ``perf_counter_ns`` values mean nothing outside the process
+that took them. ``start_s`` places the request on the wall clock.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slogate.analysis.measurement.records import RequestRecord
+from slogate.analysis.measurement.request_metrics import RequestMetrics
+
+NS_PER_MS = 1e6
+
+
+def ms(ns: float | None) -> float | None:
+    return None if ns is None else round(ns / NS_PER_MS, 6)
+
+
+def request_line(
+    record: RequestRecord,
+    metrics: RequestMetrics,
+    end_wall_s: float,
+    stage: str | None,
+    warmup: bool,
+) -> dict[str, Any]:
+    """The JSON object of one finished request (successful or not). ``end_wall_s``
+    is the wall-clock instant the request ended; the start is derived from it."""
+    return {
+        "scenario": record.scenario,
+        "conversation": record.conversation,
+        "turn": record.turn,
+        "user": record.user,
+        "endpoint": record.endpoint,
+        "served_by": record.served_by,
+        "stage": stage,
+        "warmup": warmup,
+        "start_s": round(end_wall_s - (record.end_ns - record.start_ns) / 1e9, 6),
+        "ok": record.ok,
+        "cancelled": record.cancelled,
+        "error": None if record.error is None else record.error.value,
+        "error_message": record.error_message or None,
+        "http_status": record.http_status,
+        "finish_reason": record.finish_reason,
+        "ttft_ms": ms(metrics.ttft_ns),
+        "tpot_ms": ms(metrics.tpot_ns),
+        "e2e_ms": ms(metrics.e2e_ns),
+        "max_stall_ms": ms(metrics.max_stall_ns),
+        "ttft_sched_ms": ms(metrics.ttft_sched_ns),
+        "e2e_sched_ms": ms(metrics.e2e_sched_ns),
+        "lag_ms": ms(metrics.lag_ns),
+        "lag_parts_ms": None
+        if metrics.lag_parts is None
+        else {name.removeprefix("lag_"): ms(v) for name, v in metrics.lag_parts.items()},
+        "input_tokens": record.input_tokens,
+        "cached_tokens": record.cached_tokens,
+        "intended_input_tokens": record.intended_input_tokens,
+        "output_tokens": metrics.output_tokens,
+        "intended_output_tokens": record.intended_output_tokens,
+        "count_method": metrics.count_method.value,
+        "chunk_token_method": metrics.chunk_token_method.value,
+        "chunk_ms": [ms(t - record.start_ns) for t in record.chunk_ns],
+        "chunk_tokens": list(record.chunk_tokens),
+    }
