@@ -4,7 +4,7 @@ receive timestamps, never by the client's.
 
     .venv/bin/python bench/bench_burst_arrivals.py [--runs 3] [--no-pin]
 
-Each run sends the bursts of ``tests/test_bursts.py`` (4 bursts of 16
+Each run sends the bursts of ``tests/locustfiles/test_bursts.py`` (4 bursts of 16
 requests with 60 KB bodies, 0.3 s apart) through the look-ahead and the
 streaming client; prints each burst's lateness (ms) and the machine's load
 average, and exits 1 when a request arrived more than 2 ms after its instant.
@@ -22,7 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 from bench_lookahead import ENGINE_CPU, GENERATOR_CPU
 from test_bursts import burst_lateness_ms
 

@@ -24,7 +24,7 @@ import numpy as np
 from slogate.analysis.documents.summary import build_summary
 from slogate.reports import write_index
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
 from reportdata import realistic_run
 
 TARGET_S = 2.0

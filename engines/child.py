@@ -213,7 +213,7 @@ def _own_group(cpus: set[int] | None) -> None:
     Not a session of its own (setsid): Linux schedules each session as one group
     (autogroup), which changes who runs first when the engine and the client it
     answers wake together. Started with setsid, the exact server logged a
-    request after the test had read its log (tests/test_client.py's
+    request after the test had read its log (tests/client/test_client.py's
     misbehaving-server cases found the previous case's request, every run); in
     slogate's session they pass."""
     os.setpgid(0, 0)

@@ -122,7 +122,7 @@ def defer_full_collections() -> None:
     of the middle generation instead of CPython's 10: tens of minutes apart
     at a run's allocation rate, instead of whenever spawning users promoted
     enough objects. Young collections go on as ever; the hot path leaves no
-    cyclic garbage for the old generation to hold (tests/test_histograms.py)."""
+    cyclic garbage for the old generation to hold (tests/analysis/test_histograms.py)."""
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
 

@@ -7,7 +7,7 @@ xdist reads the groups from the node ids, where its own hook appends them on
 each worker; this hook runs first, so the groups it adds are there to read
 (without ``tryfirst`` xdist's hook, registered later, ran first and a module's
 tests were spread over both workers, each starting the module's servers).
-tests/test_parallel_groups.py fails when the groups do not take.
+tests/project/test_parallel_groups.py fails when the groups do not take.
 
 A slow test (real loads, real timing) that fails while the machine's
 hypervisor took more than ``STEAL_RERUN`` of its CPU time is measured again,

@@ -3,7 +3,7 @@ under its room, with the first sentence of its docstring.
 
     python tools/module_map.py > /tmp/map.md   # then paste it over the section
 
-tests/test_module_map.py checks the section's names against the tree both
+tests/project/test_module_map.py checks the section's names against the tree both
 ways; this tool writes the descriptions, which the test leaves to the reader.
 """
 

@@ -3,7 +3,7 @@ terminal shows, the report and the request timeline.
 
 Runs ``slogate run`` in a pseudo-terminal against the embedded simulated engine
 (so the panel is the one a person sees), then opens the results in headless
-Chromium (tests/chromium.py) and writes small PNGs to ``docs/img/``:
+Chromium (tests/support/chromium.py) and writes small PNGs to ``docs/img/``:
 
     .venv/bin/python tools/screenshots.py [--duration 40s] [--out docs/img]
 """
@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 from chromium import Browser  # noqa: E402
 from test_progress import read_all  # noqa: E402
 
