@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from reportdata import bucket, lognormal_ms, run_of
+from reportdata import bucket, chat_run, lognormal_ms, run_of, with_stalls
 
-from slogate.analysis.documents.rundata import RunData
 from slogate.analysis.verdict.compare import (
     BETTER,
     CANNOT_TELL,
@@ -20,18 +19,7 @@ from slogate.analysis.verdict.compare import (
     WORSE,
     compare,
 )
-from slogate.analysis.verdict.generator import ProcessHealth
 from slogate.reports import comparison_text
-
-
-def chat_run(scale: float, seed: int, n: int = 20000, ok: int | None = None) -> RunData:
-    """TTFT and ITL from the same lognormal, every latency multiplied by ``scale``."""
-    samples = {
-        "ttft": lognormal_ms(300, 0.5, n, seed) * scale,
-        "itl": lognormal_ms(25, 0.3, n, seed + 1) * scale,
-        "e2e": lognormal_ms(3000, 0.4, n, seed + 2) * scale,
-    }
-    return run_of({"chat": bucket(samples, ok=ok, output_tokens=100 * n)})
 
 
 def p99(comparison, metric: str = "ttft_ms"):
@@ -103,16 +91,6 @@ def test_the_comparison_serializes_to_strict_json() -> None:
     assert data["verdict"] in ("regression", "no regression")
     assert data["exit_code"] == result.exit_code
     assert len(data["deltas"]) == len(result.deltas)
-
-
-def with_stalls(run: RunData, stall_ms: float, held: int = 200) -> RunData:
-    """The run as if its load loop had been held ``stall_ms`` for ``held`` of
-    10000 turns (2% by default)."""
-    health = ProcessHealth(pid=1)
-    health.stall.record_value(100, 10000 - held)  # 0.1 ms late: a prompt loop
-    health.stall.record_value(int(stall_ms * 1000), held)
-    run.meta["generator"] = {"health": {"local": health.to_dict()}}
-    return run
 
 
 def test_a_rise_the_generators_can_have_made_cannot_be_told_and_is_not_a_regression() -> None:

@@ -15,6 +15,7 @@ from slogate.analysis.documents.rundata import RunData
 from slogate.analysis.measurement.histograms import HIGHEST_US, HistogramSet, record_many
 from slogate.analysis.measurement.recorder import Bucket, Counters
 from slogate.analysis.measurement.records import RequestRecord
+from slogate.analysis.verdict.generator import ProcessHealth
 
 MS = 1_000_000
 
@@ -211,4 +212,24 @@ def realistic_run(
         }
         for i in range(12)
     ]
+    return run
+
+
+def chat_run(scale: float, seed: int, n: int = 20000, ok: int | None = None) -> RunData:
+    """TTFT and ITL from the same lognormal, every latency multiplied by ``scale``."""
+    samples = {
+        "ttft": lognormal_ms(300, 0.5, n, seed) * scale,
+        "itl": lognormal_ms(25, 0.3, n, seed + 1) * scale,
+        "e2e": lognormal_ms(3000, 0.4, n, seed + 2) * scale,
+    }
+    return run_of({"chat": bucket(samples, ok=ok, output_tokens=100 * n)})
+
+
+def with_stalls(run: RunData, stall_ms: float, held: int = 200) -> RunData:
+    """The run as if its load loop had been held ``stall_ms`` for ``held`` of
+    10000 turns (2% by default)."""
+    health = ProcessHealth(pid=1)
+    health.stall.record_value(100, 10000 - held)  # 0.1 ms late: a prompt loop
+    health.stall.record_value(int(stall_ms * 1000), held)
+    run.meta["generator"] = {"health": {"local": health.to_dict()}}
     return run
