@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from markupsafe import Markup
@@ -212,106 +212,170 @@ def line_chart(
     are drawn under the lines, whiskers and markers over them; the axes hold
     every line, band, whisker and marker."""
     x, y = x or Axis(), y or Axis()
-    left, right, top, bottom = 52, 24, 34, 30
-    tx = (lambda v: math.log10(v) if v > 0 else None) if x.log else (lambda v: v)
-    ty = (lambda v: math.log10(v) if v > 0 else None) if y.log else (lambda v: v)
-    lines = []
-    for s in series:
-        pts = [(tx(px), None if py is None else ty(py)) for px, py in thin(s.points, width)]
-        lines.append((s, [(px, py) for px, py in pts if px is not None]))
-    xs = [px for _, pts in lines for px, _ in pts]
-    ys = [py for _, pts in lines for _, py in pts if py is not None]
-    ys += [v for v in (ty(r.y) for r in rules) if v is not None]
-    ys += [
-        t
-        for b in bands
-        for _, lo, hi in b.points
-        for v in (lo, hi)
-        if v is not None and (t := ty(v)) is not None
-    ]
-    xs += [t for m in markers if (t := tx(m.x)) is not None]
-    ys += [t for m in markers if (t := ty(m.y)) is not None]
-    xs += [
-        t
-        for w in whiskers
-        for v in (w.x_low, w.x_high)
-        if v is not None and (t := tx(v)) is not None
-    ]
-    ys += [
-        t
-        for w in whiskers
-        for v in (w.y_low, w.y_high)
-        if v is not None and (t := ty(v)) is not None
-    ]
+    frame = Frame(width, height)
+    tx, ty = axis_units(x), axis_units(y)
+    lines = [(s, in_axis_units(s, tx, ty, width)) for s in series]
+    xs, ys = extents(lines, rules, bands, markers, whiskers, tx, ty)
     head = (
         f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
         f'role="img" aria-label="{esc(title)}"><title>{esc(title)}</title>'
-        f'<text x="{left}" y="14" class="ct">{esc(title)}</text>'
+        f'<text x="{frame.left}" y="14" class="ct">{esc(title)}</text>'
     )
     if not xs or not ys:
         middle = f'<text x="{width / 2}" y="{height / 2}" class="nd">no data</text>'
         return Markup(f"{head}{middle}</svg>")
     x_lo, x_hi, x_ticks = fit(xs, x, include_zero=False)
     y_lo, y_hi, y_ticks = fit(ys, y, include_zero=True)
-    plot_w, plot_h = width - left - right, height - top - bottom
-
-    def px(v: float) -> float:
-        return round(left + (v - x_lo) / ((x_hi - x_lo) or 1.0) * plot_w, 1)
-
-    def py(v: float) -> float:
-        return round(top + plot_h - (v - y_lo) / ((y_hi - y_lo) or 1.0) * plot_h, 1)
-
-    parts = [head, legend(series, left, width)]
-    for t in y_ticks:
-        parts.append(
-            f'<line x1="{left}" x2="{width - right}" y1="{py(t)}" y2="{py(t)}" class="g"/>'
-            f'<text x="{left - 4}" y="{py(t) + 3}" class="yl">{esc(tick_label(y, t))}</text>'
-        )
-    for t in x_ticks:
-        parts.append(
-            f'<text x="{px(t)}" y="{height - bottom + 13}" class="xl">'
-            f"{esc(tick_label(x, t))}</text>"
-        )
-    parts.append(
-        f'<text x="{width - right}" y="{height - 4}" class="al">{esc(x.label)}</text>'
-        f'<text x="4" y="{top - 6}" class="al0">{esc(y.label)}</text>'
-    )
-    scales = Scales(tx, ty, px, py)
+    scales = Scales(tx, ty, frame.px(x_lo, x_hi), frame.py(y_lo, y_hi))
+    parts = [head, legend(series, frame.left, width), grid(frame, scales, x, y, x_ticks, y_ticks)]
     parts += [band(b, scales) for b in bands]
     for index, (s, pts) in enumerate(lines):
-        color = PALETTE[index % len(PALETTE)]
-        parts.append(path(s, pts, color, px, py))
+        parts.append(path(s, pts, PALETTE[index % len(PALETTE)], scales.px, scales.py))
     parts += [whisker(w, scales) for w in whiskers]
     for m in markers:
         mx, my = tx(m.x), ty(m.y)
         if mx is not None and my is not None:
-            parts.append(marker(m, px(mx), py(my)))
-    for r in rules:
-        ry = ty(r.y)
-        if ry is None:
-            continue
-        label_y = py(ry) + 11 if py(ry) - top < 12 else py(ry) - 3
-        parts.append(
-            f'<g class="rule"><title>{esc(r.label)}</title>'
-            f'<line x1="{left}" x2="{width - right}" y1="{py(ry)}" y2="{py(ry)}" '
-            f'stroke="{RULE_COLOR}" stroke-dasharray="6 3"/>'
-            f'<text x="{left + 4}" y="{label_y}" class="rl">{esc(r.label)}</text>'
-        )
-        mark_x = None if r.x is None else tx(r.x)
-        if mark_x is not None and x_lo <= mark_x <= x_hi:
-            parts.append(f'<circle cx="{px(mark_x)}" cy="{py(ry)}" r="3.5" fill="{RULE_COLOR}"/>')
-        parts.append("</g>")
-    for c in cuts:
-        cx = tx(c.x)
-        if cx is not None and x_lo <= cx <= x_hi:
-            parts.append(
-                f'<g class="cut"><title>{esc(c.label)}</title>'
-                f'<line x1="{px(cx)}" x2="{px(cx)}" y1="{top}" y2="{top + plot_h}" '
-                f'stroke="{RULE_COLOR}" stroke-dasharray="2 3"/>'
-                f'<text x="{px(cx) + 3}" y="{top + 10}" class="rl">{esc(c.label)}</text></g>'
-            )
+            parts.append(marker(m, scales.px(mx), scales.py(my)))
+    parts += [rule_line(r, frame, scales, (x_lo, x_hi)) for r in rules if ty(r.y) is not None]
+    parts += [cut_line(c, frame, scales) for c in cuts if within(tx(c.x), x_lo, x_hi)]
     parts.append("</svg>")
     return Markup("".join(parts))
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A chart's size and the margins around its plot, in pixels: room for the
+    title and legend above, the tick labels left and below."""
+
+    width: int
+    height: int
+    left: int = 52
+    right: int = 24
+    top: int = 34
+    bottom: int = 30
+
+    @property
+    def plot_w(self) -> int:
+        return self.width - self.left - self.right
+
+    @property
+    def plot_h(self) -> int:
+        return self.height - self.top - self.bottom
+
+    def px(self, lo: float, hi: float) -> Callable[[float], float]:
+        """Axis units from ``lo`` to ``hi`` onto the plot's width."""
+        return lambda v: round(self.left + (v - lo) / ((hi - lo) or 1.0) * self.plot_w, 1)
+
+    def py(self, lo: float, hi: float) -> Callable[[float], float]:
+        """Axis units from ``lo`` to ``hi`` onto the plot's height, upwards."""
+        return lambda v: round(
+            self.top + self.plot_h - (v - lo) / ((hi - lo) or 1.0) * self.plot_h, 1
+        )
+
+
+def axis_units(axis: Axis) -> Callable[[float], float | None]:
+    """Data to axis units: log10 on a log axis (None for what it cannot show)."""
+    if axis.log:
+        return lambda v: math.log10(v) if v > 0 else None
+    return lambda v: v
+
+
+def in_axis_units(
+    s: Series,
+    tx: Callable[[float], float | None],
+    ty: Callable[[float], float | None],
+    width: int,
+) -> list[tuple[float, float | None]]:
+    """A series' points, thinned to the chart's width, in axis units; a point off
+    a log x axis is dropped, one off a log y axis breaks the line."""
+    pts = [(tx(px), None if py is None else ty(py)) for px, py in thin(s.points, width)]
+    return [(px, py) for px, py in pts if px is not None]
+
+
+def extents(
+    lines: Sequence[tuple[Series, list[tuple[float, float | None]]]],
+    rules: Sequence[Rule],
+    bands: Sequence[Band],
+    markers: Sequence[Marker],
+    whiskers: Sequence[Whisker],
+    tx: Callable[[float], float | None],
+    ty: Callable[[float], float | None],
+) -> tuple[list[float], list[float]]:
+    """Every x and y the axes must hold, in axis units."""
+    xs = [px for _, pts in lines for px, _ in pts]
+    ys = [py for _, pts in lines for _, py in pts if py is not None]
+    ys += [v for v in (ty(r.y) for r in rules) if v is not None]
+    ys += [v for b in bands for _, lo, hi in b.points for v in shown((lo, hi), ty)]
+    xs += shown([m.x for m in markers], tx)
+    ys += shown([m.y for m in markers], ty)
+    xs += [v for w in whiskers for v in shown((w.x_low, w.x_high), tx)]
+    ys += [v for w in whiskers for v in shown((w.y_low, w.y_high), ty)]
+    return xs, ys
+
+
+def shown(values: Iterable[float | None], to_units: Callable[[float], float | None]) -> list[float]:
+    """The values an axis can show, in its units."""
+    return [t for v in values if v is not None and (t := to_units(v)) is not None]
+
+
+def within(value: float | None, lo: float, hi: float) -> bool:
+    return value is not None and lo <= value <= hi
+
+
+def grid(
+    frame: Frame, scales: Scales, x: Axis, y: Axis, x_ticks: list[float], y_ticks: list[float]
+) -> str:
+    """The y grid lines with their labels, the x tick labels, the axis names."""
+    px, py = scales.px, scales.py
+    parts = [
+        f'<line x1="{frame.left}" x2="{frame.width - frame.right}" y1="{py(t)}" y2="{py(t)}" '
+        f'class="g"/><text x="{frame.left - 4}" y="{py(t) + 3}" class="yl">'
+        f"{esc(tick_label(y, t))}</text>"
+        for t in y_ticks
+    ]
+    parts += [
+        f'<text x="{px(t)}" y="{frame.height - frame.bottom + 13}" class="xl">'
+        f"{esc(tick_label(x, t))}</text>"
+        for t in x_ticks
+    ]
+    parts.append(
+        f'<text x="{frame.width - frame.right}" y="{frame.height - 4}" class="al">'
+        f'{esc(x.label)}</text><text x="4" y="{frame.top - 6}" class="al0">{esc(y.label)}</text>'
+    )
+    return "".join(parts)
+
+
+def rule_line(r: Rule, frame: Frame, scales: Scales, x_range: tuple[float, float]) -> str:
+    """A threshold across the plot, labelled, with a dot where its ``x`` is."""
+    ry = scales.ty(r.y)
+    assert ry is not None  # the caller draws only rules the axis shows
+    y = scales.py(ry)
+    label_y = y + 11 if y - frame.top < 12 else y - 3
+    parts = [
+        f'<g class="rule"><title>{esc(r.label)}</title>'
+        f'<line x1="{frame.left}" x2="{frame.width - frame.right}" y1="{y}" y2="{y}" '
+        f'stroke="{RULE_COLOR}" stroke-dasharray="6 3"/>'
+        f'<text x="{frame.left + 4}" y="{label_y}" class="rl">{esc(r.label)}</text>'
+    ]
+    mark_x = None if r.x is None else scales.tx(r.x)
+    if within(mark_x, *x_range):
+        assert mark_x is not None
+        parts.append(f'<circle cx="{scales.px(mark_x)}" cy="{y}" r="3.5" fill="{RULE_COLOR}"/>')
+    parts.append("</g>")
+    return "".join(parts)
+
+
+def cut_line(c: Cut, frame: Frame, scales: Scales) -> str:
+    """A vertical mark across the plot at ``c.x`` (the caller keeps it in range)."""
+    cx = scales.tx(c.x)
+    assert cx is not None
+    x = scales.px(cx)
+    return (
+        f'<g class="cut"><title>{esc(c.label)}</title>'
+        f'<line x1="{x}" x2="{x}" y1="{frame.top}" y2="{frame.top + frame.plot_h}" '
+        f'stroke="{RULE_COLOR}" stroke-dasharray="2 3"/>'
+        f'<text x="{x + 3}" y="{frame.top + 10}" class="rl">{esc(c.label)}</text></g>'
+    )
 
 
 def path(

@@ -82,104 +82,141 @@ def simulate_closed_loop(
     KV cache travels to the decode instance (:func:`kv_transfer_seconds`), which
     generates the rest. Prefill chunks then never stretch a decode step."""
     measured = requests if requests is not None else max(64, 3 * concurrency)
-    total = concurrency + measured
-    disaggregated = profile.disaggregated
-    pools = [_Pool(Scheduler(profile)) for _ in range(2 if disaggregated else 1)]
-    front_end_s = profile.efficiency.request_overhead_s
-    arrivals: list[tuple[float, int, int, Sequence]] = []  # (ready, order, pool, sequence)
-    order = itertools.count()
-    now = 0.0
-    issued = 0
+    loop = _ClosedLoop(profile, concurrency, input_tokens, output_tokens, concurrency + measured)
+    loop.run()
+    return loop.result()
 
-    def issue() -> None:
-        nonlocal issued
-        first = 1 if disaggregated else output_tokens
-        seq = Sequence(f"sim-{issued}", input_tokens, first, arrival=now)
-        heapq.heappush(arrivals, (now + front_end_s, next(order), 0, seq))
-        issued += 1
 
-    def hand_over(prefilled: Sequence) -> None:
+class _ClosedLoop:
+    """One closed-loop simulation's state on its virtual clock: the pools, the
+    requests on their way to a pool, and the measurement window."""
+
+    def __init__(
+        self, profile: Profile, concurrency: int, input_tokens: int, output_tokens: int, total: int
+    ) -> None:
+        self.profile = profile
+        self.concurrency = concurrency
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self.total = total
+        self.disaggregated = profile.disaggregated
+        self.pools = [_Pool(Scheduler(profile)) for _ in range(2 if self.disaggregated else 1)]
+        self.arrivals: list[tuple[float, int, int, Sequence]] = []  # (ready, order, pool, seq)
+        self.order = itertools.count()
+        self.now = 0.0
+        self.issued = 0
+        self.done: list[Sequence] = []
+        self.gaps: dict[str, list[float]] = {}  # request id -> its gaps between tokens
+        self.window_start = self.window_end = 0.0
+        self.tokens_at_start = self.tokens_at_end = 0
+
+    def issue(self) -> None:
+        first = 1 if self.disaggregated else self.output_tokens
+        seq = Sequence(f"sim-{self.issued}", self.input_tokens, first, arrival=self.now)
+        ready = self.now + self.profile.efficiency.request_overhead_s
+        heapq.heappush(self.arrivals, (ready, next(self.order), 0, seq))
+        self.issued += 1
+
+    def hand_over(self, prefilled: Sequence) -> None:
         """The decode instance's copy of a prefilled sequence, once its KV arrives."""
-        seq = Sequence(prefilled.request_id, input_tokens, output_tokens, arrival=prefilled.arrival)
-        seq.num_computed = input_tokens
+        seq = Sequence(
+            prefilled.request_id, self.input_tokens, self.output_tokens, arrival=prefilled.arrival
+        )
+        seq.num_computed = self.input_tokens
         seq.output_len = 1
-        seq.num_tokens = input_tokens + 1
-        seq.first_token_time = seq.last_token_time = now
-        ready = now + kv_transfer_seconds(profile, input_tokens)
-        heapq.heappush(arrivals, (ready, next(order), 1, seq))
+        seq.num_tokens = self.input_tokens + 1
+        seq.first_token_time = seq.last_token_time = self.now
+        ready = self.now + kv_transfer_seconds(self.profile, self.input_tokens)
+        heapq.heappush(self.arrivals, (ready, next(self.order), 1, seq))
 
-    def generated() -> int:
-        return sum(pool.scheduler.generation_tokens for pool in pools)
+    def generated(self) -> int:
+        return sum(pool.scheduler.generation_tokens for pool in self.pools)
 
-    for _ in range(min(concurrency, total)):
-        issue()
+    def busy(self) -> bool:
+        return bool(self.arrivals) or any(p.step or p.scheduler.has_work() for p in self.pools)
 
-    done: list[Sequence] = []
-    gaps: dict[str, list[float]] = {}  # request id -> its gaps between tokens
-    window_start = window_end = 0.0
-    tokens_at_start = tokens_at_end = 0
-    while arrivals or any(pool.step or pool.scheduler.has_work() for pool in pools):
-        for pool in pools:
+    def run(self) -> None:
+        for _ in range(min(self.concurrency, self.total)):
+            self.issue()
+        while self.busy():
+            self.start_steps()
+            self.advance()
+            for index, pool in enumerate(self.pools):
+                if pool.step is not None and pool.ends_at <= self.now:
+                    self.finish_step(index, pool, pool.step)
+
+    def start_steps(self) -> None:
+        """Each idle pool with work starts its next step."""
+        for pool in self.pools:
             if pool.step is None and pool.scheduler.has_work():
                 step = pool.scheduler.schedule()
                 if not step.seqs:
                     raise RuntimeError(
-                        f"{profile.name}: a request cannot be scheduled (KV cache too small)"
+                        f"{self.profile.name}: a request cannot be scheduled (KV cache too small)"
                     )
-                pool.step, pool.ends_at = step, now + step.duration
+                pool.step, pool.ends_at = step, self.now + step.duration
                 pool.max_running = max(pool.max_running, len(pool.scheduler.running))
-        busy = [pool.ends_at for pool in pools if pool.step is not None]
-        now = min(busy + ([arrivals[0][0]] if arrivals else []))
-        while arrivals and arrivals[0][0] <= now:
-            _, _, target, seq = heapq.heappop(arrivals)
-            pools[target].scheduler.add(seq)
-        for index, pool in enumerate(pools):
-            if pool.step is None or pool.ends_at > now:
-                continue
-            decoding = {s.request_id: s.last_token_time for s in pool.step.seqs if s.output_len}
-            emitted = pool.scheduler.complete(pool.step, now)
-            pool.step = None
-            for seq in emitted:
-                if seq.request_id in decoding:
-                    gaps.setdefault(seq.request_id, []).append(now - decoding[seq.request_id])
-                if not seq.finished:
-                    continue
-                if disaggregated and index == 0:
-                    hand_over(seq)
-                    continue
-                done.append(seq)
-                if len(done) == concurrency:
-                    window_start, tokens_at_start = now, generated()
-                if issued < total:
-                    issue()
-                    if issued == total:
-                        window_end, tokens_at_end = now, generated()
 
-    if window_end <= window_start:
-        raise ValueError("requests must exceed concurrency for a measurement window")
-    measured_seqs = [s for s in done if window_start <= s.arrival <= window_end]
-    duration = window_end - window_start
-    ttfts = [_first_token_time(s) - s.arrival for s in measured_seqs]
-    tpots = [
-        (s.last_token_time - _first_token_time(s)) / (s.output_len - 1)
-        for s in measured_seqs
-        if s.output_len > 1
-    ]
-    itls = sorted(g for s in measured_seqs for g in gaps.get(s.request_id, ()))
-    return SimResult(
-        concurrency=concurrency,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        requests=len(measured_seqs),
-        duration_s=duration,
-        output_tokens_per_s=(tokens_at_end - tokens_at_start) / duration,
-        requests_per_s=len(measured_seqs) / duration,
-        ttft_mean_s=statistics.fmean(ttfts),
-        ttft_p50_s=statistics.median(ttfts),
-        tpot_mean_s=statistics.fmean(tpots) if tpots else 0.0,
-        itl_p99_s=itls[min(len(itls) - 1, int(0.99 * len(itls)))] if itls else 0.0,
-        itl_max_s=itls[-1] if itls else 0.0,
-        e2e_mean_s=statistics.fmean(s.last_token_time - s.arrival for s in measured_seqs),
-        max_running=pools[-1].max_running,
-        preemptions=sum(pool.scheduler.num_preemptions for pool in pools),
-    )
+    def advance(self) -> None:
+        """The clock to the next step's end or arrival; what arrived joins its pool."""
+        ends = [pool.ends_at for pool in self.pools if pool.step is not None]
+        self.now = min(ends + ([self.arrivals[0][0]] if self.arrivals else []))
+        while self.arrivals and self.arrivals[0][0] <= self.now:
+            _, _, target, seq = heapq.heappop(self.arrivals)
+            self.pools[target].scheduler.add(seq)
+
+    def finish_step(self, index: int, pool: _Pool, step: Step) -> None:
+        decoding = {s.request_id: s.last_token_time for s in step.seqs if s.output_len}
+        emitted = pool.scheduler.complete(step, self.now)
+        pool.step = None
+        for seq in emitted:
+            if seq.request_id in decoding:
+                gap = self.now - decoding[seq.request_id]
+                self.gaps.setdefault(seq.request_id, []).append(gap)
+            if not seq.finished:
+                continue
+            if self.disaggregated and index == 0:
+                self.hand_over(seq)
+            else:
+                self.finish(seq)
+
+    def finish(self, seq: Sequence) -> None:
+        """A finished request; its client sends the next, and the window opens
+        after the warm-up wave and closes with the last request sent."""
+        self.done.append(seq)
+        if len(self.done) == self.concurrency:
+            self.window_start, self.tokens_at_start = self.now, self.generated()
+        if self.issued < self.total:
+            self.issue()
+            if self.issued == self.total:
+                self.window_end, self.tokens_at_end = self.now, self.generated()
+
+    def result(self) -> SimResult:
+        if self.window_end <= self.window_start:
+            raise ValueError("requests must exceed concurrency for a measurement window")
+        measured = [s for s in self.done if self.window_start <= s.arrival <= self.window_end]
+        duration = self.window_end - self.window_start
+        ttfts = [_first_token_time(s) - s.arrival for s in measured]
+        tpots = [
+            (s.last_token_time - _first_token_time(s)) / (s.output_len - 1)
+            for s in measured
+            if s.output_len > 1
+        ]
+        itls = sorted(g for s in measured for g in self.gaps.get(s.request_id, ()))
+        return SimResult(
+            concurrency=self.concurrency,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            requests=len(measured),
+            duration_s=duration,
+            output_tokens_per_s=(self.tokens_at_end - self.tokens_at_start) / duration,
+            requests_per_s=len(measured) / duration,
+            ttft_mean_s=statistics.fmean(ttfts),
+            ttft_p50_s=statistics.median(ttfts),
+            tpot_mean_s=statistics.fmean(tpots) if tpots else 0.0,
+            itl_p99_s=itls[min(len(itls) - 1, int(0.99 * len(itls)))] if itls else 0.0,
+            itl_max_s=itls[-1] if itls else 0.0,
+            e2e_mean_s=statistics.fmean(s.last_token_time - s.arrival for s in measured),
+            max_running=self.pools[-1].max_running,
+            preemptions=sum(pool.scheduler.num_preemptions for pool in self.pools),
+        )
