@@ -28,11 +28,15 @@ def key_of(*parts: bytes) -> str:
 
 
 def store(path: Path, write: Callable[[IO[bytes]], None]) -> None:
-    """Write atomically; a cache that cannot be written only costs the next load time."""
+    """Write atomically; a cache that cannot be written only costs the next load
+    time, and leaves no half-written file behind."""
+    temporary: Path | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as f:
+            temporary = Path(f.name)
             write(f)
-        os.replace(f.name, path)
+        os.replace(temporary, path)
     except OSError:
-        pass
+        if temporary is not None:
+            temporary.unlink(missing_ok=True)
