@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 from slogate.analysis.engine_side.server_metrics import parse_target
 from slogate.analysis.verdict.saturation import MODES as SATURATION_MODES
@@ -172,6 +173,15 @@ def metrics_target(text: str) -> str:
 def endpoint(text: str) -> str:
     """``[NAME=]URL``: one of several endpoints (``slogate.client.endpoints``)."""
     return _parses(text, parse_endpoint)
+
+
+def http_url(text: str) -> str:
+    """An ``http://`` or ``https://`` URL with a host: a collector's base URL
+    (empty: none, the option's default)."""
+    parts = urlsplit(text)
+    if text and (parts.scheme not in ("http", "https") or not parts.hostname):
+        raise argparse.ArgumentTypeError(f"expected an http(s)://HOST[:PORT] URL, got {text!r}")
+    return text
 
 
 def web_login(text: str) -> str:

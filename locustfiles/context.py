@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from slogate.analysis.documents.export import request_line
 from slogate.analysis.measurement.recorder import GoodputLimits, Recorder
@@ -34,6 +34,9 @@ from slogate.scenarios import Planner
 from slogate.scenarios.context_fit import ContextFit
 from slogate.scenarios.model import Scenario
 from slogate.scenarios.planner import prepare_text
+
+if TYPE_CHECKING:  # the OpenTelemetry SDK only where --otlp-traces is given
+    from slogate.locustfiles.otlp_export import SpanPush
 
 log = logging.getLogger("slogate")
 
@@ -101,6 +104,7 @@ class LoadContext:
     cpu_warning: bool = False
     watch: LoopWatch = field(init=False)
     request_log: RequestLog | None = None
+    spans: SpanPush | None = None  # --otlp-traces
     fit: ContextFit | None = None
     owned_by: str = ""  # the engine as its /v1/models named itself
     # several endpoints (docs/load.md, "Several endpoints"): none means the host alone
@@ -306,6 +310,9 @@ class LoadContext:
         self._clients.clear()
         if self.request_log is not None:
             self.request_log.close()
+        if self.spans is not None:
+            self.spans.close()
+            self.spans = None
 
     def record_session(
         self, scenario: str, session: SessionRecord, where: Sequence[str] = ()
@@ -373,3 +380,5 @@ class LoadContext:
         metrics = self.recorder.record(record, wall_s=wall, stage=stage, warmup=warmup, head=head)
         if self.request_log is not None:
             self.request_log.write(request_line(record, metrics, wall, stage, warmup))
+        if self.spans is not None:
+            self.spans.add(record, warmup)

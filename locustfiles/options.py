@@ -21,6 +21,7 @@ from slogate.locustfiles.argtypes import (
     duration,
     endpoint,
     fit_mode,
+    http_url,
     integer,
     metrics_target,
     non_negative_int,
@@ -306,6 +307,22 @@ OPTIONS = (
         example="http://127.0.0.1:9091",
         metavar="URL",
         cli=("--push-metrics",),
+    ),
+    Option(
+        "--otlp-endpoint",
+        "OpenTelemetry collector's OTLP/HTTP base URL: the run's latency histograms, counts, "
+        "throughput and verdict pushed every 5 s and at the end",
+        http_url,
+        default="",
+        example="http://127.0.0.1:4318",
+        metavar="URL",
+        cli=("--otlp-endpoint",),
+    ),
+    Option(
+        "--otlp-traces",
+        "with --otlp-endpoint: also one span per request, with the ids it sent the server",
+        switch=True,
+        cli=("--otlp-traces",),
     ),
     Option(
         "--window",

@@ -84,6 +84,7 @@ from slogate.scenarios.loader import resolve
 from slogate.scenarios.model import Scenario
 
 if TYPE_CHECKING:
+    from slogate.locustfiles.otlp_export import MetricsPush, SpanPush
     from slogate.locustfiles.scraper import MetricsScraper
 
 log = logging.getLogger("slogate")
@@ -91,6 +92,7 @@ log = logging.getLogger("slogate")
 # Locust prints its statistics tables through this logger.
 LOCUST_STATS_LOGGER = "locust.stats_logger"
 FINALS_TIMEOUT_S = 30.0
+OTLP_EXTRA = "pip install 'slogate[otlp]'"
 SELFTEST_S = 5.0
 PARENT_POLL_S = 0.5
 
@@ -138,12 +140,36 @@ def build_context(
         window_s=options.window,
         origin_s=origin,
         request_log=RequestLog(Path(options.out) / REQUESTS_FILE) if saving else None,
+        spans=span_push(options, model),
     )
     if options.slogate_context:
         count = ContextCount(options.slogate_count_with, options.slogate_framing)
         mode = options.fit_context or ""
         ctx.fit = run_fit(options.slogate_context, mode, count, ctx.engine_count)
     return ctx
+
+
+def span_push(options: Any, model: str) -> SpanPush | None:
+    """``--otlp-traces``: this load process's spans, named by the run's folder."""
+    if not (options.otlp_traces and options.otlp_endpoint):
+        return None
+    from slogate.locustfiles.otlp_export import SpanPush
+
+    return SpanPush(options.otlp_endpoint, Path(options.out).name, model)
+
+
+def metrics_push(options: Any, out_dir: Path) -> MetricsPush | None:
+    """``--otlp-endpoint``: the judging process's exporter (exit 2 without the SDK,
+    or with ``--otlp-traces`` alone)."""
+    if options.otlp_traces and not options.otlp_endpoint:
+        fail(EXIT_CONFIG, "--otlp-traces needs --otlp-endpoint URL")
+    if not options.otlp_endpoint:
+        return None
+    try:
+        from slogate.locustfiles.otlp_export import MetricsPush
+    except ImportError as error:
+        fail(EXIT_CONFIG, f"--otlp-endpoint: {error.name} is not installed: {OTLP_EXTRA}")
+    return MetricsPush(options.otlp_endpoint, out_dir.name)
 
 
 def run_endpoints(options: Any, loaded: list[Scenario]) -> list[Endpoint]:
@@ -259,6 +285,7 @@ def start_session(options: Any, runner: Any) -> RunSession:
     options.out = str(out_dir)  # workers receive it, and log requests there
     if options.save_requests:
         (out_dir / REQUESTS_FILE).write_bytes(b"")  # this run's requests only, even if none
+    otlp = metrics_push(options, out_dir)
     names = [s.name for s in loaded]
     baseline = load_baseline(options.baseline, out_dir, names, engine.owned_by, engine.model)
     ctx = build_context(options, loaded, options.host, engine.model, shards, origin=None)
@@ -281,6 +308,7 @@ def start_session(options: Any, runner: Any) -> RunSession:
         saturation=options.saturation,
         slice_s=options.slice,
         probes_per_s=options.probes,
+        otlp=otlp,
     )
     if options.selftest > 0:
         session.selftest = measure_generator(options.selftest)
@@ -480,6 +508,8 @@ def on_test_start(environment: Any, **_: Any) -> None:
         _session.ctx.watch_loop()
     _session.scraper = start_scraper(options, _session.start_wall)
     gevent.spawn(housekeeping, environment, _session)
+    if _session.otlp is not None:
+        gevent.spawn(push_otlp, _session)
     if options.probes:
         gevent.spawn(send_probes, _session, options.probes)
 
@@ -542,6 +572,19 @@ def housekeeping(environment: Any, session: RunSession) -> None:
         if _view is not None and session.finished_code is None:
             with clearance.clear("view"):
                 _view.show(session.progress(), time.monotonic())
+
+
+def push_otlp(session: RunSession) -> None:
+    """``--otlp-endpoint``: the metrics so far, every ``PUSH_INTERVAL_S`` until
+    the run is judged (the session pushes the last, with the verdict)."""
+    from slogate.locustfiles.otlp_export import PUSH_INTERVAL_S
+
+    while session.otlp is not None and session.finished_code is None:
+        gevent.sleep(PUSH_INTERVAL_S)
+        if session.finished_code is None:
+            with session.ctx.clearance.clear("otlp"):
+                data = session.otlp_metrics()
+            session.otlp.send(data)
 
 
 def send_probes(session: RunSession, rate: float) -> None:

@@ -29,7 +29,7 @@ from slogate.analysis.documents.journal import JOURNAL_FILE, JournalWriter
 from slogate.analysis.documents.rundata import DATA_DIR, RunData, forget_final_save
 from slogate.analysis.documents.summary import redact
 from slogate.analysis.measurement.costs import Pricing
-from slogate.analysis.measurement.recorder import OVERALL, Recorder
+from slogate.analysis.measurement.recorder import OVERALL, Bucket, Recorder
 from slogate.analysis.measurement.timeseries import apart_row, window_row
 from slogate.analysis.measurement.warmup import METHOD, WarmupCut, find_cut
 from slogate.analysis.verdict.early_stop import EarlyStop, early_stop
@@ -49,6 +49,9 @@ from slogate.scenarios.context_fit import Overflow
 from slogate.scenarios.model import Scenario
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics.export import MetricsData
+
+    from slogate.locustfiles.otlp_export import MetricsPush
     from slogate.locustfiles.scraper import MetricsScraper
     from slogate.reports import Outcome
 
@@ -94,6 +97,7 @@ class RunSession:
         saturation: str = "off",
         slice_s: float = 0.0,
         probes_per_s: float = 0.0,
+        otlp: MetricsPush | None = None,
     ) -> None:
         """``baseline``: the folder of a run to compare with, and its data (read
         before the run, so a bad folder stops it before any load);
@@ -104,7 +108,9 @@ class RunSession:
         (the verdict says so) or stop (the run ends, exit 3); ``slice_s``: the
         length of ``--slice``'s slices (0: none); ``probes_per_s``: ``--probes``'s
         rate (0: none); ``push_url``:
-        a Prometheus Pushgateway that receives the run's metrics at the end."""
+        a Prometheus Pushgateway that receives the run's metrics at the end;
+        ``otlp``: an OpenTelemetry collector that receives them as the run goes
+        and at the end."""
         self.ctx = ctx
         self.engine = engine
         self.out_dir = out_dir
@@ -117,6 +123,7 @@ class RunSession:
         self.baseline = baseline
         self.pricing = pricing
         self.push_url = push_url
+        self.otlp = otlp
         self.allow_uncertain = allow_uncertain
         self.abort_min_window_s = abort_min_window_s
         self.stopped_early: EarlyStop | None = None
@@ -294,6 +301,37 @@ class RunSession:
             stall_warning_ms=STALL_WARNING_MS,
             blurred_pct=max(blurred, default=None),
         )
+
+    def otlp_metrics(self, summary: dict[str, Any] | None = None) -> MetricsData:
+        """``--otlp-endpoint``'s data: each scenario's measured bucket so far,
+        its throughput over the measured time, and once judged (``summary``)
+        the summary's own throughput and verdicts."""
+        from slogate.reports.otlp import Rates
+
+        assert self.otlp is not None
+        buckets = {
+            s.name: self.collector.buckets.get((s.name, OVERALL)) or Bucket()
+            for s in self.ctx.scenarios
+        }
+        if summary is not None:
+            scenarios = summary["scenarios"]
+            rates = {
+                name: Rates(
+                    s["throughput"]["requests_per_s"], s["throughput"]["output_tokens_per_s"]
+                )
+                for name, s in scenarios.items()
+            }
+            verdicts = {"": summary["verdict"]} | {n: s["verdict"] for n, s in scenarios.items()}
+            return self.otlp.metrics(buckets, rates, self.start_wall or 0.0, verdicts)
+        span = max(self.ctx.elapsed_s() - self.ctx.timeline.warmup_s, 0.0)
+        rates = {
+            name: Rates(
+                b.counters.ok / span if span else None,
+                b.counters.output_tokens / span if span else None,
+            )
+            for name, b in buckets.items()
+        }
+        return self.otlp.metrics(buckets, rates, self.start_wall or 0.0)
 
     def live_slo(self, scenario: Scenario) -> tuple[list[SloResult], Verdict]:
         """The scenario's SLOs judged on the numbers so far (the final judge's rules)."""
@@ -481,6 +519,9 @@ class RunSession:
                 log.info("slogate: metrics pushed to %s", self.push_url)
             except OSError as error:
                 log.error("slogate: %s", error)
+        if self.otlp is not None:
+            self.otlp.send(self.otlp_metrics(outcome.summary))
+            self.otlp.close()
 
     def finish(self, complete: bool, reason: str | None = None) -> int:
         """Write the results folder and return the gate's exit code (once); the

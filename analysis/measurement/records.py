@@ -159,6 +159,13 @@ class RequestRecord:
     served_by: str | None = None
     served_by_header: str | None = None
     session: str | None = None
+    # the request's identity (issue 39): the id sent as X-Request-Id, the W3C
+    # trace context's trace id (32 hex) and span id (16 hex) sent with it, and
+    # the id the engine gave its reply
+    request_id: str | None = None
+    trace_id: str | None = None
+    span_id: str | None = None
+    engine_request_id: str | None = None
 
     @property
     def ok(self) -> bool:
