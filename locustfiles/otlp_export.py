@@ -5,7 +5,8 @@ Where each is sent from decides that nothing counts twice: the metrics from
 the process that judges the run (the local runner, or the master, which has
 merged every worker's histograms), every ``PUSH_INTERVAL_S`` and once more
 after the verdict; the spans from the load process that sent the request
-(each request is recorded by one process), batched by the SDK's processor.
+(each request is recorded by one process), a few at a time in the gaps
+between its open-loop instants.
 An endpoint that cannot be reached never fails the run: one warning, the
 results folder holds the same numbers.
 """
@@ -13,8 +14,9 @@ results folder holds the same numbers.
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry.context import Context
@@ -22,8 +24,8 @@ from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExp
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.metrics.export import MetricExportResult, MetricsData
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -35,10 +37,13 @@ from slogate.reports.otlp import Rates, metrics_data, run_metrics
 log = logging.getLogger("slogate")
 
 PUSH_INTERVAL_S = 5.0
+SPANS_INTERVAL_S = 1.0
 EXPORT_TIMEOUT_S = 5.0
 METRICS_PATH = "/v1/metrics"
 TRACES_PATH = "/v1/traces"
 SERVICE = "slogate"
+SPANS_PER_EXPORT = 32  # one export's encoding: about 3 ms here, a housekeeping stretch
+MAX_HELD_SPANS = 100_000  # a collector slower than the load: the rest are dropped
 MAX_ATTRIBUTE_CHARS = 256  # server text (a model, a reply's id) in an attribute
 # The exporters log every failed export; slogate warns once per endpoint instead.
 EXPORTER_LOGGERS = ("opentelemetry.exporter.otlp", "opentelemetry.sdk")
@@ -59,7 +64,7 @@ def quiet_exporters() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-class Warning1:
+class WarnOnce:
     """Warn once that exports to ``url`` fail; the run goes on."""
 
     def __init__(self, url: str) -> None:
@@ -85,8 +90,10 @@ class MetricsPush:
         url = signal_url(endpoint, METRICS_PATH)
         self.exporter = OTLPMetricExporter(endpoint=url, timeout=EXPORT_TIMEOUT_S)
         self.resource = run_resource(run_id)
-        self.warning = Warning1(url)
+        self.warning = WarnOnce(url)
         self.pushes = 0
+        self.lock = threading.Lock()  # gevent's, in a load process
+        self.closed = False
 
     def metrics(
         self,
@@ -95,13 +102,26 @@ class MetricsPush:
         start_s: float,
         verdicts: Mapping[str, str] | None = None,
     ) -> MetricsData:
-        """The run's metrics so far (``verdicts`` once judged), built apart
-        from :meth:`send`, which waits on the network."""
+        """The run's metrics so far (``verdicts`` once judged)."""
         metrics = run_metrics(buckets, rates, int(start_s * 1e9), int(wall() * 1e9), verdicts)
         return metrics_data(metrics, self.resource)
 
     def send(self, data: MetricsData) -> bool:
-        """False (and a warning, the first time) when the collector did not take them."""
+        """False (and a warning, the first time) when the collector did not
+        take them, or after the last push."""
+        with self.lock:
+            return not self.closed and self._export(data)
+
+    def last(self, data: MetricsData) -> bool:
+        """The final push; no live push leaves after it (one may be on its
+        way: this one waits for it)."""
+        with self.lock:
+            self.closed = True
+            sent = self._export(data)
+            self.exporter.shutdown()
+            return sent
+
+    def _export(self, data: MetricsData) -> bool:
         result = self.exporter.export(data)
         self.pushes += 1
         if result is not MetricExportResult.SUCCESS:
@@ -109,34 +129,53 @@ class MetricsPush:
             return False
         return True
 
-    def close(self) -> None:
-        self.exporter.shutdown()
 
+class HeldSpans(SpanProcessor):
+    """Ended spans held until the load process has a gap between its
+    open-loop instants to send them in (:meth:`send_some`, under its
+    clearance), a few at a time. The SDK's batch processor would encode up
+    to 512 spans in one stretch of the loop: 60 ms here (0.1 ms a span), the
+    generator's lag. After an export fails the rest are dropped: a collector
+    that cannot be reached costs each export its timeout."""
 
-class Warned(SpanExporter):
-    """A span exporter that warns once when an export fails."""
-
-    def __init__(self, exporter: SpanExporter, warning: Warning1) -> None:
+    def __init__(self, exporter: SpanExporter, warning: WarnOnce) -> None:
         self.exporter = exporter
         self.warning = warning
+        self.held: list[ReadableSpan] = []
+        self.dropped = 0
+        self.sending = threading.Lock()  # a flush waits for the export on its way
 
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        result = self.exporter.export(spans)
-        if result is not SpanExportResult.SUCCESS:
-            self.warning.failed("spans")
-        return result
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.warning.warned or len(self.held) >= MAX_HELD_SPANS:
+            self.dropped += 1
+        else:
+            self.held.append(span)
 
-    def shutdown(self) -> None:
-        self.exporter.shutdown()
+    def send_some(self) -> bool:
+        """Export the oldest ``SPANS_PER_EXPORT``; whether any are left."""
+        with self.sending:
+            batch = self.held[:SPANS_PER_EXPORT]
+            del self.held[:SPANS_PER_EXPORT]
+            if batch and self.exporter.export(batch) is not SpanExportResult.SUCCESS:
+                self.warning.failed("spans")
+                self.dropped += len(self.held) + len(batch)
+                self.held.clear()
+            return bool(self.held)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.exporter.force_flush(timeout_millis)
+        while self.send_some():
+            pass
+        return not self.warning.warned
+
+    def shutdown(self) -> None:
+        self.force_flush()
+        self.exporter.shutdown()
 
 
 class SpanPush:
     """One load process's spans: a tracer whose ids are each request's own
-    (the ids it sent the server, so both sides' spans join one trace), the
-    SDK's batch processor sending them in the background."""
+    (the ids it sent the server, so both sides' spans join one trace), its
+    ended spans held for :meth:`send_some`."""
 
     def __init__(self, endpoint: str, run_id: str, model: str) -> None:
         quiet_exporters()
@@ -144,11 +183,16 @@ class SpanPush:
         self.ids = GivenIds()
         self.provider = TracerProvider(resource=run_resource(run_id), id_generator=self.ids)
         exporter = OTLPSpanExporter(endpoint=url, timeout=EXPORT_TIMEOUT_S)
-        self.provider.add_span_processor(BatchSpanProcessor(Warned(exporter, Warning1(url))))
+        self.held = HeldSpans(exporter, WarnOnce(url))
+        self.provider.add_span_processor(self.held)
         self.tracer = self.provider.get_tracer(SERVICE)
         self.model = model[:MAX_ATTRIBUTE_CHARS]
         self.root = Context()  # no ambient parent: each request's span is its own
         self.kind = SpanKind.CLIENT
+
+    def send_some(self) -> bool:
+        """Send a few held spans (one export); whether more are held."""
+        return self.held.send_some()
 
     def add(self, record: RequestRecord, warmup: bool) -> None:
         """``record``'s span, its instants moved from the monotonic clock to the wall's."""
@@ -168,8 +212,9 @@ class SpanPush:
         span.end(end_time=max(record.end_ns, record.start_ns) + to_wall)
 
     def close(self) -> None:
-        """Send what is batched, then stop the processor (the run's end, or a signal's)."""
-        self.provider.force_flush(int(EXPORT_TIMEOUT_S * 1000))
+        """Send every held span, then shut the provider down: the load has
+        stopped (at its end, or on a signal), no gap is needed."""
+        self.provider.force_flush()
         self.provider.shutdown()
 
 

@@ -495,6 +495,8 @@ def on_test_start(environment: Any, **_: Any) -> None:
         state.install(ctx)
         prepare_process(ctx)
         ctx.watch_loop()
+        if ctx.spans is not None:
+            gevent.spawn(send_spans, ctx)
         return
     if _session is None:
         return
@@ -506,6 +508,8 @@ def on_test_start(environment: Any, **_: Any) -> None:
     _session.start(origin)
     if not isinstance(runner, MasterRunner):
         _session.ctx.watch_loop()
+        if _session.ctx.spans is not None:
+            gevent.spawn(send_spans, _session.ctx)
     _session.scraper = start_scraper(options, _session.start_wall)
     gevent.spawn(housekeeping, environment, _session)
     if _session.otlp is not None:
@@ -583,8 +587,22 @@ def push_otlp(session: RunSession) -> None:
         gevent.sleep(PUSH_INTERVAL_S)
         if session.finished_code is None:
             with session.ctx.clearance.clear("otlp"):
-                data = session.otlp_metrics()
-            session.otlp.send(data)
+                session.otlp.send(session.otlp_metrics())
+
+
+def send_spans(ctx: LoadContext) -> None:
+    """``--otlp-traces``: this load process's spans, one export at a time in
+    the gaps between its open-loop instants, until its load stops (closing
+    the context sends the rest). An export waits on the network inside its
+    gap, which other greenlets keep running through."""
+    from slogate.locustfiles.otlp_export import SPANS_INTERVAL_S
+
+    while ctx.spans is not None:
+        gevent.sleep(SPANS_INTERVAL_S)
+        more = True
+        while more and ctx.spans is not None:
+            with ctx.clearance.clear("spans"):
+                more = ctx.spans.send_some()
 
 
 def send_probes(session: RunSession, rate: float) -> None:

@@ -520,8 +520,7 @@ class RunSession:
             except OSError as error:
                 log.error("slogate: %s", error)
         if self.otlp is not None:
-            self.otlp.send(self.otlp_metrics(outcome.summary))
-            self.otlp.close()
+            self.otlp.last(self.otlp_metrics(outcome.summary))
 
     def finish(self, complete: bool, reason: str | None = None) -> int:
         """Write the results folder and return the gate's exit code (once); the

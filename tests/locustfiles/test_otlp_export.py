@@ -1,74 +1,20 @@
-"""The run as OpenTelemetry data (``--otlp-endpoint``): HDR histograms as
-exponential histograms that keep every count, metrics and spans sent by the
-SDK's OTLP exporter to a receiver on loopback and decoded there with the
-protocol's own definitions."""
+"""``--otlp-endpoint``'s exporters: metrics and spans sent by the SDK's OTLP
+exporter to a receiver on loopback and decoded there with the protocol's own
+definitions; an endpoint that cannot be reached warned of once; a bad URL
+refused as the command parses."""
 
 from __future__ import annotations
 
-import math
 import time
 
-import numpy as np
 import pytest
-from loadruns import unreachable_host
+from loadruns import cli, unreachable_host
 from otlpreceiver import otlp_receiver
 
-from slogate.analysis.measurement.histograms import HistogramSet
 from slogate.analysis.measurement.recorder import Bucket
 from slogate.analysis.measurement.records import ErrorKind, RequestRecord
-from slogate.locustfiles.argtypes import http_url
-from slogate.locustfiles.otlp_export import MetricsPush, SpanPush
-from slogate.reports.otlp import MAX_BUCKETS, Rates, exponential_point
-
-US = 1_000_000
-
-
-def histogram_of(values_us: list[int]):
-    hs = HistogramSet()
-    for value in values_us:
-        hs.record_us("ttft", value)
-    return hs.histogram("ttft")
-
-
-def bucket_bounds(scale: int, offset: int, index: int) -> tuple[float, float]:
-    base = 2.0 ** (2.0**-scale)
-    return base ** (offset + index), base ** (offset + index + 1)
-
-
-@pytest.mark.parametrize(
-    "values_us",
-    [
-        [1500, 1500, 2300, 80_000, 80_100, 2_000_000],  # 1.5 ms to 2 s
-        [0, 1, 3, 3_600_000_000],  # the whole range: a coarse scale, zeros apart
-        [250_000] * 7,  # one value
-    ],
-)
-def test_every_hdr_sample_lands_in_the_exponential_bucket_that_holds_it(values_us) -> None:
-    point = exponential_point(histogram_of(values_us), {"k": "v"}, 1, 2)
-    assert point.count == len(values_us)
-    assert point.zero_count == values_us.count(0)
-    assert sum(point.positive.bucket_counts) + point.zero_count == len(values_us)
-    assert len(point.positive.bucket_counts) <= MAX_BUCKETS
-    # each positive value, in order, is counted in a bucket whose bounds hold
-    # it, to HDR's 3 digits (a value is its HDR bucket's middle)
-    bounds = [
-        bucket_bounds(point.scale, point.positive.offset, i)
-        for i, count in enumerate(point.positive.bucket_counts)
-        for _ in range(count)
-    ]
-    for value, (lower, upper) in zip(sorted(v for v in values_us if v), bounds, strict=True):
-        assert lower * (1 - 1e-3) < value / US <= upper * (1 + 1e-3)
-    assert point.sum == pytest.approx(sum(values_us) / US, rel=1e-3)
-    assert point.min == pytest.approx(min(values_us) / US, rel=1e-3, abs=1e-6)
-    assert point.max == pytest.approx(max(values_us) / US, rel=1e-3)
-
-
-def test_a_run_of_usual_spread_gets_buckets_a_few_percent_wide() -> None:
-    rng = np.random.default_rng(3)
-    values = [int(v) for v in rng.lognormal(math.log(200_000), 0.5, 2000)]  # TTFT around 200 ms
-    point = exponential_point(histogram_of(values), {}, 1, 2)
-    assert point.scale >= 4  # a bucket at most 2**(1/16) - 1 = 4.4% wide
-    assert point.count == 2000
+from slogate.locustfiles.otlp_export import SPANS_PER_EXPORT, MetricsPush, SpanPush
+from slogate.reports.otlp import Rates
 
 
 def bucket_with(ttfts_us: list[int], failed: dict[str, int]) -> Bucket:
@@ -90,7 +36,9 @@ def test_metrics_reach_a_receiver_with_their_counts_and_the_verdict() -> None:
         push = MetricsPush(received.url, "run-1")
         data = push.metrics(buckets, {"chat": Rates(1.5, 80.0)}, time.time() - 10, {"": "fail"})
         assert push.send(data) is True
-        push.close()
+        assert push.last(data) is True
+        assert push.send(data) is False  # nothing after the last push
+    assert len(received.metrics) == 2
     assert received.refused == []
     got = received.last_metrics()
     ttft = got["slogate.ttft"].exponential_histogram
@@ -167,6 +115,22 @@ def test_spans_carry_the_ids_the_request_sent_and_its_instants() -> None:
     assert {a.key: a.value.bool_value for a in second.attributes}["slogate.warmup"] is True
 
 
+def test_spans_are_held_for_a_gap_and_leave_a_few_at_a_time() -> None:
+    now = time.perf_counter_ns()
+    with otlp_receiver() as received:
+        spans = SpanPush(received.url, "run-1", "m")
+        for i in range(SPANS_PER_EXPORT + 8):
+            spans.add(finished(now + i), warmup=False)
+        assert received.spans() == []  # nothing left while the requests were recorded
+        assert spans.send_some() is True
+        assert len(received.spans()) == SPANS_PER_EXPORT
+        assert spans.send_some() is False
+        spans.add(finished(now), warmup=False)
+        spans.close()  # the rest, at the load's end
+    assert len(received.spans()) == SPANS_PER_EXPORT + 9
+    assert len(received.traces) == 3
+
+
 @pytest.mark.slow  # the exporter retries for seconds before it gives up
 def test_an_endpoint_that_cannot_be_reached_is_warned_of_once(caplog) -> None:
     with unreachable_host() as url:
@@ -174,13 +138,22 @@ def test_an_endpoint_that_cannot_be_reached_is_warned_of_once(caplog) -> None:
         data = push.metrics({"chat": bucket_with([1000], {})}, {}, time.time())
         assert push.send(data) is False
         assert push.send(data) is False
+        spans = SpanPush(url, "run-1", "m")
+        for _ in range(SPANS_PER_EXPORT + 1):
+            spans.add(finished(time.perf_counter_ns()), warmup=False)
+        assert spans.send_some() is False  # failed: the rest dropped, not tried again
+        spans.add(finished(time.perf_counter_ns()), warmup=False)
+        spans.close()
+    assert spans.held.dropped == SPANS_PER_EXPORT + 2
     warnings = [r.getMessage() for r in caplog.records if "--otlp-endpoint" in r.getMessage()]
-    assert len(warnings) == 1 and url in warnings[0]
+    assert len(warnings) == 2
+    assert f"metrics not accepted at {url}/v1/metrics" in warnings[0]
+    assert f"spans not accepted at {url}/v1/traces" in warnings[1]
 
 
 @pytest.mark.parametrize("text", ["127.0.0.1:4318", "ftp://x", "http://", "grpc://h:4317"])
-def test_an_endpoint_that_is_not_an_http_url_is_refused(text: str) -> None:
-    import argparse
-
-    with pytest.raises(argparse.ArgumentTypeError, match="expected an http"):
-        http_url(text)
+def test_an_endpoint_that_is_not_an_http_url_stops_the_run_as_it_parses(text: str) -> None:
+    done = cli("run", "chat", "--otlp-endpoint", text)
+    assert done.returncode == 2
+    assert "argument --otlp-endpoint: expected an http(s)://HOST[:PORT] URL" in done.stderr
+    assert repr(text) in done.stderr
