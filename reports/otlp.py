@@ -7,8 +7,8 @@ cost a pass over every sample and give a second, coarser copy. So the metrics
 are built here as the SDK's own data points (cumulative, from the run's
 start) straight from the HDR buckets, and its OTLP exporter encodes and sends
 them. Latencies become exponential histograms, as fine as 160 buckets allow
-(OTel's default size): at the usual spreads of a run, scale 4 or 5, each
-bucket 2 to 4% wide, where a 1-2-5 explicit bucket list would be 100% wide.
+(OTel's default size): a simulated run's TTFT at scale 5, each bucket 2.2%
+wide, where a 1-2-5 explicit bucket list is 100 to 150% wide.
 """
 
 from __future__ import annotations
