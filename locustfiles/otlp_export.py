@@ -42,8 +42,9 @@ EXPORT_TIMEOUT_S = 5.0
 METRICS_PATH = "/v1/metrics"
 TRACES_PATH = "/v1/traces"
 SERVICE = "slogate"
-SPANS_PER_EXPORT = 32  # one export's encoding: about 3 ms here, a housekeeping stretch
-MAX_HELD_SPANS = 10_000  # 3.4 KB each (measured); more: the collector is too slow
+# one export's encoding: 1.7 to 6.1 ms here, a housekeeping stretch (bench/bench_otlp.py)
+SPANS_PER_EXPORT = 32
+MAX_HELD_SPANS = 10_000  # 3.2 KB each (measured); more: the collector is too slow
 MAX_ATTRIBUTE_CHARS = 256  # server text (a model, a reply's id) in an attribute
 # The exporters log every failed export; slogate warns once per endpoint instead.
 EXPORTER_LOGGERS = ("opentelemetry.exporter.otlp", "opentelemetry.sdk")
@@ -134,7 +135,7 @@ class HeldSpans(SpanProcessor):
     """Ended spans held until the load process has a gap between its
     open-loop instants to send them in (:meth:`send_some`, under its
     clearance), a few at a time. The SDK's batch processor would encode up
-    to 512 spans in one stretch of the loop: 60 ms here (0.1 ms a span), the
+    to 512 spans in one stretch of the loop: 60 to 83 ms here, the
     generator's lag. After an export fails the rest are dropped: a collector
     that cannot be reached costs each export its timeout."""
 
