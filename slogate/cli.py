@@ -148,6 +148,7 @@ DEFERRED = {
     "worker": "generate load for a `slogate run --master` on another host",
     "capacity": "output events/s one load process holds here within 1 ms, and workers needed",
     "tune": "restart an engine per combination of settings; recommend the one holding most load",
+    "export": "write a run's, sweep's or tune's results as llm-d Benchmark Reports or CSV",
 }
 
 
