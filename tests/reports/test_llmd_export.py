@@ -17,7 +17,7 @@ import pytest
 
 from slogate.reports.llmd_report import SCHEMA_FILE, problems
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 RUN = DATA / "tune_from" / "simulated-max-num-seqs-3"
 STUDIES = DATA / "study_docs"
 SCHEMA = json.loads(SCHEMA_FILE.read_text())
