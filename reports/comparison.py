@@ -19,6 +19,12 @@ def cell(delta: Delta, which: str) -> str:
     return "-" if e is None else metric_value(e.value, delta.metric)
 
 
+def row_name(delta: Delta) -> str:
+    """The statistic, and the baseline's own name for it when another tool made it."""
+    name = f"{delta.scenario} {delta.metric} {delta.stat}"
+    return name if delta.base_name is None else f"{name} [{delta.base_name}]"
+
+
 def comparison_text(comparison: Comparison, all_rows: bool = False) -> str:
     """The verdict line, then the gated percentiles (every row with ``all_rows``)."""
     c = comparison
@@ -29,9 +35,9 @@ def comparison_text(comparison: Comparison, all_rows: bool = False) -> str:
         f"-> {c.new_run or '?'}"
     ]
     rows = [d for d in c.deltas if all_rows or d.gated]
-    width = max((len(f"{d.scenario} {d.metric} {d.stat}") for d in rows), default=10)
+    width = max((len(row_name(d)) for d in rows), default=10)
     for d in rows:
-        name = f"{d.scenario} {d.metric} {d.stat}"
+        name = row_name(d)
         status = "REGRESSION" if d.regression else d.status.upper() if d.cannot_tell else d.status
         if d.within_generator_error:
             status += f" (within the generators' ±{d.generator_error_ms:.3f} ms)"

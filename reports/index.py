@@ -8,6 +8,11 @@ the run before them (the rule of ``slogate compare``, decided in
 by scenario, engine, model, revision and date. Built from each run's
 ``summary.json`` alone (no histograms), so it stays fast with a thousand runs.
 
+Other tools' results kept in the root's ``baselines/`` folder (a vLLM ``bench
+serve`` result, a GuideLLM report) are drawn on every chart of a statistic they
+measured, as a labelled rule named as that tool names it, so a team's history
+from before slogate stays in view.
+
 It never overwrites a file it did not write: an ``index.html`` that is not a
 slogate dashboard is left alone and the dashboard goes to ``slogate-index.html``.
 """
@@ -30,6 +35,7 @@ from slogate.analysis.documents.history import (
     trend_regressions,
     trend_series,
 )
+from slogate.analysis.documents.other_tools import OtherRun, read_baselines
 from slogate.reports.html import metric_value, render
 from slogate.reports.results import REPORT_FILE, write_atomic
 from slogate.reports.svg import Axis, Band, Marker, Rule, Series, line_chart
@@ -81,8 +87,10 @@ def trend_chart(
     metric: str,
     stat: str,
     flagged: dict[tuple[str, str], list[Regression]],
+    others: Sequence[OtherRun] = (),
 ) -> Markup:
-    """One SLO over the runs (x: the run's position, oldest left)."""
+    """One SLO over the runs (x: the run's position, oldest left); each other
+    tool's baseline that measured it as a rule."""
     points, lows_highs, markers, threshold = [], [], [], None
     for x, run in enumerate(runs, start=1):
         p = point_of(run, scenario, metric, stat)
@@ -102,6 +110,7 @@ def trend_chart(
                 markers.append(Marker(x, p["value"], "regression", text, link(run)))
     unit = "ms" if metric.endswith("_ms") else ""
     rules = [] if threshold is None else [Rule(threshold, f"threshold {threshold:g} {unit}")]
+    rules += baseline_rules(others, metric, stat)
     return line_chart(
         [Series(f"{metric} {stat}", points)],
         title=f"{metric} {stat}",
@@ -112,6 +121,17 @@ def trend_chart(
         markers=markers,
         width=560,
     )
+
+
+def baseline_rules(others: Sequence[OtherRun], metric: str, stat: str) -> list[Rule]:
+    """A rule at each other tool's value of the statistic, labelled with its name."""
+    rules = []
+    for other in others:
+        found = other.stat(metric, stat)
+        if found is not None:
+            value = metric_value(found.estimate.value, metric)
+            rules.append(Rule(found.estimate.value, f"{other.label(found)} {value}"))
+    return rules
 
 
 @dataclass(frozen=True)
@@ -136,12 +156,13 @@ class Row:
 def sections(
     series: dict[tuple[str, str, str], list[PastRun]],
     flagged: dict[tuple[str, str], list[Regression]],
+    others: Sequence[OtherRun] = (),
 ) -> list[dict[str, Any]]:
     out = []
     for (scenario, engine, model), runs in sorted(series.items()):
         declared = {(s.metric, s.stat) for r in runs for s in r.summary.scenarios[scenario].slo}
         keys = sorted(declared) or [(s["metric"], s["stat"]) for s in HEADLINE_SLOS]
-        charts = [trend_chart(runs, scenario, m, s, flagged) for m, s in keys]
+        charts = [trend_chart(runs, scenario, m, s, flagged, others) for m, s in keys]
         regressed = sum((r.folder.name, scenario) in flagged for r in runs)
         out.append(
             {"scenario": scenario, "engine": engine, "model": model, "runs": len(runs),
@@ -150,7 +171,12 @@ def sections(
     return out
 
 
-def dashboard_html(runs: list[PastRun], unreadable: list[str]) -> str:
+def dashboard_html(
+    runs: list[PastRun],
+    unreadable: list[str],
+    others: Sequence[OtherRun] = (),
+    not_baselines: Sequence[str] = (),
+) -> str:
     series = trend_series(runs)
     flagged = trend_regressions(series)
     rows = [
@@ -173,10 +199,12 @@ def dashboard_html(runs: list[PastRun], unreadable: list[str]) -> str:
         generator=Markup(GENERATOR),
         runs=runs,
         rows=rows,
-        sections=sections(series, flagged),
+        sections=sections(series, flagged, others),
         filters=filters,
         columns=COLUMNS,
         unreadable=unreadable,
+        others=others,
+        not_baselines=not_baselines,
         link=link,
     )
 
@@ -200,4 +228,7 @@ def write_index(results_root: str | os.PathLike[str]) -> Path | None:
         return None
     unreadable: list[str] = []
     runs = read_runs(root, unreadable)
-    return write_atomic(target, dashboard_html(runs, sorted(unreadable)))
+    not_baselines: list[str] = []
+    others = read_baselines(root, not_baselines)
+    page = dashboard_html(runs, sorted(unreadable), others, not_baselines)
+    return write_atomic(target, page)

@@ -7,6 +7,11 @@ repeat sets (``slogate run --repeat``) compare on their runs' spread
 (:func:`slogate.studies.repeats.compare_repeats`); a set against a single run
 is refused (2). The comparison is written into NEW as comparison.json and
 comparison.html.
+
+BASE may also be another tool's result file: a vLLM ``bench serve
+--save-result`` JSON or a GuideLLM report (``FILE#K`` for its K-th benchmark),
+told apart by content (:mod:`slogate.analysis.documents.other_tools`); a file
+that is neither exits 2 naming it.
 """
 
 from __future__ import annotations
@@ -15,14 +20,22 @@ import argparse
 import sys
 from pathlib import Path
 
+from slogate.analysis.documents.other_tools import read_other, split_index
 from slogate.analysis.documents.rundata import RunData
-from slogate.analysis.verdict.compare import EXIT_BAD_INPUT, Comparison, compare
+from slogate.analysis.verdict.compare import EXIT_BAD_INPUT, Comparison, compare, compare_other
 from slogate.reports import comparison_text, write_comparison
 from slogate.studies.repeats import compare_repeats, read_repeats
 
 
 def comparison_of(args: argparse.Namespace) -> Comparison:
     """Raises ValueError (or FileNotFoundError) naming what BASE or NEW is not."""
+    if split_index(args.base)[0].is_file():
+        other = read_other(args.base)
+        if read_repeats(Path(args.new)) is not None:
+            raise ValueError("NEW is a repeat set: compare another tool's result with one run")
+        return compare_other(
+            other, RunData.load(args.new), args.tolerance, allow_uncertain=args.allow_uncertain
+        )
     base_set, new_set = read_repeats(Path(args.base)), read_repeats(Path(args.new))
     if base_set is not None and new_set is not None:
         return compare_repeats(base_set, new_set, args.tolerance, args.base, args.new)

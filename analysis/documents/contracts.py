@@ -590,6 +590,7 @@ class Delta(Contract):
     regression: bool
     cannot_tell: bool = False
     generator_error_ms: Number = None
+    base_name: str | None = None  # the baseline's own name, when another tool made it
 
 
 class Comparison(Contract):

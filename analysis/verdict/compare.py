@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from slogate.analysis.documents.other_tools import OtherRun
 from slogate.analysis.documents.rundata import RunData
 from slogate.analysis.measurement.percentiles import STANDARD_PERCENTILES, Estimate, estimate
 from slogate.analysis.measurement.recorder import Counters
@@ -61,6 +62,7 @@ class Delta:
     status: str
     gated: bool = False
     generator_error_ms: float | None = None
+    base_name: str | None = None  # the baseline's own name for it, when another tool made it
 
     @property
     def change(self) -> float | None:
@@ -209,6 +211,7 @@ class Comparison:
                 "regression": d.regression,
                 "cannot_tell": d.cannot_tell,
                 "generator_error_ms": d.generator_error_ms,
+                "base_name": d.base_name,
             }
 
         return {
@@ -247,6 +250,41 @@ def summed_bounds(bounds: Iterable[float | None]) -> float | None:
     return sum(known) if known else None
 
 
+def latency_delta(
+    scenario: str,
+    metric: str,
+    stat: str,
+    base: Estimate | None,
+    new: Estimate | None,
+    settings: tuple[float, tuple[str, ...]],
+    error: float | None,
+    base_name: str | None = None,
+) -> Delta:
+    """One latency percentile judged; ``settings`` is (tolerance, gated)."""
+    tolerance, gated = settings
+    status = classify(base, new, tolerance, generator_error=error)
+    return Delta(scenario, f"{metric}_ms", stat, base, new, status, stat in gated, error, base_name)
+
+
+def rate_delta(
+    scenario: str,
+    name: str,
+    base: Estimate | None,
+    new: Estimate | None,
+    tolerance: float,
+    base_name: str | None = None,
+) -> Delta:
+    """Error rate (judged on its intervals) or a throughput (a point): shown, never gated."""
+    is_error = name == "error_rate"
+    status = classify(base, new, tolerance, higher_is_worse=is_error, intervals=is_error)
+    return Delta(scenario, name, "rate" if is_error else "run", base, new, status,
+                 base_name=base_name)  # fmt: skip
+
+
+def new_rates(run: RunData, scenario: str) -> dict[str, Estimate | None]:
+    return rate_estimates(run.overall(scenario).counters, run.meta.get("measured_s"))
+
+
 def compare_scenario(
     base: RunData, new: RunData, scenario: str, tolerance: float, gated: tuple[str, ...]
 ) -> list[Delta]:
@@ -259,17 +297,22 @@ def compare_scenario(
             if b is None and n is None:
                 continue
             error = generator_error(healths, stat, p)
-            status = classify(b, n, tolerance, generator_error=error)
-            delta = Delta(scenario, f"{metric}_ms", stat, b, n, status, stat in gated, error)
-            deltas.append(delta)
-    base_rates = rate_estimates(base.overall(scenario).counters, base.meta.get("measured_s"))
-    new_rates = rate_estimates(new.overall(scenario).counters, new.meta.get("measured_s"))
-    for name, b in base_rates.items():
-        n = new_rates[name]
-        is_error = name == "error_rate"
-        status = classify(b, n, tolerance, higher_is_worse=is_error, intervals=is_error)
-        deltas.append(Delta(scenario, name, "rate" if is_error else "run", b, n, status))
+            deltas.append(latency_delta(scenario, metric, stat, b, n, (tolerance, gated), error))
+    base_rates = new_rates(base, scenario)
+    for name, n in new_rates(new, scenario).items():
+        deltas.append(rate_delta(scenario, name, base_rates[name], n, tolerance))
     return deltas
+
+
+def checked(tolerance: float, gated: tuple[str, ...]) -> None:
+    """ValueError naming a tolerance or gated percentile the comparison cannot use."""
+    if not 0.0 <= tolerance < 10.0:
+        raise ValueError(f"tolerance {tolerance!r}: expected a fraction such as 0.10")
+    unknown = [s for s in gated if s not in STANDARD_PERCENTILES]
+    if unknown:
+        raise ValueError(
+            f"gated percentiles {unknown}: expected some of {list(STANDARD_PERCENTILES)}"
+        )
 
 
 def compare(
@@ -281,13 +324,7 @@ def compare(
 ) -> Comparison:
     """Deltas of every scenario the two runs share; raises ValueError when they
     share none. ``allow_uncertain`` lets a cannot-tell rise pass the gate."""
-    if not 0.0 <= tolerance < 10.0:
-        raise ValueError(f"tolerance {tolerance!r}: expected a fraction such as 0.10")
-    unknown = [s for s in gated if s not in STANDARD_PERCENTILES]
-    if unknown:
-        raise ValueError(
-            f"gated percentiles {unknown}: expected some of {list(STANDARD_PERCENTILES)}"
-        )
+    checked(tolerance, gated)
     base_names, new_names = base.scenario_names(), new.scenario_names()
     shared = [name for name in new_names if name in base_names]
     if not shared:
@@ -303,5 +340,51 @@ def compare(
         deltas=tuple(deltas),
         only_in_base=tuple(n for n in base_names if n not in new_names),
         only_in_new=tuple(n for n in new_names if n not in base_names),
+        allow_uncertain=allow_uncertain,
+    )
+
+
+def compare_other(
+    base: OtherRun,
+    new: RunData,
+    tolerance: float = DEFAULT_TOLERANCE,
+    gated: tuple[str, ...] = GATED,
+    allow_uncertain: bool = False,
+) -> Comparison:
+    """NEW against another tool's result (vLLM bench serve, GuideLLM): the
+    statistics both measured, in every scenario of NEW (the other tool ran one
+    workload), each named as that tool names it. Only NEW's generator error is
+    known; a baseline value without an interval counts as exact."""
+    checked(tolerance, gated)
+    names = new.scenario_names()
+    if not names:
+        raise ValueError("NEW has no scenario to compare")
+    health = generator_health(new)
+    deltas = []
+    for scenario in names:
+        for s in base.latencies:
+            p = STANDARD_PERCENTILES[s.stat]
+            n = latency_estimate(new, scenario, s.metric.removesuffix("_ms"), p)
+            error = generator_error((None, health), s.stat, p)
+            metric = s.metric.removesuffix("_ms")
+            settings = (tolerance, gated)
+            deltas.append(
+                latency_delta(
+                    scenario, metric, s.stat, s.estimate, n, settings, error, base.label(s)
+                )
+            )
+        rates = new_rates(new, scenario)
+        for s in base.rates:
+            deltas.append(
+                rate_delta(
+                    scenario, s.metric, s.estimate, rates[s.metric], tolerance, base.label(s)
+                )
+            )
+    return Comparison(
+        base_run=f"{base.tool} {base.path}",
+        new_run=new.meta.get("run_id"),
+        tolerance=tolerance,
+        gated=tuple(gated),
+        deltas=tuple(deltas),
         allow_uncertain=allow_uncertain,
     )
