@@ -363,14 +363,19 @@ def compare_other(
     deltas = []
     for scenario in names:
         for s in base.latencies:
-            p = STANDARD_PERCENTILES[s.stat]
-            n = latency_estimate(new, scenario, s.metric.removesuffix("_ms"), p)
+            p, metric = STANDARD_PERCENTILES[s.stat], s.metric.removesuffix("_ms")
+            n = latency_estimate(new, scenario, metric, p)
             error = generator_error((None, health), s.stat, p)
-            metric = s.metric.removesuffix("_ms")
-            settings = (tolerance, gated)
             deltas.append(
                 latency_delta(
-                    scenario, metric, s.stat, s.estimate, n, settings, error, base.label(s)
+                    scenario,
+                    metric,
+                    s.stat,
+                    s.estimate,
+                    n,
+                    (tolerance, gated),
+                    error,
+                    base.label(s),
                 )
             )
         rates = new_rates(new, scenario)
