@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from slogate.reports.llmd_report import SCHEMA_FILE, problems
+from slogate.reports.llmd_report import SCHEMA_FILE
 
 DATA = Path(__file__).parents[1] / "data"
 RUN = DATA / "tune_from" / "simulated-max-num-seqs-3"
@@ -122,28 +122,6 @@ def test_a_tune_exports_each_treatments_load_points(tmp_path):
             assert_same_numbers(read_back(path), point)
             count += 1
     assert len(done.stdout.splitlines()) == count
-
-
-def test_a_report_that_breaks_the_schema_is_named_field_by_field():
-    report = json.loads(json.dumps(read_back_example()))
-    latency = report["results"]["request_performance"]["aggregate"]["latency"]
-    latency["time_to_first_token"]["units"] = "fortnights"
-    del report["run"]["uid"]
-    found = problems(report)
-    assert any(line.startswith("results.request_performance.aggregate.latency") for line in found)
-    assert any("'uid' is a required property" in line for line in found)
-
-
-def read_back_example() -> dict[str, Any]:
-    from slogate.analysis.documents.contracts import Summary, read_document
-    from slogate.reports.folder_export import run_points
-    from slogate.reports.llmd_report import report
-
-    summary = read_document(Summary, RUN / "summary.json")
-    (_, point), *_ = run_points(summary)
-    document = report(point)
-    assert problems(document) == []
-    return document
 
 
 def test_a_folder_that_is_no_results_exits_2_naming_it(tmp_path):
