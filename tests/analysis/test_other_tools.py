@@ -202,4 +202,4 @@ def test_the_history_dashboard_draws_other_tools_baselines(tmp_path: Path) -> No
     p99 = guidellm_doc()["benchmarks"][0]["metrics"]["time_to_first_token_ms"]["successful"]
     assert "GuideLLM: time_to_first_token_ms p99" in html
     assert f"{p99['percentiles']['p99']:.2f}"[:4] in html
-    assert "Neither a vLLM bench serve result nor a GuideLLM report: baselines/notes.json" in html
+    assert "a GuideLLM report of one benchmark): baselines/notes.json" in html
