@@ -35,6 +35,7 @@ from slogate.reports import comparison_text, write_index, write_results
 
 DATA = Path(__file__).parents[1] / "data" / "other_tools"
 GUIDELLM_FILE = DATA / "guidellm-0.8.1-benchmarks.json"
+VLLM_FILE = DATA / "vllm-bench-serve-0.32.0.json"
 
 
 def guidellm_doc() -> dict[str, Any]:
@@ -86,6 +87,22 @@ def test_a_guidellm_report_of_several_benchmarks_names_one_with_a_hash(tmp_path:
     assert chosen is not None and chosen.estimate.value == 99.5
     with pytest.raises(NotOtherResult, match="has 2 benchmark"):
         read_other(f"{path}#3")
+
+
+def test_a_vllm_bench_serve_result_gives_each_percentile_it_saved() -> None:
+    other = read_other(str(VLLM_FILE))
+    saved = json.loads(VLLM_FILE.read_text())
+    assert other.tool == VLLM
+    theirs = {"ttft_ms": "ttft", "tpot_ms": "tpot", "itl_ms": "itl", "e2e_ms": "e2el"}
+    found = {(s.metric, s.stat): s for s in other.latencies}
+    assert set(found) == {(m, p) for m in theirs for p in ("p50", "p90", "p99")}
+    for (metric, stat), s in found.items():
+        assert s.name == f"{stat}_{theirs[metric]}_ms"
+        assert s.estimate.value == saved[s.name]
+        assert s.estimate.count == saved["completed"] == 8
+    rates = {s.metric: s.estimate.value for s in other.rates}
+    assert rates == {"error_rate": 0.0, "requests_per_s": saved["request_throughput"],
+                     "output_tokens_per_s": saved["output_throughput"]}  # fmt: skip
 
 
 def vllm_result(**changes: Any) -> dict[str, Any]:
