@@ -12,7 +12,8 @@ is told by the file's content, not its name.
   ``--metric-percentiles`` asked for (99 by default); ``completed``,
   ``failed``, ``request_throughput``, ``output_throughput``. No intervals.
   Its ``itl`` is the gap between chunks, slogate's ITL where a chunk carries
-  one token; its ``tpot`` is slogate's TPOT.
+  one token; its ``tpot`` is slogate's TPOT. A file ``--append-result`` grew
+  (one result a line) names one as ``FILE#K``.
 - GuideLLM's report (``benchmarks.json``, ``GenerativeBenchmarksReport``):
   ``benchmarks[i].metrics.<metric>.successful`` with ``percentiles`` (``p50``
   to ``p999``) and, since 0.8, ``percentile_cis``; ``request_latency`` is in
@@ -164,16 +165,21 @@ def guidellm_estimate(summary: dict[str, Any], key: str, scale: float) -> Estima
     return exact(value * scale, count)
 
 
-def read_guidellm(doc: dict[str, Any], path: str, index: int) -> OtherRun:
-    benchmarks = doc["benchmarks"]
-    if index == 0 and len(benchmarks) > 1:
+def chosen(items: list[Any], index: int, path: str, what: str) -> Any:
+    """Item ``index`` (from 1) of a file's several results; the only one when
+    ``index`` is 0. NotOtherResult saying how to name one."""
+    if index == 0 and len(items) > 1:
         raise NotOtherResult(
-            f"{path}: a GuideLLM report of {len(benchmarks)} benchmarks: name one as "
-            f"{path}#K, K from 1 to {len(benchmarks)}"
+            f"{path}: {what} of {len(items)} results: name one as {path}#K, K from 1 "
+            f"to {len(items)}"
         )
-    if not 1 <= (index or 1) <= len(benchmarks):
-        raise NotOtherResult(f"{path}#{index}: the report has {len(benchmarks)} benchmark(s)")
-    benchmark = benchmarks[(index or 1) - 1]
+    if not 1 <= (index or 1) <= len(items):
+        raise NotOtherResult(f"{path}#{index}: {what} of {len(items)} result(s)")
+    return items[(index or 1) - 1]
+
+
+def read_guidellm(doc: dict[str, Any], path: str, index: int) -> OtherRun:
+    benchmark = chosen(doc["benchmarks"], index, path, "a GuideLLM report")
     metrics = benchmark.get("metrics") or {}
     latencies = []
     for theirs, (ours, scale) in GUIDELLM_METRICS.items():
@@ -227,16 +233,30 @@ def split_index(name: str) -> tuple[Path, int]:
     return Path(name), 0
 
 
+def appended_results(raw: bytes) -> list[dict[str, Any]] | None:
+    """The results of a file ``bench serve --append-result`` wrote (one JSON
+    object a line), or None when it is not one."""
+    try:
+        docs = [orjson.loads(line) for line in raw.splitlines() if line.strip()]
+    except orjson.JSONDecodeError:
+        return None
+    return docs if docs and all(is_vllm(d) for d in docs) else None
+
+
 def read_other(name: str) -> OtherRun:
     """The result file ``name`` (``FILE`` or ``FILE#K``); NotOtherResult naming it
     when it is neither tool's, FileNotFoundError when it is missing."""
     path, index = split_index(name)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
+    raw = read_bounded(path, MAX_DOCUMENT_BYTES)
     try:
-        doc = orjson.loads(read_bounded(path, MAX_DOCUMENT_BYTES))
+        doc = orjson.loads(raw)
     except orjson.JSONDecodeError as error:
-        raise NotOtherResult(f"{path}: not JSON ({error})") from None
+        appended = appended_results(raw)
+        if appended is None:
+            raise NotOtherResult(f"{path}: not JSON ({error})") from None
+        return read_vllm(chosen(appended, index, str(path), "vLLM's --append-result"), str(path))
     if is_vllm(doc):
         return read_vllm(doc, str(path))
     if is_guidellm(doc):

@@ -81,11 +81,11 @@ def test_a_guidellm_report_of_several_benchmarks_names_one_with_a_hash(tmp_path:
     doc["benchmarks"].append(second)
     path = tmp_path / "sweep.json"
     path.write_text(json.dumps(doc))
-    with pytest.raises(NotOtherResult, match=r"2 benchmarks: name one as .*sweep.json#K"):
+    with pytest.raises(NotOtherResult, match=r"2 results: name one as .*sweep.json#K"):
         read_other(str(path))
     chosen = read_other(f"{path}#2").stat("ttft_ms", "p99")
     assert chosen is not None and chosen.estimate.value == 99.5
-    with pytest.raises(NotOtherResult, match="has 2 benchmark"):
+    with pytest.raises(NotOtherResult, match="report of 2 result"):
         read_other(f"{path}#3")
 
 
@@ -140,6 +140,16 @@ def test_a_vllm_result_is_told_by_its_content_whatever_its_name(tmp_path: Path) 
     # a value without an interval counts as exact
     p99 = other.stat("ttft_ms", "p99")
     assert p99 is not None and p99.estimate.lower == p99.estimate.upper == 80.0
+
+
+def test_results_appended_to_one_vllm_file_are_named_with_a_hash(tmp_path: Path) -> None:
+    path = tmp_path / "nightly.json"
+    lines = [json.dumps(vllm_result(p99_ttft_ms=v)) for v in (80.0, 95.0, 70.0)]
+    path.write_text("\n".join(lines))
+    with pytest.raises(NotOtherResult, match=r"--append-result of 3 results: name one as"):
+        read_other(str(path))
+    second = read_other(f"{path}#2").stat("ttft_ms", "p99")
+    assert second is not None and second.estimate.value == 95.0
 
 
 def test_a_vllm_result_before_failed_was_saved_counts_the_prompts_not_completed(
