@@ -9,6 +9,7 @@ tune writes itself, rebuilt from its documents, for a folder copied without them
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +30,13 @@ TREATMENTS_FILE = "treatments.csv"
 RUN_DATA = "data/run.json"
 
 
+def safe_name(text: str) -> str:
+    """``text`` as one file name inside the export's folder: a document edited by
+    hand cannot name ``..`` or a path."""
+    name = re.sub(r"[^A-Za-z0-9._=,+-]", "_", text)
+    return name if name.strip(".") else "_"
+
+
 def not_results(folder: Path) -> NotResults:
     return NotResults(
         f"{folder}: not a run, sweep or tune folder (no {SUMMARY_FILE}, {SWEEP_FILE} "
@@ -42,7 +50,7 @@ def run_points(summary: Summary) -> Iterator[tuple[str, LoadPoint]]:
     the folder exports the same ``uid``s."""
     key = f"slogate-run/{summary.run.run_id}/{summary.run.started_at}"
     for name, block in summary.scenarios.items():
-        yield f"{name}.json", scenario_point(block, f"{key}/{name}", summary, name)
+        yield safe_name(name) + ".json", scenario_point(block, f"{key}/{name}", summary, name)
 
 
 def scenario_point(block: ScenarioSummary, key: str, summary: Summary, name: str) -> LoadPoint:
@@ -69,9 +77,9 @@ def sweep_points(sweep: Sweep, folder: Path, study: str = "") -> Iterator[tuple[
     ``study`` names the tune it is part of."""
     key = f"{study}slogate-sweep/{sweep.scenario}/{sweep.created_at}"
     for index, point in enumerate(sweep.points, start=1):
-        label = point.label or f"{point.x:g}"
+        label = point.label or ("" if point.x is None else f"{point.x:g}") or str(index)
         yield (
-            f"{index:02d}-{sweep.mode}-{label}.json",
+            safe_name(f"{index:02d}-{sweep.mode}-{label}") + ".json",
             sweep_point(sweep, point, index, key, folder),
         )
 
@@ -125,7 +133,7 @@ def tune_points(folder: Path) -> Iterator[tuple[str, LoadPoint]]:
             continue
         sweep_dir = folder / treatment.sweep
         sweep = read_document(Sweep, sweep_dir / SWEEP_FILE)
-        name = Path(treatment.sweep).parent.name or treatment.name
+        name = safe_name(Path(treatment.sweep).parent.name or treatment.name)
         for file, point in sweep_points(sweep, sweep_dir, f"{key}{treatment.name}/"):
             yield f"{name}/{file}", point
 

@@ -148,3 +148,18 @@ def test_csv_export_writes_the_folders_own_tables(tmp_path, folder, files):
         summary = json.loads((RUN / "summary.json").read_text())
         ttft = next(r for r in rows if r["metric"] == "ttft_ms" and r["span"] == "all")
         assert float(ttft["p99"]) == summary["scenarios"]["diag"]["metrics"]["ttft_ms"]["p99"]
+
+
+def test_names_from_an_edited_document_stay_inside_the_export_folder(tmp_path):
+    folder = tmp_path / "sweep"
+    shutil.copytree(STUDIES / "sweep", folder)
+    sweep = json.loads((folder / "sweep.json").read_text())
+    sweep["points"][0]["label"] = "../../escaped"
+    (folder / "sweep.json").write_text(json.dumps(sweep))
+    done = export(folder, "--format", "llm-d-report", "--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "01-rate-.._.._escaped.json",
+        "02-rate-8.json",
+    ]
+    assert not list(tmp_path.glob("escaped*"))
