@@ -84,12 +84,15 @@ class Chunk:
     belongs in the conversation (content or completion text).
     ``completion_tokens``/``prompt_tokens``/``reasoning_tokens`` are the event's
     usage, when it had one, and ``cached_tokens`` the prompt tokens the server
-    served from its prefix cache; ``tools`` the tool-call deltas it carried."""
+    served from its prefix cache; ``tools`` the tool-call deltas it carried;
+    ``drafts`` the speculative (drafted, accepted) tokens of the request
+    (llama.cpp's ``timings``)."""
 
     __slots__ = (
         "cached_tokens",
         "chars",
         "completion_tokens",
+        "drafts",
         "finish_reason",
         "kind",
         "message",
@@ -113,9 +116,11 @@ class Chunk:
         reasoning_tokens: int | None = None,
         tools: list[ToolDelta] | None = None,
         cached_tokens: int | None = None,
+        drafts: tuple[int, int] | None = None,
     ) -> None:
         self.kind = kind
         self.cached_tokens = cached_tokens
+        self.drafts = drafts
         self.chars = chars
         self.text = text
         self.finish_reason = finish_reason
@@ -347,7 +352,37 @@ def chunk_object(obj: dict[str, Any], data: bytes | bytearray) -> Chunk:
         reasoning_tokens=usage_int(usage, "reasoning_tokens", "completion_tokens_details"),
         tools=tools,
         cached_tokens=usage_int(usage, "cached_tokens", "prompt_tokens_details"),
+        drafts=speculation_counts(obj.get("timings")),
     )
+
+
+def speculation_counts(timings: Any) -> tuple[int, int] | None:
+    """(drafted, accepted) tokens from llama.cpp's ``timings`` object (its
+    ``draft_n`` and ``draft_n_accepted``); None when it has no such counts or
+    they cannot be true (accepted above drafted, negative, not integers)."""
+    if type(timings) is not dict:
+        return None
+    drafted, accepted = timings.get("draft_n"), timings.get("draft_n_accepted")
+    if type(drafted) is not int or type(accepted) is not int:
+        return None
+    if not 0 <= accepted <= drafted <= MAX_USAGE_TOKENS:
+        return None
+    return drafted, accepted
+
+
+def note_usage(record: RequestRecord, chunk: Chunk) -> None:
+    """What a usage object says beside the output count: the prompt's tokens,
+    those cached, the reasoning tokens, and the speculative drafts of the
+    request (llama.cpp's ``timings``, which come with its usage); each only
+    when the event said it."""
+    if chunk.prompt_tokens is not None:
+        record.input_tokens = chunk.prompt_tokens
+    if chunk.cached_tokens is not None:
+        record.cached_tokens = chunk.cached_tokens
+    if chunk.reasoning_tokens is not None:
+        record.reasoning_tokens = chunk.reasoning_tokens
+    if chunk.drafts is not None:
+        record.draft_tokens, record.accepted_tokens = chunk.drafts
 
 
 class StreamInterpreter:
@@ -514,12 +549,7 @@ class StreamInterpreter:
         if chunk.completion_tokens is not None:
             self._seen_tokens = chunk.completion_tokens
             record.output_tokens = chunk.completion_tokens
-        if chunk.prompt_tokens is not None:
-            record.input_tokens = chunk.prompt_tokens
-        if chunk.cached_tokens is not None:
-            record.cached_tokens = chunk.cached_tokens
-        if chunk.reasoning_tokens is not None:
-            record.reasoning_tokens = chunk.reasoning_tokens
+        note_usage(record, chunk)
         if chunk.finish_reason is not None:
             record.finish_reason = chunk.finish_reason
         return kind is _DONE and self._finish(at_ns)

@@ -18,6 +18,7 @@ from slogate.analysis.documents.rundata import RunData
 from slogate.analysis.verdict.slo import percentile_of_stat
 from slogate.reports.curves import nines, nines_ticks, percentile_curve
 from slogate.reports.svg import Axis, Cut, Rule, Series, line_chart
+from slogate.scenarios.sections import ACCEPTANCE
 
 if TYPE_CHECKING:  # pydantic: not in load processes
     from slogate.analysis.documents.contracts import SloEntry
@@ -138,11 +139,16 @@ def error_share(rows: Sequence[Mapping[str, Any]]) -> list[tuple[float, float | 
 
 
 def timeseries_charts(
-    rows: Sequence[Mapping[str, Any]], slos: Sequence[SloEntry], cut: Cut | None = None
+    rows: Sequence[Mapping[str, Any]],
+    slos: Sequence[SloEntry],
+    cut: Cut | None = None,
+    engine_acceptance: Sequence[tuple[float, float | None]] = (),
 ) -> list[Markup]:
     """Throughput, TTFT, ITL and the error rate per window against their SLOs,
     load, errors; ``cut`` marks where the measured window starts (after warm-up)
-    on each."""
+    on each. Beside ITL, speculative decoding's acceptance where the replies
+    or the engine (``engine_acceptance``: (t_s, rate) between its scrapes)
+    said it."""
     if not rows:
         return []
     time = Axis(label="time since start", time=True)
@@ -185,6 +191,9 @@ def timeseries_charts(
         charts.append(
             line_chart(series, title=title, x=time, y=Axis(label="ms"), rules=rules, cuts=cuts)
         )
+    replies = column(rows, "spec_acceptance_rate")
+    if engine_acceptance or any(rate is not None for _, rate in replies):
+        charts.append(acceptance_chart(replies, engine_acceptance, slos, cuts))
     charts.append(
         line_chart(
             [Series("failed", error_share(rows))],
@@ -210,6 +219,33 @@ def timeseries_charts(
         )
     )
     return charts
+
+
+def acceptance_chart(
+    replies: Sequence[tuple[float, float | None]],
+    engine: Sequence[tuple[float, float | None]],
+    slos: Sequence[SloEntry],
+    cuts: Sequence[Cut],
+) -> Markup:
+    """Speculative acceptance over time in percent: the replies' own counts
+    per window and the engine's between scrapes, against its SLO."""
+
+    def percent(points: Sequence[tuple[float, float | None]]) -> list[tuple[float, float | None]]:
+        return [(t, None if rate is None else 100.0 * rate) for t, rate in points]
+
+    series = [
+        Series(name, percent(points))
+        for name, points in (("replies", replies), ("engine", engine))
+        if points
+    ]
+    return line_chart(
+        series,
+        title="Speculative acceptance per window (%)",
+        x=Axis(label="time since start", time=True),
+        y=Axis(label="%"),
+        rules=limit_rules(slos, ACCEPTANCE, 100.0, "%"),
+        cuts=cuts,
+    )
 
 
 def apart_charts(

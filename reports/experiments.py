@@ -32,6 +32,7 @@ from slogate.reports.html import render
 from slogate.reports.results import write_atomic
 from slogate.reports.svg import Axis, Rule, Series, line_chart
 from slogate.reports.tables import to_csv
+from slogate.studies.speculation import ARMS, OFF, ON, arm_of
 
 GB = 1e9
 
@@ -286,7 +287,48 @@ def write_csvs(out: Path, points: Sequence[SweepPoint]) -> dict[str, Path]:
 
 # -- pages ---------------------------------------------------------------------------
 def experiment_charts(experiment: Experiment) -> list[Markup]:
+    if experiment.factor == "speculative":
+        return speculation_charts(experiment)
     return [chart(experiment.points, spec) for spec in FACTOR_CHARTS[experiment.factor]]
+
+
+def speculation_charts(experiment: Experiment) -> list[Markup]:
+    """TPOT and throughput against load for each arm, and the speedup with
+    the crossover: where the line falls through 1, speculation stops paying."""
+    users = Axis("concurrent users", log=True)
+    arms = {arm: [p for p in experiment.points if arm_of(p.label or "") == arm] for arm in ARMS}
+    charts = [
+        line_chart(
+            [
+                Series(
+                    f"{label} speculation", [(p.x, read(p)) for p in arms[arm] if p.x is not None]
+                )
+                for arm, label in ((OFF, "without"), (ON, "with"))
+            ],
+            title=title,
+            x=users,
+            y=Axis(unit),
+        )
+        for title, read, unit in (
+            ("TPOT by load, with and without speculation", stat_of("tpot_ms", "mean"), "ms"),
+            ("Throughput by load, with and without speculation", output_tps, "tokens/s"),
+        )
+    ]
+    found = (experiment.model_extra or {}).get("speculation") or {}
+    pairs = [(float(x), float(r)) for x, r in found.get("speedups") or []]
+    crossing = (found.get("crossover") or {}).get("users")
+    rules = [Rule(1.0, "pays above 1", crossing)]
+    charts.append(
+        line_chart(
+            [Series("TPOT without / with", pairs)],
+            title="Speculation's speedup by load"
+            + ("" if crossing is None else f" (crossover ~{crossing:g} users)"),
+            x=users,
+            y=Axis("x"),
+            rules=rules,
+        )
+    )
+    return charts
 
 
 def write_experiment(out: Path, doc: Experiment | Mapping[str, Any]) -> dict[str, Path]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from slogate.analysis.documents.neutral import neutral_text
+from slogate.analysis.verdict.slo import FRACTION_METRICS
 
 if TYPE_CHECKING:  # pydantic: not in load processes
     from slogate.analysis.documents.contracts import SloEntry
@@ -63,7 +64,7 @@ def metric_value(value: float | None, metric: str) -> str:
         return DASH
     if metric.endswith("_ms"):
         return f"{num(value)} ms"
-    if metric in ("error_rate", "goodput"):
+    if metric in FRACTION_METRICS:
         return percent(value, 3)
     if metric.endswith("_tokens"):
         return f"{num(value)} tokens"
@@ -74,7 +75,7 @@ def margin_text(amount: float | None, pct: float | None, metric: str) -> str:
     """An SLO's headroom in its metric's unit (points for fractions) and in percent."""
     if amount is None:
         return DASH
-    if metric in ("error_rate", "goodput"):
+    if metric in FRACTION_METRICS:
         text = f"{100.0 * amount:+.3f} pts"
     else:
         text = ("+" if amount >= 0 else "-") + metric_value(abs(amount), metric)

@@ -23,6 +23,7 @@ from prometheus_client.openmetrics.exposition import generate_latest
 
 from slogate.analysis.documents.neutral import neutral_text
 from slogate.analysis.verdict.compare import LATENCY_METRICS
+from slogate.analysis.verdict.slo import FRACTION_METRICS
 
 if TYPE_CHECKING:  # pydantic: not in load processes
     from slogate.analysis.documents.contracts import Comparison, Distribution, Summary
@@ -46,9 +47,7 @@ def run_values(summary: Summary) -> list[str]:
 
 
 def unit_of(metric: str) -> str:
-    return (
-        "ms" if metric.endswith("_ms") else "ratio" if metric in ("error_rate", "goodput") else ""
-    )
+    return "ms" if metric.endswith("_ms") else "ratio" if metric in FRACTION_METRICS else ""
 
 
 class SummaryCollector:

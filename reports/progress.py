@@ -10,10 +10,9 @@ is drawn with rich; the line is plain text at most :data:`LINE_WIDTH` columns.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from slogate.analysis.verdict.slo import SloResult
+from slogate.analysis.verdict.slo import FRACTION_METRICS, SloResult
 
 LINE_WIDTH = 120
 # rich colour per live verdict; "ok so far" is a pass that more samples could still undo
@@ -33,16 +32,13 @@ class SloNow:
     unit: str  # "ms", "%", "/s" or ""
 
 
-FRACTIONS = ("error_rate", "goodput")  # judged as fractions, shown in percent
-
-
 def slo_now(result: SloResult) -> SloNow:
     """The live view's row of a live verdict, in the unit a person reads."""
     t = result.threshold
-    scale = 100.0 if t.metric in FRACTIONS else 1.0
+    scale = 100.0 if t.metric in FRACTION_METRICS else 1.0
     if t.metric.endswith("_ms"):
         unit = "ms"
-    elif t.metric in FRACTIONS:
+    elif t.metric in FRACTION_METRICS:
         unit = "%"
     else:
         unit = "/s" if t.metric.endswith("_per_s") else ""

@@ -104,6 +104,12 @@ def warmup_cut(summary: Summary) -> Cut | None:
     return Cut(run.warmup_s, f"warm-up cut {run.warmup_s:g} s ({how})")
 
 
+def engine_acceptance(summary: Summary) -> list[tuple[float, float | None]]:
+    """The engine's speculative acceptance between its scrapes, for the charts."""
+    found = summary.speculation
+    return [] if found is None else [(w.t_s, w.acceptance_rate) for w in found.windows]
+
+
 def report_html(summary: Summary, run: RunData, baseline: RunData | None) -> str:
     """The self-contained HTML page: the summary, read through its contract,
     plus charts drawn from the run, linking the request timeline beside it."""
@@ -117,7 +123,9 @@ def report_html(summary: Summary, run: RunData, baseline: RunData | None) -> str
                 "name": name,
                 "block": block,
                 "percentile_charts": percentile_charts(run, name, block.slo, baseline),
-                "timeseries_charts": timeseries_charts(rows, block.slo, cut),
+                "timeseries_charts": timeseries_charts(
+                    rows, block.slo, cut, engine_acceptance(summary)
+                ),
                 "apart_charts": {
                     kind: apart_charts(
                         apart_series(run.timeseries_apart, name, kind), kind, block.slo, cut

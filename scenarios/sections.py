@@ -525,6 +525,9 @@ def _goodput(reader: Reader, value: Any, path: str) -> GoodputSpec | None:
 
 
 ERROR_RATE_FIELDS = {"max": required(number(ge=0, le=1))}
+# speculative decoding: the share of draft tokens the engine accepted
+ACCEPTANCE = "spec_acceptance_rate"
+ACCEPTANCE_FIELDS = {"min": required(number(gt=0, le=1))}
 THROUGHPUT_FIELDS = {
     metric: nested(_minimum, section_shape(MINIMUM_FIELDS))
     for metric in ("requests_per_s", "output_tokens_per_s", "input_tokens_per_s")
@@ -541,6 +544,9 @@ SLO_FIELDS = {
         lambda r, v, p: r.section(v, p, THROUGHPUT_FIELDS), section_shape(THROUGHPUT_FIELDS)
     ),
     "goodput": nested(_goodput, GOODPUT_SHAPE),
+    ACCEPTANCE: nested(
+        lambda r, v, p: r.section(v, p, ACCEPTANCE_FIELDS), section_shape(ACCEPTANCE_FIELDS)
+    ),
 }
 SLO_TIERS_SHAPE: Shape = {
     "type": "object",
@@ -562,6 +568,8 @@ def read_slo(reader: Reader, value: Any, path: str) -> SloSpec | None:
     ]
     if f["error_rate"]:
         thresholds.append(Threshold("error_rate", "rate", f["error_rate"]["max"]))
+    if f[ACCEPTANCE]:
+        thresholds.append(Threshold(ACCEPTANCE, "rate", f[ACCEPTANCE]["min"], "min"))
     for metric, limit in (f["throughput"] or {}).items():
         if limit is not None:
             thresholds.append(Threshold(metric, "rate", limit, "min"))

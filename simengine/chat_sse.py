@@ -54,6 +54,18 @@ def _usage(prompt: int, completion: int, reasoning: int = 0, cached: int | None 
     return usage + b"}"
 
 
+def speculation_timings(seq: Sequence) -> bytes:
+    """llama.cpp's per-request speculative counts (its ``timings`` object's
+    ``draft_n`` and ``draft_n_accepted``), after the usage of a request that
+    drafted; nothing for one that did not, as llama.cpp leaves them out."""
+    if not seq.draft_tokens:
+        return b""
+    return b',"timings":{"draft_n":%d,"draft_n_accepted":%d}' % (
+        seq.draft_tokens,
+        seq.accepted_tokens,
+    )
+
+
 def error_event(message: str, kind: str, code: int) -> bytes:
     """An error inside a stream, as vLLM sends it (then ``[DONE]``)."""
     body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
@@ -221,7 +233,14 @@ class ChunkEncoder:
         ``"choices": []`` usage chunk when asked for, then ``[DONE]``."""
         if not self._include_usage:
             return DONE
-        return self._head + b"[]," + self._usage(completion_tokens, True) + b"}\n\n" + DONE
+        return (
+            self._head
+            + b"[],"
+            + self._usage(completion_tokens, True)
+            + speculation_timings(self._seq)
+            + b"}\n\n"
+            + DONE
+        )
 
     def error(self, message: str) -> bytes:
         """An error inside the stream, as vLLM sends it, then ``[DONE]``."""

@@ -51,6 +51,9 @@ WEIGHT_BYTES: Mapping[str, float] = {
 }
 KV_BYTES: Mapping[str, int] = {"bf16": 2, "fp16": 2, "fp8": 1}
 ADAPTER_FIXED_LOAD_S = 0.05
+# Speculative decoding: the drafting batch at which acceptance falls to half
+# (simengine/scheduler.py, docs/simengine.md "Speculative decoding").
+ACCEPTANCE_HALF_BATCH = 32.0
 HOST_LINK_BYTES_PER_S = 25e9
 
 # Fields a profile name or file may set besides model, GPU, dtypes and tp.
@@ -68,6 +71,7 @@ ENGINE_SETTINGS = (
     "lora_rank",
     "speculative_tokens",
     "acceptance_rate",
+    "acceptance_half_batch",
     "disaggregated",
     "kv_transfer_gbps",
 )
@@ -362,6 +366,8 @@ class Profile:
     lora_rank: int = 16
     speculative_tokens: int = 0  # draft tokens verified per decode step (0: off)
     acceptance_rate: float = 0.7  # chance that each draft token is accepted
+    # drafting sequences per step at which the acceptance halves (0: it never falls)
+    acceptance_half_batch: float = ACCEPTANCE_HALF_BATCH
     disaggregated: bool = False  # one prefill + one decode instance of this deployment
     kv_transfer_gbps: float = 50.0  # per GPU, prefill -> decode (one 400 Gb/s NIC)
     efficiency: Efficiency = field(default_factory=default_efficiency)
@@ -394,6 +400,8 @@ class Profile:
             raise ProfileError("kv_transfer_gbps must be positive")
         if not 0 <= self.acceptance_rate <= 1:
             raise ProfileError("acceptance_rate must be in [0, 1]")
+        if self.acceptance_half_batch < 0:
+            raise ProfileError("acceptance_half_batch must be 0 (constant) or more")
         if self.num_gpu_blocks is not None and self.num_gpu_blocks < 1:
             raise ProfileError("num_gpu_blocks must be at least 1")
         if self.num_gpu_blocks is None and self.kv_budget_bytes_per_gpu <= 0:
@@ -574,6 +582,7 @@ class Profile:
             "enable_prefix_caching": self.enable_prefix_caching,
             "speculative_tokens": self.speculative_tokens,
             "acceptance_rate": self.acceptance_rate,
+            "acceptance_half_batch": self.acceptance_half_batch,
             "disaggregated": self.disaggregated,
         }
 
@@ -635,6 +644,7 @@ def _coerce_setting(key: str, value: Any) -> Any:
         "gpu_memory_utilization",
         "kv_cache_free_gpu_mem_fraction",
         "acceptance_rate",
+        "acceptance_half_batch",
         "kv_transfer_gbps",
     ):
         try:

@@ -11,7 +11,7 @@ time at speedup 1).
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -88,6 +88,32 @@ class EngineMetrics:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
 
+    def _speculation(
+        self, counter: Callable[[str, str, float], CounterMetricFamily]
+    ) -> Iterator[Metric]:
+        """vLLM's speculative-decoding counters (vllm/v1/spec_decode/metrics.py),
+        registered only when speculation is on, as vLLM does."""
+        s = self.scheduler
+        yield counter(
+            "vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", s.spec_drafts
+        )
+        yield counter(
+            "vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", s.spec_draft_tokens
+        )
+        yield counter(
+            "vllm:spec_decode_num_accepted_tokens",
+            "Number of accepted tokens.",
+            s.spec_accepted_tokens,
+        )
+        per_position = CounterMetricFamily(
+            "vllm:spec_decode_num_accepted_tokens_per_pos",
+            "Accepted tokens per draft position.",
+            labels=[*self.labels, "position"],
+        )
+        for position, n in enumerate(s.spec_accepted_per_position):
+            per_position.add_metric([*self.labels.values(), str(position)], n)
+        yield per_position
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -142,6 +168,8 @@ class EngineMetrics:
             "vllm:prefix_cache_queries", "Prefix-cache queries, in tokens.", s.prefix_queries
         )
         yield counter("vllm:prefix_cache_hits", "Prefix-cache hits, in tokens.", s.prefix_hits)
+        if s.speculative_tokens:
+            yield from self._speculation(counter)
         success = CounterMetricFamily(
             "vllm:request_success",
             "Count of successfully processed requests.",

@@ -28,6 +28,12 @@ plus the leading drafts accepted, each accepted with ``acceptance_rate``
 independently until the first rejection: 1 to k + 1 tokens per step, on
 average (1 - a^(k+1)) / (1 - a) (Leviathan et al., "Fast Inference from
 Transformers via Speculative Decoding", 2023). Rejected drafts' KV is dropped.
+The acceptance falls as the batch grows (``acceptance_half_batch`` H): with B
+sequences drafting in a step, a = ``acceptance_rate`` / (1 + (B - 1) / H), so
+one sequence alone drafts at the profile's rate and H + 1 at half of it; the
+counters are vLLM's (drafts, draft tokens, accepted tokens, accepted per
+position) and each sequence keeps its own drafted and accepted counts, as
+llama.cpp reports them per request.
 
 The caller owns time: :meth:`Scheduler.schedule` returns a :class:`Step` with
 its modelled duration, and :meth:`Scheduler.complete` applies it at a given
@@ -64,7 +70,9 @@ class Sequence:
     ``stops_at_eos`` (finish reason ``stop``) or not (``length``)."""
 
     __slots__ = (
+        "accepted_tokens",
         "arrival",
+        "draft_tokens",
         "first_token_time",
         "last_token_time",
         "max_output",
@@ -114,6 +122,8 @@ class Sequence:
         self.num_blocks = 0
         self.num_shared = 0
         self.num_preemptions = 0
+        self.draft_tokens = 0  # speculative drafts verified, and of them accepted
+        self.accepted_tokens = 0
         self.first_token_time: float | None = None
         self.scheduled_at: float | None = None  # model time of its first step: prefill starts
         self.last_token_time = 0.0
@@ -156,6 +166,7 @@ class Scheduler:
         self.chunked_prefill = profile.family.chunked_prefill
         self.speculative_tokens = profile.speculative_tokens
         self.acceptance_rate = profile.acceptance_rate
+        self.acceptance_half_batch = profile.acceptance_half_batch
         self._rng = random.Random(seed)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
@@ -166,6 +177,10 @@ class Scheduler:
         self.prefix_queries = 0
         self.prefix_hits = 0
         self.num_steps = 0
+        self.spec_drafts = 0
+        self.spec_draft_tokens = 0
+        self.spec_accepted_tokens = 0
+        self.spec_accepted_per_position = [0] * self.speculative_tokens
 
     # -- requests ------------------------------------------------------------------
     def add(self, seq: Sequence) -> None:
@@ -291,6 +306,9 @@ class Scheduler:
         emitted: list[Sequence] = []
         finished = False
         tokens = 0
+        rate = (
+            self.acceptance_at(sum(1 for d in step.drafts if d)) if self.speculative_tokens else 0
+        )
         for seq, n, draft in zip(step.seqs, step.counts, step.drafts, strict=True):
             if seq.status != Status.RUNNING:  # aborted or preempted meanwhile
                 continue
@@ -303,7 +321,7 @@ class Scheduler:
                 if seq.output_len == 0:
                     seq.first_token_time = now
                     self.prompt_tokens += seq.prompt_len
-                accepted = self._accepted(draft) if draft else 0
+                accepted = self._accepted(seq, draft, rate) if draft else 0
                 seq.num_computed += accepted
                 seq.output_len += 1 + accepted
                 seq.num_tokens += 1 + accepted
@@ -319,13 +337,27 @@ class Scheduler:
             self.running = [s for s in self.running if s.status == Status.RUNNING]
         return emitted
 
-    def _accepted(self, drafts: int) -> int:
-        """Leading draft tokens accepted: each with ``acceptance_rate``, until
-        the first rejection."""
-        rate, rng = self.acceptance_rate, self._rng
+    def acceptance_at(self, batch: int) -> float:
+        """The chance that each draft is accepted in a step where ``batch``
+        sequences draft (see the module's docstring)."""
+        half = self.acceptance_half_batch
+        if half <= 0 or batch <= 1:
+            return self.acceptance_rate
+        return self.acceptance_rate / (1.0 + (batch - 1) / half)
+
+    def _accepted(self, seq: Sequence, drafts: int, rate: float) -> int:
+        """Leading draft tokens accepted: each with ``rate``, until the first
+        rejection; counted engine-wide (by position) and on the sequence."""
+        rng, per_position = self._rng, self.spec_accepted_per_position
         accepted = 0
         while accepted < drafts and rng.random() < rate:
+            per_position[accepted] += 1
             accepted += 1
+        self.spec_drafts += 1
+        self.spec_draft_tokens += drafts
+        self.spec_accepted_tokens += accepted
+        seq.draft_tokens += drafts
+        seq.accepted_tokens += accepted
         return accepted
 
     def _preempt(self, seq: Sequence) -> None:

@@ -38,7 +38,8 @@ from slogate.trial_process import add_trial_options, log_tail, run_trial
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (
         "Controlled experiments: prompt length, output length, concurrency, "
-        "precision. Each varies one factor over "
+        "precision, speculative decoding (each load with and without). Each varies one "
+        "factor over "
         "--values, holds everything else, repeats each setting and reports mean, p95 and "
         "p99 with plots, in a results folder like a run's."
     )
@@ -61,9 +62,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--endpoint",
         action="append",
         default=[],
-        metavar="DTYPE=URL",
+        metavar="NAME=URL",
         help="precision across real endpoints, each named by its weight dtype "
-        "(bf16, fp16, fp8, int8, int4), e.g. --endpoint bf16=http://a:8000",
+        "(bf16, fp16, fp8, int8, int4), e.g. --endpoint bf16=http://a:8000; speculative: "
+        "--endpoint off=URL --endpoint on=URL",
     )
     add_trial_options(p)
 

@@ -4,7 +4,10 @@
 - ``output-length``: fixed output lengths (``ignore_eos``) -> TPOT (stable);
 - ``concurrency``: closed-loop users -> throughput against per-request latency;
 - ``precision``: weight data types on the simulated engine (one engine per
-  type), or endpoints the user names by their type -> memory and speed.
+  type), or endpoints the user names by their type -> memory and speed;
+- ``speculative``: closed-loop users on an engine with speculative decoding
+  and the same engine without -> the load where speculation stops paying
+  (:mod:`slogate.studies.speculation`).
 
 This module designs the trials (each setting's scenario, engine and load, the
 repeats interleaved so a drift in the engine spreads over every setting instead
@@ -29,27 +32,41 @@ from slogate.analysis.measurement.costs import Pricing
 from slogate.scenarios.loader import read_yaml, resolve
 from slogate.simengine.profiles import DEFAULT_PROFILE, WEIGHT_BYTES, load_profile
 from slogate.studies.points import EXPECTATIONS, trend
+from slogate.studies.speculation import (
+    ARMS,
+    OFF,
+    ON,
+    arm_label,
+    crossover,
+    crossover_trend,
+    speedups,
+)
 from slogate.studies.trials import TrialResult, point_of, write_scenario
 
-FACTORS = ("prompt-length", "output-length", "concurrency", "precision")
+FACTORS = ("prompt-length", "output-length", "concurrency", "precision", "speculative")
 DEFAULT_VALUES = {
     "prompt-length": "128,512,2048,8192",
     "output-length": "32,128,512,1024",
     "concurrency": "1,2,4,8,16,32",
     "precision": "bf16,fp8,int4",
+    "speculative": "1,4,16,64",
 }
 X_LABELS = {
     "prompt-length": "prompt tokens",
     "output-length": "output tokens",
     "concurrency": "concurrent users",
     "precision": "bytes per weight",
+    "speculative": "concurrent users",
 }
 TITLES = {
     "prompt-length": "prompt length",
     "output-length": "output length",
     "concurrency": "concurrency",
     "precision": "weight precision",
+    "speculative": "speculative decoding",
 }
+# draft tokens per step when the profile of a speculative experiment names none
+DEFAULT_DRAFT_TOKENS = 3
 
 
 @dataclass(frozen=True)
@@ -127,8 +144,12 @@ def integers(text: str, what: str) -> list[int]:
 
 def factor_settings(settings: ExperimentSettings) -> list[Setting]:
     """The factor's settings from --values (or --endpoint for real precision runs)."""
-    precision = settings.factor == "precision"
-    items = precision_settings(settings) if precision else sized(settings)
+    if settings.factor == "precision":
+        items = precision_settings(settings)
+    elif settings.factor == "speculative":
+        items = speculative_settings(settings)
+    else:
+        items = sized(settings)
     labels = [s.label for s in items]
     if len(set(labels)) != len(labels):
         raise ValueError(f"each setting once, please: {', '.join(labels)}")
@@ -183,6 +204,45 @@ def precision_settings(settings: ExperimentSettings) -> list[Setting]:
     return out
 
 
+def speculative_settings(settings: ExperimentSettings) -> list[Setting]:
+    """Each load twice, without and with speculation: the simulated engine
+    of ``--profile`` with ``speculative_tokens=0`` and with its own (3 when
+    it names none), or the user's endpoints named ``off`` and ``on``."""
+    users = integers(settings.values or DEFAULT_VALUES["speculative"], "user counts")
+    engines = dict(speculative_engines(settings))
+    return [
+        Setting(arm_label(arm, n), float(n), {}, n, *engines[arm]) for arm in ARMS for n in users
+    ]
+
+
+def speculative_engines(
+    settings: ExperimentSettings,
+) -> list[tuple[str, tuple[str | None, str | None]]]:
+    """(arm, (host, profile)) of each arm."""
+    if settings.endpoints:
+        if settings.host:
+            raise ValueError("with --endpoint, the endpoints are the engines: drop --host")
+        named = dict(item.partition("=")[::2] for item in settings.endpoints)
+        if sorted(named) != sorted(ARMS) or not all(named.values()):
+            raise ValueError(
+                f"--endpoint {' '.join(settings.endpoints)}: expected off=URL (no speculation) "
+                "and on=URL (speculation), once each"
+            )
+        return [(arm, (named[arm], None)) for arm in ARMS]
+    if settings.host:
+        raise ValueError(
+            "a speculative experiment needs an engine with speculation and one without: "
+            "name them with --endpoint off=URL --endpoint on=URL, or drop --host to use "
+            "the simulated engine"
+        )
+    base = settings.profile or DEFAULT_PROFILE
+    drafts = load_profile(base).speculative_tokens or DEFAULT_DRAFT_TOKENS
+    return [
+        (OFF, (None, f"{base}:speculative_tokens=0")),
+        (ON, (None, f"{base}:speculative_tokens={drafts}")),
+    ]
+
+
 def trial_scenario(base: dict[str, Any], setting: Setting) -> dict[str, Any]:
     """``base`` with the setting applied; a fixed output length needs ignore_eos."""
     raw = copy.deepcopy(base)
@@ -230,7 +290,7 @@ def held_description(settings: ExperimentSettings) -> dict[str, Any]:
         "profile": None if settings.host else (settings.profile or "default"),
         "speedup": None if settings.host else settings.speedup,
     }
-    if factor != "concurrency":
+    if factor not in ("concurrency", "speculative"):
         held["concurrent users"] = settings.users or ("as the scenario" if settings.scenario else 1)
     if not settings.scenario and factor != "prompt-length":
         held["prompt tokens"] = settings.input_tokens
@@ -254,8 +314,15 @@ def build_document(
         point = point_of(s.label, s.x, results[s.label], out, pricing)
         point.update(profile=s.profile, host=s.host, weight_bytes=s.weight_bytes)
         points.append(point)
-    trends = [trend(e, points) for e in EXPECTATIONS[factor]]
+    trends = [trend(e, points) for e in EXPECTATIONS.get(factor, ())]
     trends = [t for t in trends if t.xs]  # an unmeasured quantity (endpoint memory) is no trend
+    lines = [{**t.to_dict(), "text": t.describe()} for t in trends]
+    extra: dict[str, Any] = {}
+    if factor == "speculative":
+        pairs = speedups(points)
+        found = crossover(pairs)
+        extra["speculation"] = {"speedups": [list(p) for p in pairs], "crossover": found}
+        lines.append(crossover_trend(pairs, found))
     doc = {
         "schema": EXPERIMENT_SCHEMA,
         "factor": factor,
@@ -267,7 +334,8 @@ def build_document(
         "created_at": datetime.now().isoformat(timespec="seconds"),
         "command": settings.command,
         "points": points,
-        "trends": [{**t.to_dict(), "text": t.describe()} for t in trends],
+        "trends": lines,
+        **extra,
     }
     parse(Experiment, doc, str(out / "experiment.json"))  # the writer holds to its own contract
     return doc

@@ -226,6 +226,41 @@ class PrefixCache(Contract):
     ttft_miss_ms: Distribution
 
 
+class ReplySpeculation(Contract):
+    """Speculative drafts as the replies reported them (llama.cpp's
+    ``timings.draft_n``, ``draft_n_accepted``), summed over the successful
+    requests that said."""
+
+    requests: int
+    draft_tokens: int
+    accepted_tokens: int
+    acceptance_rate: Number = None
+
+
+class SpeculationWindow(Contract):
+    """The engine's acceptance between two scrapes, at the later one's time."""
+
+    t_s: float
+    window_s: float
+    acceptance_rate: Number = None
+    mean_accepted_length: Number = None
+
+
+class EngineSpeculation(Contract):
+    """Speculative decoding as the engine counted it over the measured window:
+    drafts, draft tokens, accepted tokens, the acceptance rate, the mean
+    accepted length (1 + accepted / drafts), each draft position's acceptance
+    and the rate between scrapes."""
+
+    drafts: float
+    draft_tokens: float
+    accepted_tokens: float
+    acceptance_rate: Number = None
+    mean_accepted_length: Number = None
+    per_position: list[Number] = Field(default_factory=list)
+    windows: list[SpeculationWindow] = Field(default_factory=list)
+
+
 class StageSummary(Contract):
     requests: Requests
     throughput: Throughput
@@ -265,6 +300,7 @@ class Window(Contract):
     tpot_p99_ms: Number = None
     e2e_p50_ms: Number = None
     e2e_p99_ms: Number = None
+    spec_acceptance_rate: Number = None
 
 
 class ApartSummary(Contract):
@@ -299,6 +335,7 @@ class ScenarioSummary(Contract):
     ttft_by_turn_ms: dict[str, QuickDistribution] = Field(default_factory=dict)
     sessions: Sessions | None = None
     prefix_cache: PrefixCache | None = None
+    speculation: ReplySpeculation | None = None
     stages: dict[str, StageSummary] = Field(default_factory=dict)
     slices: list[SliceSummary] = Field(default_factory=list)
     endpoints: dict[str, ApartSummary] = Field(default_factory=dict)
@@ -674,6 +711,7 @@ class Summary(Contract):
     energy: Energy | None = None
     probes: Probes | None = None
     engine_metrics: EngineMetrics | None = None
+    speculation: EngineSpeculation | None = None
     servers: dict[str, ServerView] = Field(default_factory=dict)
     server_release: ServerRelease | None = None
     diagnosis: list[Finding] = Field(default_factory=list)

@@ -59,6 +59,8 @@ def request_line(
         else {name.removeprefix("lag_"): ms(v) for name, v in metrics.lag_parts.items()},
         "input_tokens": record.input_tokens,
         "cached_tokens": record.cached_tokens,
+        "draft_tokens": record.draft_tokens,
+        "accepted_tokens": record.accepted_tokens,
         "intended_input_tokens": record.intended_input_tokens,
         "output_tokens": metrics.output_tokens,
         "intended_output_tokens": record.intended_output_tokens,

@@ -22,6 +22,7 @@ from slogate.analysis.documents.rundata import RunData
 from slogate.analysis.documents.versions import SUMMARY_SCHEMA
 from slogate.analysis.engine_side.energy import energy_block
 from slogate.analysis.engine_side.engine_view import engine_latency, engine_metrics, servers_view
+from slogate.analysis.engine_side.speculation import engine_speculation
 from slogate.analysis.measurement.bands import CONTEXT_BANDS, TTFT_BY_CONTEXT
 from slogate.analysis.measurement.costs import Pricing, throughput_cost
 from slogate.analysis.measurement.percentiles import STANDARD_PERCENTILES, estimate, summarize
@@ -33,6 +34,7 @@ from slogate.analysis.measurement.recorder import (
     Bucket,
     Counters,
 )
+from slogate.analysis.measurement.speculation import replies_block
 from slogate.analysis.measurement.timeseries import apart_series
 from slogate.analysis.verdict.generator import ProcessHealth, generator_block, merged, processes
 from slogate.analysis.verdict.judge import Judgement, judge
@@ -555,6 +557,7 @@ def scenario_block(run: RunData, name: str, verdict: RunVerdict) -> dict[str, An
         "ttft_by_turn_ms": ttft_by_turn(bucket),
         "sessions": sessions_block(bucket),
         "prefix_cache": prefix_cache_block(bucket),
+        "speculation": replies_block(c),
         "stages": {
             stage: stage_block(
                 b, stage_seconds(load, stage, b.counters), stage_rate(load, stage, weight)
@@ -663,6 +666,7 @@ def build_summary(run: RunData, judgement: Judgement | None = None) -> dict[str,
         "energy": run_energy(run),
         "probes": probes_block(run),
         "engine_metrics": engine_metrics(run),
+        "speculation": engine_speculation(run),
         "servers": servers_view(run),
         "server_release": meta.get("server_release"),
     }

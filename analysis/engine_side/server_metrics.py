@@ -18,6 +18,11 @@ Canonical series (gauges are instantaneous, ``*_total`` are monotonic counters):
 - ``prefix_cache_hits_total``, ``prefix_cache_queries_total``: tokens;
 - ``prompt_seconds_total``: seconds the engine spent computing prompts, each
   request's from the start of its prompt to its first token (llama.cpp);
+- ``spec_drafts_total``, ``spec_draft_tokens_total``,
+  ``spec_accepted_tokens_total``: speculative decoding's drafts (one per
+  sequence per verifying step), the draft tokens verified and those accepted;
+  ``spec_accepted_per_position_total:N`` the accepted drafts at position N
+  (vLLM's and llama.cpp's ``spec_decode_num_*`` counters);
 - ``gpu_utilization`` (0..1, mean over GPUs), ``gpu_memory_used_bytes`` (sum over
   GPUs): from NVIDIA's DCGM exporter.
 
@@ -102,7 +107,11 @@ COUNTERS = (
     "prefix_cache_hits_total",
     "prefix_cache_queries_total",
     "prompt_seconds_total",
+    "spec_drafts_total",
+    "spec_draft_tokens_total",
+    "spec_accepted_tokens_total",
 )
+PER_POSITION = "spec_accepted_per_position_total"
 MIB = 1024 * 1024
 
 
@@ -118,7 +127,9 @@ class Rule:
     With ``terms=False`` they are alternatives across releases, the first one
     present wins; with ``terms=True`` all present ones are added (llama.cpp
     counts cached and computed prompt tokens apart). Label sets of one name
-    (models, data-parallel engines, GPUs) are combined by ``combine``.
+    (models, data-parallel engines, GPUs) are combined by ``combine``; with
+    ``by_position`` those of each ``position`` label are kept apart, as
+    ``canonical:POSITION``.
     """
 
     canonical: str
@@ -126,6 +137,19 @@ class Rule:
     combine: Combine = "sum"
     scale: float = 1.0
     terms: bool = False
+    by_position: bool = False
+
+
+def speculation_rules(prefix: str) -> tuple[Rule, ...]:
+    """vLLM's speculative-decoding counters, which llama.cpp copies under its
+    own prefix (``llamacpp:spec_decode_num_drafts_total``...)."""
+    base = f"{prefix}spec_decode_num_"
+    return (
+        Rule("spec_drafts_total", (f"{base}drafts_total",)),
+        Rule("spec_draft_tokens_total", (f"{base}draft_tokens_total",)),
+        Rule("spec_accepted_tokens_total", (f"{base}accepted_tokens_total",)),
+        Rule(PER_POSITION, (f"{base}accepted_tokens_per_pos_total",), by_position=True),
+    )
 
 
 @dataclass(frozen=True)
@@ -180,6 +204,7 @@ VLLM = Dialect(
             "prefix_cache_queries_total",
             ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
         ),
+        *speculation_rules("vllm:"),
     ),
     # time_per_output_token_seconds held the token gaps until V1 named them
     # inter_token_latency_seconds (and gave the old name to per-request TPOT)
@@ -251,6 +276,7 @@ LLAMACPP = Dialect(
             ("llamacpp:prompt_tokens_total", "llamacpp:prompt_tokens_cached_total"),
             terms=True,
         ),
+        *speculation_rules("llamacpp:"),
     ),
 )
 
@@ -309,6 +335,7 @@ class Sample(NamedTuple):
     value: float
     kind: str
     le: float | None = None  # a histogram bucket's upper bound
+    position: str | None = None  # a speculative draft position's label
 
 
 @dataclass(frozen=True)
@@ -334,7 +361,13 @@ def parse_samples(text: str) -> list[Sample]:
     """Every finite sample in the text, with its family's type; NaN and Inf say nothing."""
     try:
         samples = [
-            Sample(s.name, float(s.value), family.type, _bucket_bound(s.name, s.labels))
+            Sample(
+                s.name,
+                float(s.value),
+                family.type,
+                _bucket_bound(s.name, s.labels),
+                s.labels.get("position"),
+            )
             for family in text_string_to_metric_families(text)
             for s in family.samples
         ]
@@ -363,10 +396,18 @@ def detect_dialect(names: Iterable[str]) -> Dialect | None:
 def map_samples(dialect: Dialect, samples: Iterable[Sample]) -> dict[str, float]:
     """Canonical series of one dialect from parsed samples."""
     values: dict[str, list[float]] = {}
+    positions: dict[str, dict[str, float]] = {}
     for sample in samples:
         values.setdefault(sample.name, []).append(sample.value)
+        if sample.position is not None:
+            per_name = positions.setdefault(sample.name, {})
+            per_name[sample.position] = per_name.get(sample.position, 0.0) + sample.value
     series: dict[str, float] = {}
     for rule in dialect.rules:
+        if rule.by_position:
+            for position, count in positions.get(rule.names[0], {}).items():
+                series[f"{rule.canonical}:{position}"] = count * rule.scale
+            continue
         value = _apply(rule, values)
         if value is not None:
             series[rule.canonical] = value

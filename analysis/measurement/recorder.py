@@ -94,6 +94,11 @@ class Counters:
     cache_reported: int = 0
     cached_tokens: int = 0
     cache_hits: int = 0
+    # speculative decoding: requests whose reply said what was drafted for it,
+    # the draft tokens verified and those accepted
+    spec_reported: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
     # agent sessions: finished with an answer, cut at the step limit, failed
     sessions: int = 0
     sessions_unfinished: int = 0
@@ -146,6 +151,9 @@ class Counters:
         self.cache_reported += other.cache_reported
         self.cached_tokens += other.cached_tokens
         self.cache_hits += other.cache_hits
+        self.spec_reported += other.spec_reported
+        self.draft_tokens += other.draft_tokens
+        self.accepted_tokens += other.accepted_tokens
         self.sessions += other.sessions
         self.sessions_unfinished += other.sessions_unfinished
         self.sessions_failed += other.sessions_failed
@@ -180,6 +188,9 @@ class Counters:
             "cache_reported": self.cache_reported,
             "cached_tokens": self.cached_tokens,
             "cache_hits": self.cache_hits,
+            "spec_reported": self.spec_reported,
+            "draft_tokens": self.draft_tokens,
+            "accepted_tokens": self.accepted_tokens,
             "sessions": self.sessions,
             "sessions_unfinished": self.sessions_unfinished,
             "sessions_failed": self.sessions_failed,
@@ -259,6 +270,10 @@ def count_into(counters: Counters, record: RequestRecord, m: RequestMetrics, goo
         counters.cache_reported += 1
         counters.cache_hits += cached > 0
         counters.cached_tokens += cached
+    if record.draft_tokens is not None and record.accepted_tokens is not None:
+        counters.spec_reported += 1
+        counters.draft_tokens += record.draft_tokens
+        counters.accepted_tokens += record.accepted_tokens
 
 
 def cache_hit(record: RequestRecord) -> bool:

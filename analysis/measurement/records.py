@@ -100,6 +100,10 @@ class RequestRecord:
     (``usage.completion_tokens_details.reasoning_tokens`` or the Responses
     API's ``output_tokens_details``).
 
+    ``draft_tokens`` and ``accepted_tokens`` are the speculative drafts the
+    engine verified for this request and how many of them it accepted, when
+    it says (llama.cpp's ``timings.draft_n`` and ``draft_n_accepted``).
+
     ``cached_tokens`` is how many of the prompt's tokens the server said it
     served from its prefix cache (``usage.prompt_tokens_details.cached_tokens``,
     the Responses API's ``input_tokens_details``, Anthropic's
@@ -140,6 +144,8 @@ class RequestRecord:
     tool_arg_bytes: int = 0
     input_tokens: int | None = None
     cached_tokens: int | None = None
+    draft_tokens: int | None = None
+    accepted_tokens: int | None = None
     intended_input_tokens: int | None = None
     intended_output_tokens: int | None = None
     finish_reason: str | None = None

@@ -1,5 +1,6 @@
-"""Fixed windows of a run: throughput, headline percentiles, errors, load gauges;
-and each endpoint's and replica's share of them."""
+"""Fixed windows of a run: throughput, headline percentiles, errors, load gauges,
+speculative acceptance where the replies say it; and each endpoint's and
+replica's share of them."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from slogate.analysis.measurement.recorder import Bucket
+from slogate.analysis.measurement.speculation import acceptance_rate
 
 WINDOW_PERCENTILES = {"p50": 50.0, "p99": 99.0}
 
@@ -29,6 +31,7 @@ def window_row(
         "requests_per_s": c.total / window_s,
         "output_tokens_per_s": c.output_tokens / window_s,
         "input_tokens_per_s": c.input_tokens / window_s,
+        "spec_acceptance_rate": acceptance_rate(c.accepted_tokens, c.draft_tokens),
     }
     # open loop: TTFT from the schedule too, which keeps growing with a queue
     # held back at the in-flight cap while TTFT from the send stays flat

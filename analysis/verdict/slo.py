@@ -57,7 +57,9 @@ from slogate.analysis.verdict.generator import (
 )
 from slogate.analysis.verdict.lag_causes import cause_p99_ms, in_flight_caps, lag_reason
 from slogate.scenarios.model import Threshold
-from slogate.scenarios.sections import COUNT_METRICS  # the count metrics a scenario may gate
+
+# the count metrics a scenario may gate, and the speculative acceptance rate
+from slogate.scenarios.sections import ACCEPTANCE, COUNT_METRICS
 
 US_PER_MS = 1000.0
 LATENCY_METRICS = (
@@ -82,6 +84,8 @@ SESSION_METRICS = (
     *(f"{TTFT_BY_CONTEXT}{label}" for _, label in CONTEXT_BANDS),
 )
 RATE_METRICS = ("error_rate", "goodput")
+# judged as fractions 0..1, shown in percent
+FRACTION_METRICS = (*RATE_METRICS, ACCEPTANCE)
 THROUGHPUT_METRICS = ("requests_per_s", "output_tokens_per_s", "input_tokens_per_s")
 
 
@@ -268,6 +272,25 @@ def evaluate_throughput(
     )
 
 
+def evaluate_acceptance(scenario: str, threshold: Threshold, counters: Counters) -> SloResult:
+    """Speculative acceptance: the draft tokens accepted over those verified,
+    as the replies reported them (llama.cpp's ``timings``). The tokens of one
+    request are not independent trials, so no interval is claimed; ``count``
+    is the draft tokens."""
+    drafted = counters.draft_tokens
+    if drafted == 0:
+        note = (
+            "no reply said what was drafted for it (llama.cpp's timings.draft_n); "
+            "an engine that counts drafts only engine-wide (vLLM) shows its rate "
+            "in summary.json's speculation"
+        )
+        return SloResult(scenario, threshold, Verdict.INCONCLUSIVE, None, None, None, 0, 1, note)
+    value = counters.accepted_tokens / drafted
+    return SloResult(
+        scenario, threshold, point_verdict(threshold, value), value, None, None, drafted
+    )
+
+
 def evaluate(
     scenario: str, threshold: Threshold, bucket: Bucket, measured_s: float | None
 ) -> SloResult:
@@ -284,6 +307,8 @@ def evaluate(
         return evaluate_proportion(scenario, threshold, bucket.counters)
     if metric in THROUGHPUT_METRICS:
         return evaluate_throughput(scenario, threshold, bucket.counters, measured_s)
+    if metric == ACCEPTANCE:
+        return evaluate_acceptance(scenario, threshold, bucket.counters)
     raise ValueError(f"scenario {scenario!r}: SLO metric {metric!r} is not one slogate measures")
 
 

@@ -20,6 +20,7 @@ from slogate.analysis.engine_side.server_metrics import (
     histogram_delta,
     snapshot,
 )
+from slogate.analysis.measurement.speculation import acceptance_rate, mean_accepted_length
 
 
 def vllm_text(kv_name: str = "vllm:kv_cache_usage_perc", prefix: str = "vllm:prefix_cache") -> str:
@@ -368,3 +369,38 @@ def test_phase_times_and_kv_transfers_are_read_where_engines_export_them() -> No
         'sglang:num_running_reqs{model_name="m"} 2\n'
     )
     assert snapshot(sglang).series["kv_transfer_ms"] == 12.5
+
+
+# llama-server (this machine's build, -md with --spec-type draft-simple) after
+# two 100-token requests; its per-position counters are labelled as vLLM's
+LLAMACPP_METRICS = """\
+# HELP llamacpp:tokens_predicted_total Number of generation tokens processed.
+# TYPE llamacpp:tokens_predicted_total counter
+llamacpp:tokens_predicted_total 200
+# HELP llamacpp:spec_decode_num_draft_tokens_total Number of draft tokens.
+# TYPE llamacpp:spec_decode_num_draft_tokens_total counter
+llamacpp:spec_decode_num_draft_tokens_total 158
+# HELP llamacpp:spec_decode_num_accepted_tokens_total Number of accepted tokens.
+# TYPE llamacpp:spec_decode_num_accepted_tokens_total counter
+llamacpp:spec_decode_num_accepted_tokens_total 150
+# HELP llamacpp:spec_decode_num_drafts_total Number of drafts.
+# TYPE llamacpp:spec_decode_num_drafts_total counter
+llamacpp:spec_decode_num_drafts_total 40
+# HELP llamacpp:spec_decode_num_accepted_tokens_per_pos_total Accepted per position.
+# TYPE llamacpp:spec_decode_num_accepted_tokens_per_pos_total counter
+llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 40
+llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="1"} 39
+llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="2"} 37
+llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="3"} 34
+"""
+
+
+def test_llamacpp_counters_map_to_the_same_names() -> None:
+    snap = snapshot(LLAMACPP_METRICS)
+    assert snap.engine == "llamacpp"
+    s = snap.series
+    assert (s["spec_drafts_total"], s["spec_draft_tokens_total"]) == (40, 158)
+    assert s["spec_accepted_tokens_total"] == 150
+    assert [s[f"spec_accepted_per_position_total:{i}"] for i in range(4)] == [40, 39, 37, 34]
+    assert mean_accepted_length(150, 40) == pytest.approx(4.75)
+    assert acceptance_rate(150, 158) == pytest.approx(0.949367, abs=1e-6)

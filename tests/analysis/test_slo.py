@@ -9,7 +9,7 @@ import pytest
 from reportdata import bucket, run_of
 
 from slogate.analysis.measurement.percentiles import binomial_quantile, min_samples
-from slogate.analysis.measurement.recorder import Bucket
+from slogate.analysis.measurement.recorder import Bucket, Counters
 from slogate.analysis.verdict.slo import (
     EXIT_FAIL,
     EXIT_INCONCLUSIVE,
@@ -17,6 +17,7 @@ from slogate.analysis.verdict.slo import (
     EXIT_PASS,
     Verdict,
     evaluate,
+    evaluate_acceptance,
     evaluate_run,
     percentile_of_stat,
     proportion_interval,
@@ -280,3 +281,14 @@ def test_a_lag_over_its_bound_names_the_part_of_the_lag_with_the_largest_p99() -
         "the lag was mostly prepared late (p99 55.0 ms; write 8.0 ms, dispatcher late 3.0 ms, "
         "connect 0.0 ms)"
     )
+
+
+def test_the_acceptance_slo_judges_the_replies_counts() -> None:
+    threshold = Threshold("spec_acceptance_rate", "rate", 0.6, "min")
+    counters = Counters(spec_reported=3, draft_tokens=200, accepted_tokens=130)
+    result = evaluate_acceptance("chat", threshold, counters)
+    assert result.verdict == Verdict.PASS and result.value == 0.65 and result.count == 200
+    counters.accepted_tokens = 110
+    assert evaluate_acceptance("chat", threshold, counters).verdict == Verdict.FAIL
+    none = evaluate_acceptance("chat", threshold, Counters(ok=10))
+    assert none.verdict == Verdict.INCONCLUSIVE and "timings.draft_n" in none.note

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+import orjson
 import pytest
 from streams import interpret
 
@@ -21,6 +22,7 @@ from slogate.client.openai_stream import (
     chunk_object,
     completions_body,
     parse_chunk,
+    speculation_counts,
 )
 from slogate.scenarios.model import PlannedTurn, RequestOptions
 
@@ -387,3 +389,20 @@ def test_per_chunk_usage_is_asked_only_once_settled_on(body) -> None:
     }
     assert asked["auto"] == asked[False] == {"include_usage": True}
     assert asked[True] == {"include_usage": True, "continuous_usage_stats": True}
+
+
+def test_llamacpp_timings_fill_the_record_and_bad_counts_are_unsaid() -> None:
+    final = orjson.dumps(
+        {
+            "choices": [],
+            "usage": {"completion_tokens": 100, "prompt_tokens": 42},
+            "timings": {"predicted_n": 100, "draft_n": 79, "draft_n_accepted": 61},
+        }
+    )
+    chunk = parse_chunk(final)
+    assert not isinstance(chunk, str) and chunk.drafts == (79, 61)
+    assert speculation_counts({"draft_n": 5, "draft_n_accepted": 6}) is None  # more than drafted
+    assert speculation_counts({"draft_n": -1, "draft_n_accepted": 0}) is None
+    assert speculation_counts({"draft_n": 5.0, "draft_n_accepted": 1}) is None
+    assert speculation_counts({"predicted_n": 100}) is None
+    assert speculation_counts("79") is None
