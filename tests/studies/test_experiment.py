@@ -4,6 +4,8 @@ results (the end-to-end runs are in test_experiments.py)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from slogate.reports.study_lines import experiment_closing_lines, experiment_trial_line
@@ -153,3 +155,39 @@ def test_document_lists_each_setting_and_drops_trends_with_nothing_measured(tmp_
     ]
     line = experiment_trial_line("precision", "bf16", 1, "error", None, 3, tmp_path)
     assert line == "precision bf16 (repeat 1): no results (exit 3)"
+
+
+def test_speculative_settings_run_each_load_with_and_without_speculation():
+    base = "llama-3.1-8b@h100:acceptance_rate=0.6"
+    items = factor_settings(settings("speculative", values="1,8", profile=base))
+    assert [(s.label, s.x, s.users) for s in items] == [
+        ("off-1", 1.0, 1),
+        ("off-8", 8.0, 8),
+        ("on-1", 1.0, 1),
+        ("on-8", 8.0, 8),
+    ]
+    off, on = (load_profile(group[0].profile) for group in engine_groups(items))
+    assert (off.speculative_tokens, on.speculative_tokens) == (0, 3)  # the default drafts
+    assert off.acceptance_rate == on.acceptance_rate == 0.6
+    drafting = factor_settings(settings("speculative", profile=base + ":speculative_tokens=5"))
+    assert load_profile(drafting[-1].profile).speculative_tokens == 5
+    named = factor_settings(
+        settings("speculative", values="2", endpoints=("on=http://b:2", "off=http://a:1"))
+    )
+    assert [(s.label, s.host, s.profile) for s in named] == [
+        ("off-2", "http://a:1", None),
+        ("on-2", "http://b:2", None),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"host": "http://h:1"}, "--endpoint off=URL --endpoint on=URL"),
+        ({"endpoints": ("off=http://a:1",)}, "expected off=URL (no speculation) and on=URL"),
+        ({"endpoints": ("off=http://a:1", "fast=http://b:1")}, "once each"),
+    ],
+)
+def test_speculative_needs_an_engine_with_and_one_without(given, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        factor_settings(settings("speculative", **given))
