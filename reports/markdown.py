@@ -173,6 +173,25 @@ def prefix_cache_lines(summary: Summary) -> list[str]:
     return ["", *lines] if lines else []
 
 
+def speculation_lines(summary: Summary) -> list[str]:
+    """Speculative decoding's acceptance: each scenario's from the replies,
+    and the engine's from its counters, when either said."""
+    lines = [
+        f"- {md(name)}: speculative acceptance {percent(found.acceptance_rate)} "
+        f"({num(found.accepted_tokens)} of {num(found.draft_tokens)} draft tokens, "
+        "from the replies)"
+        for name, scenario in summary.scenarios.items()
+        if (found := scenario.speculation) is not None
+    ]
+    engine = summary.speculation
+    if engine is not None:
+        lines.append(
+            f"- engine: speculative acceptance {percent(engine.acceptance_rate)}, "
+            f"mean accepted length {num(engine.mean_accepted_length)} tokens per step"
+        )
+    return ["", *lines] if lines else []
+
+
 def session_lines(summary: Summary) -> list[str]:
     """Each replayed agent tree scenario's session table: wall time, engine
     and tool time, requests and tokens per complete session, TTFT by context."""
@@ -300,6 +319,7 @@ def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> 
     lines += [f"- {md(reason)}" for reason in summary.invalid_reasons]
     lines += ["", *slo_rows(summary)]
     lines += prefix_cache_lines(summary)
+    lines += speculation_lines(summary)
     lines += session_lines(summary)
     lines += why_lines(summary)
     lines += engine_latency_lines(summary)

@@ -61,6 +61,7 @@ def test_a_run_measures_acceptance_per_request_and_gates_on_it(tmp_path):
     assert "spec_acceptance_rate" in (out / "junit.xml").read_text()
     page = (out / "report.html").read_text()
     assert 'id="speculation-1"' in page and "Speculative acceptance per window" in page
+    assert "speculative acceptance" in (out / "summary.md").read_text()
 
 
 def model_speedups() -> list[tuple[int, float]]:
