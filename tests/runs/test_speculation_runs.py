@@ -5,6 +5,7 @@ crossover must be the one the engine's model predicts."""
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -58,6 +59,10 @@ def test_a_run_measures_acceptance_per_request_and_gates_on_it(tmp_path):
     done_lines = [line for line in lines if line["ok"] and not line["warmup"]]
     assert sum(line["draft_tokens"] for line in done_lines) == replies["draft_tokens"]
     assert sum(line["accepted_tokens"] for line in done_lines) == replies["accepted_tokens"]
+    with (out / "timeseries.csv").open() as rows:
+        windows = [r["spec_acceptance_rate"] for r in csv.DictReader(rows)]
+    assert windows and all(0 < float(rate) < 1 for rate in windows if rate)
+    assert any(windows)
     assert "spec_acceptance_rate" in (out / "junit.xml").read_text()
     page = (out / "report.html").read_text()
     assert 'id="speculation-1"' in page and "Speculative acceptance per window" in page
