@@ -35,6 +35,7 @@ from enum import Enum
 from typing import Any
 
 from slogate.analysis.documents.rundata import RunData
+from slogate.analysis.engine_side.speculation import engine_speculation
 from slogate.analysis.measurement.bands import CONTEXT_BANDS, TTFT_BY_CONTEXT
 from slogate.analysis.measurement.histograms import recorded
 from slogate.analysis.measurement.percentiles import CONFIDENCE, estimate, min_samples
@@ -272,27 +273,40 @@ def evaluate_throughput(
     )
 
 
-def evaluate_acceptance(scenario: str, threshold: Threshold, counters: Counters) -> SloResult:
+def evaluate_acceptance(
+    scenario: str,
+    threshold: Threshold,
+    counters: Counters,
+    engine: tuple[float, float] | None = None,
+) -> SloResult:
     """Speculative acceptance: the draft tokens accepted over those verified,
-    as the replies reported them (llama.cpp's ``timings``). The tokens of one
-    request are not independent trials, so no interval is claimed; ``count``
-    is the draft tokens."""
-    drafted = counters.draft_tokens
+    as the replies reported them (llama.cpp's ``timings``), else as the
+    engine counted them over the measured window (``engine``: accepted and
+    drafted, given only when the run has one scenario, the engine's counts
+    being every request's). The tokens of one request are not independent
+    trials, so no interval is claimed; ``count`` is the draft tokens."""
+    accepted, drafted, note = float(counters.accepted_tokens), float(counters.draft_tokens), ""
+    if drafted == 0 and engine is not None and engine[1] > 0:
+        accepted, drafted = engine
+        note = "from the engine's counters over the measured window: no reply gave its own"
     if drafted == 0:
         note = (
-            "no reply said what was drafted for it (llama.cpp's timings.draft_n); "
-            "an engine that counts drafts only engine-wide (vLLM) shows its rate "
-            "in summary.json's speculation"
+            "no reply said what was drafted for it (llama.cpp's timings.draft_n), and "
+            "the engine's counters (vLLM's spec_decode_*) were not read for this scenario "
+            "alone: none, or several scenarios share them"
         )
         return SloResult(scenario, threshold, Verdict.INCONCLUSIVE, None, None, None, 0, 1, note)
-    value = counters.accepted_tokens / drafted
-    return SloResult(
-        scenario, threshold, point_verdict(threshold, value), value, None, None, drafted
-    )
+    value = accepted / drafted
+    verdict = point_verdict(threshold, value)
+    return SloResult(scenario, threshold, verdict, value, None, None, round(drafted), note=note)
 
 
 def evaluate(
-    scenario: str, threshold: Threshold, bucket: Bucket, measured_s: float | None
+    scenario: str,
+    threshold: Threshold,
+    bucket: Bucket,
+    measured_s: float | None,
+    engine_drafts: tuple[float, float] | None = None,
 ) -> SloResult:
     metric = threshold.metric
     if metric.endswith("_ms") and metric.removesuffix("_ms") in (
@@ -308,7 +322,7 @@ def evaluate(
     if metric in THROUGHPUT_METRICS:
         return evaluate_throughput(scenario, threshold, bucket.counters, measured_s)
     if metric == ACCEPTANCE:
-        return evaluate_acceptance(scenario, threshold, bucket.counters)
+        return evaluate_acceptance(scenario, threshold, bucket.counters, engine_drafts)
     raise ValueError(f"scenario {scenario!r}: SLO metric {metric!r} is not one slogate measures")
 
 
@@ -469,17 +483,26 @@ def judge_scenario(
     bucket: Bucket,
     measured_s: float | None,
     health: ProcessHealth | None,
+    engine_drafts: tuple[float, float] | None = None,
 ) -> tuple[list[SloResult], Verdict]:
     """One scenario's thresholds on its bucket, the generator's doubts applied,
     and the scenario's verdict. The run's verdict and the live view both judge
-    through here."""
+    through here; ``engine_drafts``: the engine's speculative (accepted,
+    drafted) tokens over the window, for a scenario that has it to itself."""
     results = [
-        evaluate(name, threshold, bucket, measured_s)
+        evaluate(name, threshold, bucket, measured_s, engine_drafts)
         for threshold in thresholds_of(name, scenario_meta)
     ]
     results = distrust(results, health, bucket)
     floor = Verdict.INCONCLUSIVE if bucket.counters.total == 0 else Verdict.PASS
     return results, worst_of([floor, *(r.verdict for r in results)])
+
+
+def engine_drafts(run: RunData) -> tuple[float, float] | None:
+    """The engine's speculative (accepted, drafted) tokens over the measured
+    window, when it counts them."""
+    found = engine_speculation(run)
+    return None if found is None else (found["accepted_tokens"], found["draft_tokens"])
 
 
 def evaluate_run(run: RunData) -> RunVerdict:
@@ -491,9 +514,11 @@ def evaluate_run(run: RunData) -> RunVerdict:
     health = merged(per_process)
     results: list[SloResult] = []
     scenarios: dict[str, Verdict] = {}
-    for name in run.scenario_names():
+    names = run.scenario_names()
+    drafts = engine_drafts(run) if len(names) == 1 else None
+    for name in names:
         mine, scenarios[name] = judge_scenario(
-            name, declared.get(name) or {}, run.overall(name), measured_s, health
+            name, declared.get(name) or {}, run.overall(name), measured_s, health, drafts
         )
         results.extend(mine)
     distrusted = [

@@ -292,3 +292,41 @@ def test_the_acceptance_slo_judges_the_replies_counts() -> None:
     assert evaluate_acceptance("chat", threshold, counters).verdict == Verdict.FAIL
     none = evaluate_acceptance("chat", threshold, Counters(ok=10))
     assert none.verdict == Verdict.INCONCLUSIVE and "timings.draft_n" in none.note
+    # vLLM: no reply's own counts, the engine's over the window stand in
+    engine = evaluate_acceptance("chat", threshold, Counters(ok=10), (300.0, 1000.0))
+    assert engine.verdict == Verdict.FAIL and engine.value == 0.3 and engine.count == 1000
+    assert "engine's counters" in engine.note
+    replies_first = evaluate_acceptance("chat", threshold, counters, (300.0, 1000.0))
+    assert replies_first.value == 0.55 and not replies_first.note
+
+
+def vllm_scrapes(*counts: tuple[float, float, float]) -> list[dict]:
+    """The engine's scrapes, 5 s apart, with vLLM's speculative counters
+    (drafts, draft tokens, accepted tokens) under their canonical names."""
+    names = ("spec_drafts_total", "spec_draft_tokens_total", "spec_accepted_tokens_total")
+    return [
+        {
+            "t_s": 5.0 * i,
+            "source": "engine",
+            "engine": "vllm",
+            "series": dict(zip(names, c, strict=True)),
+        }
+        for i, c in enumerate(counts)
+    ]
+
+
+def test_an_acceptance_slo_reads_the_engines_counters_when_no_reply_gives_them():
+    slo = [{"metric": "spec_acceptance_rate", "stat": "rate", "limit": 0.5, "kind": "min"}]
+    scrapes = vllm_scrapes((0, 0, 0), (100, 300, 120), (300, 900, 400))
+    run = run_of({"chat": bucket({"e2e": [100.0] * 50})}, {"chat": slo})
+    run.server_metrics = scrapes
+    (result,) = evaluate_run(run).results
+    assert result.verdict == Verdict.FAIL and result.value == pytest.approx(400 / 900)
+    assert result.count == 900 and "engine's counters" in result.note
+    # two scenarios share the engine's counts: neither can claim them
+    two = run_of(
+        {name: bucket({"e2e": [100.0] * 50}) for name in ("chat", "code")},
+        {"chat": slo, "code": slo},
+    )
+    two.server_metrics = scrapes
+    assert {r.verdict for r in evaluate_run(two).results} == {Verdict.INCONCLUSIVE}
