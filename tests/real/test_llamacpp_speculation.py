@@ -38,20 +38,21 @@ def drafting(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
 
 def short_chat(folder: Path) -> Path:
     """Single-turn chat a CPU answers in seconds, with an acceptance SLO: one
-    user, short answers (a self-drafting SmolLM2 took 156 ms a token on a
-    loaded machine, and two users with 48-token answers finished none in 30 s)."""
+    user, short answers. A self-drafting SmolLM2 took 156 ms a token on a
+    quiet machine and 2.6 s at a load of 13 on 2 cores, where a 24-token
+    answer did not end within 60 s; 8 tokens in 90 s leave room for that."""
     scenario = {
         "name": "spec-chat",
         "api": "chat",
         "model": "auto",
         "workload": {
             "kind": "chat",
-            "input_tokens": {"dist": "uniform", "min": 32, "max": 64},
-            "output_tokens": 24,
+            "input_tokens": {"dist": "uniform", "min": 16, "max": 32},
+            "output_tokens": 8,
             "turns": 1,
             "think_time_s": 0,
         },
-        "load": {"users": 1, "duration": "60s"},
+        "load": {"users": 1, "duration": "90s"},
         "timeouts": {"first_token": "120s", "stall": "60s"},
         "slo": {"spec_acceptance_rate": {"min": 0.05}},
     }
