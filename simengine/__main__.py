@@ -11,7 +11,14 @@ import yaml
 
 from slogate.simengine.config import build_config, parse_assignments
 from slogate.simengine.faults import FaultError
-from slogate.simengine.profiles import DEFAULT_PROFILE, WEIGHT_BYTES, ProfileError, gpus, models
+from slogate.simengine.profiles import (
+    DEFAULT_PROFILE,
+    SCHEDULING_POLICIES,
+    WEIGHT_BYTES,
+    ProfileError,
+    gpus,
+    models,
+)
 from slogate.simengine.router import POLICIES
 
 MAX_REPLICAS = 64
@@ -46,6 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="default on, as in vLLM",
+    )
+    parser.add_argument(
+        "--scheduling-policy",
+        choices=SCHEDULING_POLICIES,
+        default=None,
+        help="as vLLM's: fcfs (default) or priority (the request's priority field, lower first)",
     )
     parser.add_argument(
         "--set",
@@ -102,6 +115,7 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "gpu_memory_utilization",
         "num_gpu_blocks",
         "enable_prefix_caching",
+        "scheduling_policy",
     ):
         value = getattr(args, key)
         if value is not None:

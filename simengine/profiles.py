@@ -74,7 +74,11 @@ ENGINE_SETTINGS = (
     "acceptance_half_batch",
     "disaggregated",
     "kv_transfer_gbps",
+    "scheduling_policy",
 )
+# vLLM's --scheduling-policy: the waiting queue by arrival, or by the
+# request's ``priority`` field (lower first)
+SCHEDULING_POLICIES = ("fcfs", "priority")
 
 
 class ProfileError(ValueError):
@@ -370,6 +374,7 @@ class Profile:
     acceptance_half_batch: float = ACCEPTANCE_HALF_BATCH
     disaggregated: bool = False  # one prefill + one decode instance of this deployment
     kv_transfer_gbps: float = 50.0  # per GPU, prefill -> decode (one 400 Gb/s NIC)
+    scheduling_policy: str = "fcfs"
     efficiency: Efficiency = field(default_factory=default_efficiency)
 
     def __post_init__(self) -> None:
@@ -394,6 +399,11 @@ class Profile:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ProfileError(f"{name} must be at least 1")
+        if self.scheduling_policy not in SCHEDULING_POLICIES:
+            raise ProfileError(
+                f"scheduling_policy {self.scheduling_policy!r}: expected one of "
+                f"{', '.join(SCHEDULING_POLICIES)}"
+            )
         if self.speculative_tokens < 0:
             raise ProfileError("speculative_tokens must be 0 (off) or more")
         if self.kv_transfer_gbps <= 0:
@@ -584,6 +594,7 @@ class Profile:
             "acceptance_rate": self.acceptance_rate,
             "acceptance_half_batch": self.acceptance_half_batch,
             "disaggregated": self.disaggregated,
+            "scheduling_policy": self.scheduling_policy,
         }
 
 
@@ -651,7 +662,7 @@ def _coerce_setting(key: str, value: Any) -> Any:
             return float(value)
         except (TypeError, ValueError) as exc:
             raise ProfileError(f"{key}: expected a number, got {value!r}") from exc
-    if key == "engine":
+    if key in ("engine", "scheduling_policy"):
         return str(value).lower()
     try:
         return int(value)

@@ -54,6 +54,15 @@ def int_field(body: Mapping[str, Any], key: str, default: int | None, minimum: i
     return value
 
 
+def request_priority(body: Mapping[str, Any]) -> int:
+    """vLLM's ``priority`` field: any 64-bit integer, 0 when absent; the
+    scheduler reads it only under the priority policy, as vLLM does."""
+    value = body.get("priority", 0)
+    if isinstance(value, bool) or not isinstance(value, int) or not -(2**63) <= value < 2**63:
+        raise ApiError(400, f"priority must be a 64-bit integer, got {value!r}")
+    return value
+
+
 def chat_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:

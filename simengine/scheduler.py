@@ -20,6 +20,17 @@ The profile's engine family decides admission (``profiles.ENGINE_FAMILIES``):
   is not chunked: a prompt joins a step only if all of it fits in the budget
   left (one longer than the whole budget runs in a step with no other prompt).
 
+The scheduling policy (the profile's ``scheduling_policy``, vLLM's
+``--scheduling-policy``) orders the waiting queue. ``fcfs``: by arrival, a
+request's ``priority`` ignored. ``priority`` (vLLM v1's
+``PriorityRequestQueue``): by ``(priority, arrival, request id)``, lower
+first; a preempted sequence rejoins the queue at its rank, not the head, and
+the victim of a preemption is the running sequence last in
+``(priority, arrival)`` order (vLLM's ``max(self.running, key=...)``), whose
+tokens already scheduled in this step are given back to the budget. A waiting
+sequence of higher priority never preempts a running one: vLLM 0.32 orders
+admission only.
+
 Speculative decoding (``speculative_tokens`` k > 0, as vLLM's n-gram / prompt
 lookup drafting, whose drafts cost no GPU time): a decoding sequence verifies
 its next token plus k draft tokens in one step (k + 1 query tokens: more
@@ -43,6 +54,7 @@ simulator (``simulate.py``) just adds the durations up.
 
 from __future__ import annotations
 
+import bisect
 import random
 from collections import deque
 from collections.abc import Sequence as SequenceType
@@ -83,6 +95,7 @@ class Sequence:
         "num_shared",
         "num_tokens",
         "output_len",
+        "priority",
         "prompt_hashes",
         "prompt_len",
         "request_id",
@@ -102,6 +115,7 @@ class Sequence:
         arrival: float = 0.0,
         prompt_hashes: SequenceType[int] = (),
         sink: Any = None,
+        priority: int = 0,
     ) -> None:
         if prompt_len < 1 or max_output < 1:
             raise ValueError("a sequence needs at least one prompt and one output token")
@@ -111,6 +125,7 @@ class Sequence:
         self.stops_at_eos = stops_at_eos
         self.arrival = arrival
         self.prompt_hashes = prompt_hashes
+        self.priority = priority  # lower first, under the priority policy
         self.sink = sink  # opaque to the scheduler: the server's per-request stream
         self.status = Status.WAITING
         self.num_tokens = prompt_len  # prompt + output so far
@@ -150,6 +165,11 @@ class Step:
     duration: float
 
 
+def rank(seq: Sequence) -> tuple[int, float, str]:
+    """A sequence's place in the priority policy's queue (vLLM's ``Request.__lt__``)."""
+    return (seq.priority, seq.arrival, seq.request_id)
+
+
 class Scheduler:
     """The batching policy and the engine-wide counters vLLM exports."""
 
@@ -167,6 +187,7 @@ class Scheduler:
         self.speculative_tokens = profile.speculative_tokens
         self.acceptance_rate = profile.acceptance_rate
         self.acceptance_half_batch = profile.acceptance_half_batch
+        self.by_priority = profile.scheduling_policy == "priority"
         self._rng = random.Random(seed)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
@@ -190,7 +211,14 @@ class Scheduler:
                 f"max_model_len {self.max_model_len}"
             )
         seq.status = Status.WAITING
-        self.waiting.append(seq)
+        self._enqueue(seq)
+
+    def _enqueue(self, seq: Sequence) -> None:
+        """Into the waiting queue: last (FCFS), or at its rank (priority)."""
+        if self.by_priority:
+            self.waiting.insert(bisect.bisect_right(self.waiting, rank(seq), key=rank), seq)
+        else:
+            self.waiting.append(seq)
 
     def abort(self, seq: Sequence) -> None:
         """Drop a sequence (client gone): its blocks return to the pool."""
@@ -217,7 +245,6 @@ class Scheduler:
         counts: list[int] = []
         drafts: list[int] = []
         spec = self.speculative_tokens
-        new_tokens = sampled = context = pairs = 0
         preempted = False
 
         i = 0
@@ -234,7 +261,12 @@ class Scheduler:
             need = (computed + n + block_size - 1) // block_size - seq.num_blocks
             if need > 0 and not kv.grow(seq, need):
                 while need > kv.num_free:
-                    victim = running.pop()
+                    victim = self._victim()
+                    if victim in seqs:  # scheduled earlier in this step: its tokens come back
+                        at = seqs.index(victim)
+                        budget += counts[at]
+                        del seqs[at], counts[at], drafts[at]
+                        i -= 1
                     self._preempt(victim)
                     preempted = True
                     if victim is seq:
@@ -246,11 +278,6 @@ class Scheduler:
             counts.append(n)
             drafts.append(draft)
             budget -= n
-            new_tokens += n
-            context += computed
-            pairs += n * computed + n * (n + 1) // 2
-            if computed + n - draft == seq.num_tokens:
-                sampled += 1 + draft  # the LM head runs on every verified position
             i += 1
 
         waiting = self.waiting
@@ -287,14 +314,19 @@ class Scheduler:
             counts.append(n)
             drafts.append(0)
             budget -= n
-            new_tokens += n
-            context += computed
-            pairs += n * computed + n * (n + 1) // 2
-            if computed + n == seq.num_tokens:
-                sampled += 1
 
-        work = StepWork(len(seqs), new_tokens, sampled, context, pairs)
+        work = step_work(seqs, counts, drafts)
         return Step(seqs, counts, drafts, work, self.model.seconds(work) if seqs else 0.0)
+
+    def _victim(self) -> Sequence:
+        """The running sequence to preempt: the last admitted (FCFS), or the
+        last in ``(priority, arrival)`` order (priority); out of ``running``."""
+        running = self.running
+        if not self.by_priority:
+            return running.pop()
+        victim = max(running, key=lambda s: (s.priority, s.arrival))
+        running.remove(victim)
+        return victim
 
     def complete(self, step: Step, now: float) -> list[Sequence]:
         """Apply ``step`` as finished at ``now``: advance KV, emit tokens, retire
@@ -367,4 +399,22 @@ class Scheduler:
         seq.num_computed = 0
         seq.num_preemptions += 1
         self.num_preemptions += 1
-        self.waiting.appendleft(seq)
+        if self.by_priority:
+            self._enqueue(seq)  # vLLM's prepend_request: a heap has no head
+        else:
+            self.waiting.appendleft(seq)
+
+
+def step_work(seqs: list[Sequence], counts: list[int], drafts: list[int]) -> StepWork:
+    """What a step's batch computes, from each sequence's tokens already in
+    the cache (``num_computed``, untouched until the step completes) and the
+    tokens it computes now."""
+    new_tokens = sampled = context = pairs = 0
+    for seq, n, draft in zip(seqs, counts, drafts, strict=True):
+        computed = seq.num_computed
+        new_tokens += n
+        context += computed
+        pairs += n * computed + n * (n + 1) // 2
+        if computed + n - draft == seq.num_tokens:
+            sampled += 1 + draft  # the LM head runs on every verified position
+    return StepWork(len(seqs), new_tokens, sampled, context, pairs)

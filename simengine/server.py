@@ -55,6 +55,7 @@ from slogate.simengine.requests import (
     int_field,
     output_limit,
     planned_tool_call,
+    request_priority,
     responses_messages,
     thinking_enabled,
 )
@@ -340,6 +341,7 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
             raise ApiError(400, "the simulated engine supports n=1 only")
         max_tokens = output_limit(body, api)
         min_tokens = int_field(body, "min_tokens", 0, 0) or 0
+        priority = request_priority(body)
         conversation = _conversation(body, api)
         ids = await _request_ids(state, body, conversation)
         if not ids:
@@ -392,7 +394,12 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
     hashes = block_hashes(ids, profile.block_size) if profile.enable_prefix_caching else ()
     request_id = ID_PREFIXES[api] + uuid.uuid4().hex
     seq = Sequence(
-        request_id, len(ids), plan.tokens, stops_at_eos=plan.stops_at_eos, prompt_hashes=hashes
+        request_id,
+        len(ids),
+        plan.tokens,
+        stops_at_eos=plan.stops_at_eos,
+        prompt_hashes=hashes,
+        priority=priority,
     )
     prefilled = request.get(PREFILLED)
     if isinstance(prefilled, Prefilled) and prefilled.prompt_tokens == len(ids):
