@@ -275,6 +275,7 @@ class StreamClient:
             "User-Agent: slogate\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\n"
         )
         head += self.protocol.auth(self._api_key)
+        head += "".join(f"{name}: {value}\r\n" for name, value in options.headers)
         self._head = head.encode("latin-1")
 
     @property

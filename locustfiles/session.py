@@ -46,7 +46,7 @@ from slogate.locustfiles.provenance import git_revision, tool_version
 from slogate.locustfiles.worker_clocks import wall
 from slogate.reports.progress import Progress, SloNow, slo_now
 from slogate.scenarios.context_fit import Overflow
-from slogate.scenarios.model import Scenario
+from slogate.scenarios.model import Scenario, TrafficClass
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricsData
@@ -74,6 +74,18 @@ def scenario_meta(scenario: Scenario) -> dict[str, Any]:
         "slo": [asdict(t) for t in scenario.slo.thresholds],
         "goodput": asdict(scenario.slo.goodput) if scenario.slo.goodput else None,
         "weight": scenario.weight,
+        "class": class_meta(scenario.traffic_class),
+    }
+
+
+def class_meta(traffic_class: TrafficClass | None) -> dict[str, Any] | None:
+    """What a traffic class sent, for the summary: its SLOs are the scenario's."""
+    if traffic_class is None:
+        return None
+    return {
+        "priority": traffic_class.priority,
+        "body": traffic_class.body,
+        "headers": dict(traffic_class.headers),
     }
 
 

@@ -1,5 +1,7 @@
 """``junit.xml``: one test case per SLO per scenario, so CI shows each gate by name.
 
+A traffic class's suite is ``slogate.class.NAME``: its SLOs are its own cases.
+
 A failed SLO is a ``<failure>`` whose text gives value, threshold and margin.
 An inconclusive one is an ``<error>`` (not ``<skipped>``, which CI servers show
 green): the gate could not be decided; so is an invalid one (the load
@@ -103,7 +105,9 @@ def junit_xml(summary: Summary | Mapping[str, Any]) -> bytes:
     timestamp = xml_text((run.started_at or "")[:19]) or "1970-01-01T00:00:00"
     reasons = summary.invalid_reasons
     for name, block in summary.scenarios.items():
-        scenario_suite(root, name, block.requests.total, block.slo, reasons, timestamp)
+        # a traffic class's SLOs are its own suite: CI lists them by class
+        label = name if block.traffic_class is None else f"class.{name}"
+        scenario_suite(root, label, block.requests.total, block.slo, reasons, timestamp)
     if not summary.scenarios:
         scenario_suite(root, "run", 0, [], reasons, timestamp)
     for key in ("tests", "failures", "errors"):

@@ -113,6 +113,22 @@ def cost_lines(summary: Summary) -> list[str]:
     return ["", *lines] if lines else []
 
 
+def class_lines(summary: Summary) -> list[str]:
+    """Traffic classes: who paid for the contention (each class's verdict is in
+    the SLO table above, under its name)."""
+    lines = []
+    for name, block in summary.scenarios.items():
+        tc = block.traffic_class
+        if tc is not None:
+            share = "-" if tc.wait_share is None else f"{100 * tc.wait_share:.1f}%"
+            priority = "" if tc.priority is None else f", priority {tc.priority}"
+            lines.append(
+                f"- class {md(name)}{md(priority)}: {share} of the wait for first tokens, "
+                f"shed {tc.sheds.get('429', 0)} with 429 and {tc.sheds.get('503', 0)} with 503"
+            )
+    return ["", *lines] if lines else []
+
+
 def slice_lines(summary: Summary) -> list[str]:
     """``--slice``: each scenario's verdict slice by slice, so a drift shows in CI."""
     lines = []
@@ -323,6 +339,7 @@ def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> 
     lines += session_lines(summary)
     lines += why_lines(summary)
     lines += engine_latency_lines(summary)
+    lines += class_lines(summary)
     lines += slice_lines(summary)
     lines += probe_lines(summary)
     lines += release_lines(summary)

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from slogate.scenarios.arrivals import has_arrivals
+from slogate.scenarios.classes import CLASS_FIELDS, read_class, with_class
 from slogate.scenarios.errors import Problem, ScenarioError
 from slogate.scenarios.limits import MAX_FILE_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
 from slogate.scenarios.model import LoadSpec, Scenario
@@ -111,6 +112,7 @@ MEMBER_FIELDS = {
     "model": optional(TEXT),
     "weight": optional(number(ge=0), 1.0),
     "name": optional(NAME),
+    "class": nested(read_class, section_shape(CLASS_FIELDS)),
 }
 MIX_FIELDS = {
     "name": optional(NAME),
@@ -428,15 +430,19 @@ def _load_mix(file: Path, raw: dict, notes: dict[str, str]) -> list[Scenario]:
     if problems:
         raise ScenarioError(list(dict.fromkeys(problems)))
     total = sum(entry["weight"] for _, entry, _ in scenarios)
-    return [
-        replace(
-            s,
-            name=entry["name"] or s.name,
-            weight=entry["weight"] / total,
-            model=entry["model"] or s.model,
+    named = [
+        (
+            entry["class"],
+            replace(
+                s,
+                name=entry["name"] or s.name,
+                weight=entry["weight"] / total,
+                model=entry["model"] or s.model,
+            ),
         )
         for _, entry, s in scenarios
     ]
+    return [s if c is None else with_class(s, c) for c, s in named]
 
 
 def _member_file(reader: Reader, mix_file: Path, value: str, path: str) -> Path | None:

@@ -132,6 +132,8 @@ class RequestOptions:
     session_header: str | None = None
     session_id_header: str | None = None
     session_cookie: str | None = None
+    # headers sent as written with every request (a traffic class's)
+    headers: tuple[tuple[str, str], ...] = ()
 
     def for_engine(self, owned_by: str) -> RequestOptions:
         """These options with ``continuous_usage: auto`` settled for the engine
@@ -224,6 +226,21 @@ class CancelSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class TrafficClass:
+    """Who a mix member's requests are, as the engine and its gateway see
+    them: vLLM's ``priority`` (lower first) and other body fields, headers
+    (llm-d's objective and fairness id), and the SLOs this class is held to.
+    The load side only sends them; the class is judged as its member's
+    scenario, by ``slo``."""
+
+    name: str
+    priority: int | None = None
+    body: dict[str, Any] = field(default_factory=dict)
+    headers: tuple[tuple[str, str], ...] = ()
+    slo: SloSpec | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     """A validated scenario. ``source`` is the file it came from and ``raw`` the
     mapping as written, kept so the report can show the scenario as run."""
@@ -247,5 +264,7 @@ class Scenario:
     slo_tiers: tuple[tuple[str, SloSpec], ...] = ()
     # several endpoints of one deployment (docs/load.md, "Several endpoints")
     endpoints: tuple[EndpointSpec, ...] = ()
+    # a mix member's traffic class (docs/scenarios.md, "Priority classes")
+    traffic_class: TrafficClass | None = None
     source: str = ""
     raw: dict[str, Any] = field(default_factory=dict)

@@ -322,6 +322,22 @@ class ApartSummary(Contract):
     timeseries: list[Window] = Field(default_factory=list)
 
 
+class ClassSummary(Contract):
+    """A traffic class's own numbers beside its scenario's (its verdict and SLOs
+    are the scenario's): what it sent, the seconds its requests waited for
+    their first tokens and its share of all classes' wait, the requests shed
+    with HTTP 429 or 503, and the engine's preemptions over the run, all
+    classes together (None: the engine exports no counter)."""
+
+    priority: int | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    body: dict[str, Any] = Field(default_factory=dict)
+    wait_s: float
+    wait_share: Number = None
+    sheds: dict[str, int] = Field(default_factory=dict)
+    engine_preemptions: Number = None
+
+
 class ScenarioSummary(Contract):
     verdict: VerdictName
     requests: Requests
@@ -342,6 +358,7 @@ class ScenarioSummary(Contract):
     replicas: dict[str, ApartSummary] = Field(default_factory=dict)
     served_by_header: str | None = None  # the response header that named the replicas
     replicas_note: str | None = None  # set when more replicas were named than kept apart
+    traffic_class: ClassSummary | None = None  # a mix member with a class
     source: str | None = None
     api: str | None = None
     load: dict[str, Any] = Field(default_factory=dict)

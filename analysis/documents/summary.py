@@ -19,6 +19,7 @@ from hdrh.histogram import HdrHistogram
 
 from slogate.analysis.diagnosis.diagnose import diagnose, findings_to_dicts, rate_rps
 from slogate.analysis.documents.rundata import RunData
+from slogate.analysis.documents.traffic_classes import class_block
 from slogate.analysis.documents.versions import SUMMARY_SCHEMA
 from slogate.analysis.engine_side.energy import energy_block
 from slogate.analysis.engine_side.engine_view import engine_latency, engine_metrics, servers_view
@@ -569,6 +570,7 @@ def scenario_block(run: RunData, name: str, verdict: RunVerdict) -> dict[str, An
         "replicas": replicas,
         "served_by_header": served_by_header(c),
         "replicas_note": replicas_note(replicas),
+        "traffic_class": redact(class_block(run, name)),
         "source": declared.get("source"),
         "api": declared.get("api"),
         "load": redact(load),

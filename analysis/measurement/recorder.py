@@ -58,6 +58,11 @@ class GoodputLimits:
         )
 
 
+# what a server answers when it sheds load rather than queue it: rate limited,
+# or overloaded (llm-d's flow control, a gateway's admission)
+SHED_STATUSES = (429, 503)
+
+
 @dataclass(slots=True)
 class Counters:
     """Additive counts of one scenario (or one stage of it)."""
@@ -77,6 +82,8 @@ class Counters:
     chunk_token_methods: Counter[str] = field(default_factory=Counter)
     # requests by the response header that named their replica (behind a router)
     served_by_headers: Counter[str] = field(default_factory=Counter)
+    # requests the server shed (HTTP 429 or 503), by status: per traffic class
+    sheds: Counter[str] = field(default_factory=Counter)
     # gaps between output chunks, and those of 0: chunks timed by one read,
     # and of those the ones read while the generator's loop was held
     chunk_gaps: int = 0
@@ -140,6 +147,7 @@ class Counters:
         self.count_methods.update(other.count_methods)
         self.chunk_token_methods.update(other.chunk_token_methods)
         self.served_by_headers.update(other.served_by_headers)
+        self.sheds.update(other.sheds)
         self.chunk_gaps += other.chunk_gaps
         self.same_read_gaps += other.same_read_gaps
         self.same_read_stalled_gaps += other.same_read_stalled_gaps
@@ -177,6 +185,7 @@ class Counters:
             "count_methods": dict(self.count_methods),
             "chunk_token_methods": dict(self.chunk_token_methods),
             "served_by_headers": dict(self.served_by_headers),
+            "sheds": dict(self.sheds),
             "chunk_gaps": self.chunk_gaps,
             "same_read_gaps": self.same_read_gaps,
             "same_read_stalled_gaps": self.same_read_stalled_gaps,
@@ -206,7 +215,7 @@ class Counters:
         return counters
 
 
-_COUNTER_FIELDS = ("errors", "count_methods", "chunk_token_methods", "served_by_headers")
+_COUNTER_FIELDS = ("errors", "count_methods", "chunk_token_methods", "served_by_headers", "sheds")
 
 
 @dataclass(slots=True)
@@ -244,6 +253,8 @@ def count_into(counters: Counters, record: RequestRecord, m: RequestMetrics, goo
         return
     if record.served_by_header is not None:
         counters.served_by_headers[record.served_by_header] += 1
+    if record.http_status in SHED_STATUSES:
+        counters.sheds[str(record.http_status)] += 1
     if record.error is not None:  # not ok: cancelled ones returned above
         counters.note_error(record.error.value, record.error_message)
         return
