@@ -30,6 +30,7 @@ import orjson
 
 from slogate.analysis.measurement.records import ErrorKind, RequestRecord
 from slogate.client.chunk_template import ChunkTemplate, learn_template
+from slogate.client.engine_timings import EngineTimings, engine_timings
 from slogate.client.protocol import Protocol, bearer, chat_messages, common_options
 from slogate.client.sse import Event, SSEParser
 from slogate.client.think_tags import ThinkTags
@@ -86,7 +87,8 @@ class Chunk:
     usage, when it had one, and ``cached_tokens`` the prompt tokens the server
     served from its prefix cache; ``tools`` the tool-call deltas it carried;
     ``drafts`` the speculative (drafted, accepted) tokens of the request
-    (llama.cpp's ``timings``)."""
+    (llama.cpp's ``timings``); ``timings`` the engine's own timing of the
+    request, on the chunk that carried it (:mod:`slogate.client.engine_timings`)."""
 
     __slots__ = (
         "cached_tokens",
@@ -100,6 +102,7 @@ class Chunk:
         "reasoning",
         "reasoning_tokens",
         "text",
+        "timings",
         "tools",
     )
 
@@ -117,8 +120,10 @@ class Chunk:
         tools: list[ToolDelta] | None = None,
         cached_tokens: int | None = None,
         drafts: tuple[int, int] | None = None,
+        timings: EngineTimings | None = None,
     ) -> None:
         self.kind = kind
+        self.timings = timings
         self.cached_tokens = cached_tokens
         self.drafts = drafts
         self.chars = chars
@@ -338,9 +343,12 @@ def chunk_object(obj: dict[str, Any], data: bytes | bytearray) -> Chunk:
                 finish = reason if type(reason) is str else str(reason)
         text = texts[0] if len(texts) == 1 else "".join(texts)
     usage = obj.get("usage")
+    timings = engine_timings(obj)
     if type(usage) is not dict:
         kind = _OUTPUT if chars else _EMPTY
-        return Chunk(kind, chars, text, finish, None, None, "", reasoning, None, tools)
+        return Chunk(
+            kind, chars, text, finish, None, None, "", reasoning, None, tools, timings=timings
+        )
     return Chunk(
         _OUTPUT if chars else _EMPTY,
         chars,
@@ -353,6 +361,7 @@ def chunk_object(obj: dict[str, Any], data: bytes | bytearray) -> Chunk:
         tools=tools,
         cached_tokens=usage_int(usage, "cached_tokens", "prompt_tokens_details"),
         drafts=speculation_counts(obj.get("timings")),
+        timings=timings,
     )
 
 
@@ -373,8 +382,8 @@ def speculation_counts(timings: Any) -> tuple[int, int] | None:
 def note_usage(record: RequestRecord, chunk: Chunk) -> None:
     """What a usage object says beside the output count: the prompt's tokens,
     those cached, the reasoning tokens, and the speculative drafts of the
-    request (llama.cpp's ``timings``, which come with its usage); each only
-    when the event said it."""
+    request and its queue and prefill times (llama.cpp's ``timings``, vLLM's
+    ``metrics``, which come with its usage); each only when the event said it."""
     if chunk.prompt_tokens is not None:
         record.input_tokens = chunk.prompt_tokens
     if chunk.cached_tokens is not None:
@@ -383,6 +392,10 @@ def note_usage(record: RequestRecord, chunk: Chunk) -> None:
         record.reasoning_tokens = chunk.reasoning_tokens
     if chunk.drafts is not None:
         record.draft_tokens, record.accepted_tokens = chunk.drafts
+    if chunk.timings is not None:
+        record.engine_queue_ms, record.engine_prefill_ms, record.engine_prompt_tokens = (
+            chunk.timings
+        )
 
 
 class StreamInterpreter:

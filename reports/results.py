@@ -54,6 +54,9 @@ METRIC_LABELS = {f"{name}_ms": label for name, label in LABELS.items()} | {
     "lag_dispatch_ms": "generator lag: dispatcher late",
     "lag_connect_ms": "generator lag: connect",
     "lag_write_ms": "generator lag: write",
+    "ttft_outside_ms": "TTFT outside the engine (network, HTTP, front end, uncounted waits)",
+    "ttft_queue_ms": "TTFT in the engine's queue",
+    "ttft_prefill_ms": "TTFT in the engine's prefill",
 }
 
 

@@ -54,15 +54,46 @@ def _usage(prompt: int, completion: int, reasoning: int = 0, cached: int | None 
     return usage + b"}"
 
 
-def speculation_timings(seq: Sequence) -> bytes:
-    """llama.cpp's per-request speculative counts (its ``timings`` object's
-    ``draft_n`` and ``draft_n_accepted``), after the usage of a request that
-    drafted; nothing for one that did not, as llama.cpp leaves them out."""
-    if not seq.draft_tokens:
-        return b""
-    return b',"timings":{"draft_n":%d,"draft_n_accepted":%d}' % (
-        seq.draft_tokens,
-        seq.accepted_tokens,
+def timings(seq: Sequence, speedup: float) -> bytes:
+    """llama.cpp's ``timings`` object of a finished request, in wall-clock ms
+    (model time / ``speedup``: the client's clock), with the engine's queue as
+    ``queue_ms`` (which llama.cpp does not send): the queue is from joining the
+    scheduler's queue (after the front end) to the start of the first step
+    that computed it, the prompt from that start to the first token, the prediction from the
+    first token to the last (docs/engines.md, "Per-request timings"); and
+    for a request that drafted, its speculative counts (``draft_n``,
+    ``draft_n_accepted``), which llama.cpp leaves out for one that did not."""
+    ms = 1000.0 / speedup
+    queued = seq.queued_at or 0.0
+    # a step that began before the request joined (the loop ran late) counts
+    # from the joining: the queue is never negative
+    started = max(seq.scheduled_at or queued, queued)
+    first = seq.first_token_time or started
+    queue_ms = (started - queued) * ms
+    prompt_ms = (first - started) * ms
+    predicted_ms = (seq.last_token_time - first) * ms
+    cached = seq.num_cached_tokens or 0
+    prompt_n = seq.prompt_len - cached
+    predicted_n = seq.output_len
+    drafts = (
+        {"draft_n": seq.draft_tokens, "draft_n_accepted": seq.accepted_tokens}
+        if seq.draft_tokens
+        else {}
+    )
+    return orjson.dumps(
+        {
+            "queue_ms": round(queue_ms, 3),
+            "cache_n": cached,
+            "prompt_n": prompt_n,
+            "prompt_ms": round(prompt_ms, 3),
+            "prompt_per_token_ms": prompt_ms / prompt_n if prompt_n else 0.0,
+            "prompt_per_second": 1000.0 * prompt_n / prompt_ms if prompt_ms else 0.0,
+            "predicted_n": predicted_n,
+            "predicted_ms": round(predicted_ms, 3),
+            "predicted_per_token_ms": predicted_ms / predicted_n if predicted_n else 0.0,
+            "predicted_per_second": 1000.0 * predicted_n / predicted_ms if predicted_ms else 0.0,
+            **drafts,
+        }
     )
 
 
@@ -124,6 +155,7 @@ class ChunkEncoder:
         "_reasoning_tokens",
         "_role",
         "_seq",
+        "_speedup",
         "_tool",
         "_tool_started",
         "chat",
@@ -141,8 +173,10 @@ class ChunkEncoder:
         include_usage: bool = True,
         reasoning_tokens: int = 0,
         tool: tuple[str, str] | None = None,
+        speedup: float = 1.0,
     ) -> None:
         self.chat = chat
+        self._speedup = speedup
         self._tool = tool  # (call id, function name): the answer is this tool call
         self._tool_started = False
         self._seq = seq  # its prompt length, and its cached tokens once admitted
@@ -230,17 +264,13 @@ class ChunkEncoder:
 
     def closing(self, completion_tokens: int, finish_reason: str) -> bytes:
         """After the last content chunk (which carried the finish reason): the
-        ``"choices": []`` usage chunk when asked for, then ``[DONE]``."""
+        ``"choices": []`` usage chunk when asked for, with the engine's own
+        timings as llama.cpp sends them, then ``[DONE]``."""
         if not self._include_usage:
             return DONE
-        return (
-            self._head
-            + b"[],"
-            + self._usage(completion_tokens, True)
-            + speculation_timings(self._seq)
-            + b"}\n\n"
-            + DONE
-        )
+        usage = self._usage(completion_tokens, True)
+        timed = b',"timings":' + timings(self._seq, self._speedup)
+        return self._head + b"[]," + usage + timed + b"}\n\n" + DONE
 
     def error(self, message: str) -> bytes:
         """An error inside the stream, as vLLM sends it, then ``[DONE]``."""

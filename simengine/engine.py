@@ -162,6 +162,7 @@ class Engine:
         if seq.status == Status.ABORTED:  # the client left while in the front end
             return
         self._in_front_end.discard(seq)
+        seq.queued_at = self.model_time()
         self.scheduler.add(seq)
         self._work.set()
 

@@ -98,6 +98,7 @@ class Sequence:
         "priority",
         "prompt_hashes",
         "prompt_len",
+        "queued_at",
         "request_id",
         "scheduled_at",
         "sink",
@@ -140,6 +141,7 @@ class Sequence:
         self.draft_tokens = 0  # speculative drafts verified, and of them accepted
         self.accepted_tokens = 0
         self.first_token_time: float | None = None
+        self.queued_at: float | None = None  # model time it joined the scheduler's queue
         self.scheduled_at: float | None = None  # model time of its first step: prefill starts
         self.last_token_time = 0.0
 

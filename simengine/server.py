@@ -468,6 +468,7 @@ def _encoder(
         continuous_usage=bool(options.get("continuous_usage_stats")),
         include_usage=bool(options.get("include_usage")),
         reasoning_tokens=thinking,
+        speedup=state.config.speedup,
     )
 
 

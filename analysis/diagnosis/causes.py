@@ -16,6 +16,12 @@ SLO's miss it accounts for (``Finding.share``), so the report can rank them.
   squares fit, its slope in ms per 1k tokens; the input, or the part the
   server did not serve from its cache), told apart from
 - **queueing**: TTFT rising with the requests in flight when it was sent;
+- **TTFT taken apart** where the engine timed its requests (llama.cpp's
+  ``timings``, vLLM's per-request ``metrics``, the simulated engine): the
+  requests over the TTFT limit spent most of their TTFT in the engine's
+  queue (queueing), in its prefill (prefill-bound) or outside its clock (the
+  network, a gateway, the server's front end); the engine's own numbers
+  replace the fit-based finding of the same cause;
 - **concurrency ceiling**: the streams decoding at once held at a ceiling
   while more requests were in flight, waiting for a slot (a batch or memory
   limit);
@@ -81,6 +87,9 @@ MIN_RANK_CORRELATION = 0.5
 MIN_GROWTH = 1.3
 # A cause is claimed when it explains at least this share of a failed SLO's miss.
 MIN_SHARE = 0.2
+# TTFT taken apart: the part holding at least this share of the missing
+# requests' TTFT (summed) names the cause.
+MOSTLY = 0.5
 # Concurrency ceiling: decoding at its ceiling this share of the measured time,
 # with more requests in flight than decoding this share of the time.
 CEILING_QUANTILE = 0.95
@@ -122,6 +131,8 @@ class Requests:
     e2e: np.ndarray
     input_tokens: np.ndarray  # NaN unknown
     cached_tokens: np.ndarray  # prompt tokens the server served from its cache; NaN unknown
+    queue: np.ndarray  # ms of TTFT in the engine's queue, by its own clock; NaN unsaid
+    prefill: np.ndarray  # ms of TTFT in the engine's prefill; NaN where it did not time it
     output_tokens: np.ndarray
     conversation: np.ndarray
     turn: np.ndarray
@@ -153,6 +164,8 @@ class Requests:
             e2e=col["e2e_ms"],
             input_tokens=known(col["input_tokens"]),
             cached_tokens=known(col["cached_tokens"]),
+            queue=known(col["queue_ms"]),
+            prefill=known(col["prefill_ms"]),
             output_tokens=col["output_tokens"],
             conversation=col["conversation"],
             turn=col["turn"],
@@ -616,6 +629,62 @@ def ttft_findings(r: Requests, scenario: str, limits: Mapping[str, float]) -> li
     return findings
 
 
+SPLIT_CAUSES = {"queue": "queueing", "prefill": "prefill-bound", "outside": "outside the engine"}
+SPLIT_MEANING = {
+    "queue": "requests waited in the engine's queue for a slot",
+    "prefill": "the prompts' prefill is the first token's wait",
+    "outside": "the time passed before the engine's clock started or after it stopped: the "
+    "network, a gateway or proxy, HTTP, the server's front end (parsing, tokenizing)",
+}
+
+
+def engine_split(r: Requests, scenario: str, limits: Mapping[str, float]) -> Finding | None:
+    """A failed TTFT SLO whose missing requests spent most of their TTFT in
+    one part of the engine's own split (queue, prefill, outside), summed over
+    them; None where the engine timed too few requests or no part is most."""
+    if "ttft_ms" not in limits:
+        return None
+    timed = r.rows(scenario) & np.isfinite(r.ttft) & np.isfinite(r.prefill)
+    miss = timed & (r.ttft > limits["ttft_ms"])
+    if timed.sum() < MIN_REQUESTS or not miss.any():
+        return None
+    queue = np.nan_to_num(r.queue[miss])
+    parts = {
+        "queue": queue,
+        "prefill": r.prefill[miss],
+        "outside": np.maximum(r.ttft[miss] - queue - r.prefill[miss], 0.0),
+    }
+    total = float(sum(part.sum() for part in parts.values()))
+    share = {name: float(part.sum()) / total for name, part in parts.items()} if total else {}
+    name = max(share, key=lambda n: share[n], default="")
+    if not name or share[name] < MOSTLY:
+        return None
+    reported = bool(np.isfinite(r.queue[miss]).any())
+    evidence: dict[str, Any] = {
+        "requests_over": int(miss.sum()),
+        "queue_reported": reported,
+        **{f"{n}_share": round(v, 3) for n, v in share.items()},
+        **{f"{n}_ms_p50": round(float(np.median(p)), 1) for n, p in parts.items()},
+    }
+    words = ", ".join(
+        f"{100 * share[n]:.0f}% {n} (median {evidence[f'{n}_ms_p50']:g} ms)" for n in parts
+    )
+    unsaid = "" if reported else " The engine reports no queue time: its queue is in outside."
+    text = (
+        f"TTFT taken apart by the engine's own timings: the {evidence['requests_over']} requests "
+        f"over the TTFT limit of {limits['ttft_ms']:g} ms spent {words}: "
+        f"{SPLIT_MEANING[name]}.{unsaid}"
+    )
+    return Finding(
+        SPLIT_CAUSES[name],
+        text,
+        evidence,
+        WAIT_METRICS,
+        scenario,
+        share={"ttft_ms": round(share[name], 3)},
+    )
+
+
 def fit_size(rows: np.ndarray, r: Requests) -> tuple[dict[str, int], str]:
     """How many requests a TTFT fit took and how many of them the run's end
     cut off: as evidence, and in words for the finding's text."""
@@ -813,8 +882,11 @@ def timeline_findings(
         if stalls is not None:
             findings += [interference(r, scenario, failed, stalls)]
             findings += [preemption(r, scenario, failed, stalls)]
-        findings += ttft_findings(r, scenario, failed)
+        split = engine_split(r, scenario, failed)
+        fitted = ttft_findings(r, scenario, failed)
+        findings += [f for f in fitted if split is None or f.cause != split.cause]
         findings += [
+            split,
             cache_effect(r, scenario, failed),
             concurrency_ceiling(r, scenario, failed),
             decode_bound(r, scenario, failed),

@@ -57,6 +57,14 @@ def request_line(
         "lag_parts_ms": None
         if metrics.lag_parts is None
         else {name.removeprefix("lag_"): ms(v) for name, v in metrics.lag_parts.items()},
+        "ttft_split_ms": None
+        if metrics.ttft_split is None
+        else {
+            "outside": ms(metrics.ttft_split.outside_ns),
+            "queue": ms(metrics.ttft_split.queue_ns),
+            "prefill": ms(metrics.ttft_split.prefill_ns),
+        },
+        "engine_prompt_tokens": record.engine_prompt_tokens,
         "input_tokens": record.input_tokens,
         "cached_tokens": record.cached_tokens,
         "draft_tokens": record.draft_tokens,

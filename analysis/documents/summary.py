@@ -68,6 +68,9 @@ DETAILED = (
     "lag_dispatch",
     "lag_connect",
     "lag_write",
+    "ttft_outside",
+    "ttft_queue",
+    "ttft_prefill",
 )
 TOKEN_HISTOGRAMS = (
     "input_tokens",

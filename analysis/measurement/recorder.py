@@ -372,6 +372,14 @@ def record_window(
             bucket.histograms.record_ns("ttft_sched", m.ttft_sched_ns)
 
 
+def record_parts(hist: HistogramSet, m: RequestMetrics) -> None:
+    """The parts a request's lag and its TTFT split into, where known."""
+    for parts in (m.lag_parts, m.ttft_split):
+        if parts is not None:
+            for name, value in parts.items():
+                hist.record_ns(name, value)
+
+
 def record_into(
     bucket: Bucket, record: RequestRecord, m: RequestMetrics, good: bool, gaps: Gaps
 ) -> None:
@@ -402,9 +410,7 @@ def record_into(
     for name, value in scheduled:
         if value is not None:
             hist.record_ns(name, value)
-    if m.lag_parts is not None:
-        for name, value in m.lag_parts.items():
-            hist.record_ns(name, value)
+    record_parts(hist, m)
     hist.record_us("output_tokens", m.output_tokens)
     if record.inputs:
         hist.record_us("inputs", record.inputs)

@@ -121,6 +121,13 @@ class RequestRecord:
 
     ``user`` is who sent it (:func:`sender`), set by the load side: the
     request timeline draws each sender's requests in its own lane.
+
+    The engine's own account of the wait for the first token, where its reply
+    carried one (llama.cpp's ``timings``, vLLM's ``metrics``): ``engine_queue_ms``
+    its queue (None: the engine does not say), ``engine_prefill_ms`` its
+    prefill up to the first token, ``engine_prompt_tokens`` the prompt tokens
+    it computed (not served from its cache). Milliseconds on the engine's
+    clock: a span, never an instant, so it compares with the client's.
     """
 
     scenario: str
@@ -172,6 +179,9 @@ class RequestRecord:
     trace_id: str | None = None
     span_id: str | None = None
     engine_request_id: str | None = None
+    engine_queue_ms: float | None = None
+    engine_prefill_ms: float | None = None
+    engine_prompt_tokens: int | None = None
 
     @property
     def ok(self) -> bool:

@@ -26,6 +26,12 @@ docs/design.md's measurement contract:
   (the dispatcher waited for a free slot: the engine's queue), dispatcher
   late (the rest until its send started), connect (no idle connection was
   waiting) and write.
+- TTFT taken apart, where the engine timed the request itself: its queue and
+  its prefill (to the first token) on its own clock, and outside the engine,
+  TTFT less both: the network, HTTP, the server's front end (parsing,
+  tokenizing), any wait the engine's clock does not count (llama.cpp, which
+  reports no queue, starts it when a slot takes the request) and the first
+  token's way back to the client.
 """
 
 from __future__ import annotations
@@ -65,6 +71,42 @@ class RequestMetrics:
     lag_parts: LagParts | None
     answer: AnswerMetrics
     ttftc_ns: int | None  # time to the first tool-call token (None: no tool call)
+    ttft_split: TtftSplit | None  # None: no first token, or the engine did not time it
+
+
+NS_PER_MS = 1_000_000
+
+
+@dataclass(slots=True, frozen=True)
+class TtftSplit:
+    """A request's TTFT in three parts, in nanoseconds, that sum to it:
+    ``outside_ns`` (before and after the engine's clock: network, HTTP, front
+    end, the way back), ``queue_ns`` (None where the engine does not report
+    its queue: then its queue is in ``outside_ns``) and ``prefill_ns``.
+    ``outside_ns`` is negative when the engine's clock counted more than the
+    client's TTFT: a disagreement of clocks, as large as their error."""
+
+    outside_ns: int
+    queue_ns: int | None
+    prefill_ns: int
+
+    def items(self) -> tuple[tuple[str, int], ...]:
+        """``(histogram name, value)`` of each part the engine reported (a
+        histogram records a negative outside as 0)."""
+        parts = [("ttft_outside", self.outside_ns), ("ttft_prefill", self.prefill_ns)]
+        if self.queue_ns is not None:
+            parts.append(("ttft_queue", self.queue_ns))
+        return tuple(parts)
+
+
+def ttft_split(record: RequestRecord, ttft_ns: int | None) -> TtftSplit | None:
+    """TTFT less the engine's own queue and prefill times (None without a
+    first token or without the engine's prefill time)."""
+    if ttft_ns is None or record.engine_prefill_ms is None:
+        return None
+    prefill = round(record.engine_prefill_ms * NS_PER_MS)
+    queue = None if record.engine_queue_ms is None else round(record.engine_queue_ms * NS_PER_MS)
+    return TtftSplit(ttft_ns - (queue or 0) - prefill, queue, prefill)
 
 
 @dataclass(slots=True, frozen=True)
@@ -268,8 +310,9 @@ def request_metrics(record: RequestRecord) -> RequestMetrics:
     gaps = _gaps(chunks)
     itl = _itl_of_gaps(gaps, tokens)
     scheduled = record.scheduled_ns
+    ttft = None if first is None else first - record.start_ns
     return RequestMetrics(
-        ttft_ns=None if first is None else first - record.start_ns,
+        ttft_ns=ttft,
         e2e_ns=record.end_ns - record.start_ns,
         tpot_ns=tpot(chunks[0], chunks[-1], total) if chunks else None,
         itl_ns=itl,
@@ -284,4 +327,5 @@ def request_metrics(record: RequestRecord) -> RequestMetrics:
         lag_parts=lag_parts(record),
         answer=answer_metrics(record, tokens, total, itl),
         ttftc_ns=None if record.tool_call_ns is None else record.tool_call_ns - record.start_ns,
+        ttft_split=ttft_split(record, ttft),
     )

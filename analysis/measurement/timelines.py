@@ -5,7 +5,8 @@ each one ran beside which others: a stream that stalled while another
 request's prompt was prefilled, a first token that waited behind a queue.
 So every finished request leaves a row here (its start on the run's shared
 wall clock, TTFT, E2E, token counts, prompt tokens served from the prefix
-cache where the server said, turn, TPOT, who sent it) and its longest gaps
+cache where the server said, turn, TPOT, who sent it, and its TTFT's queue
+and prefill where the engine timed them) and its longest gaps
 between output chunks (where in the stream each ended, and how long it was).
 Conversation numbers are a user's own, so two users' may be equal; a
 sender's id (``RequestRecord.user``) is unique in the run. A request the
@@ -48,7 +49,11 @@ COLUMNS = (
     "output_tokens",
     "conversation",
     "turn",
+    "queue_ms",
+    "prefill_ms",
 )
+# Columns timelines saved before them lack: read back as UNKNOWN.
+LATER_COLUMNS = ("queue_ms", "prefill_ms")
 FLAGS = ("ok", "warmup", "cut_off")
 
 
@@ -112,6 +117,7 @@ class Timelines:
         self.scenario.append(self._scenario_index(record.scenario))
         self.user.append(record.user)
         cached = reported_cached(record)
+        split = m.ttft_split
         values = {
             "start_s": end_wall_s - m.e2e_ns / 1e9,
             "ttft_ms": _ms(m.ttft_ns),
@@ -122,6 +128,8 @@ class Timelines:
             "output_tokens": m.output_tokens,
             "conversation": record.conversation,
             "turn": record.turn,
+            "queue_ms": UNKNOWN if split is None else _ms(split.queue_ns),
+            "prefill_ms": UNKNOWN if split is None else split.prefill_ns / NS_PER_MS,
         }
         for name, value in values.items():
             self.columns[name].append(float(value))
@@ -184,7 +192,8 @@ class Timelines:
         """The encoded form back; ValueError naming the column whose length or
         values do not fit."""
         rows = len(data["scenario"])
-        columns = {name: data[name] for name in (*COLUMNS, "ok", "warmup")}
+        saved = {**{name: [UNKNOWN] * rows for name in LATER_COLUMNS}, **data}
+        columns = {name: saved[name] for name in (*COLUMNS, "ok", "warmup")}
         columns["user"] = data.get("user", [UNKNOWN_USER] * rows)
         columns["cut_off"] = data.get("cut_off", [0] * rows)
         for name, column in columns.items():

@@ -48,6 +48,8 @@ def timelines(rows: list[dict], gaps: list[tuple[int, float, float]] = ()) -> Ti
         "cached_tokens": -1,
         "output_tokens": 100,
         "conversation": 0,
+        "queue_ms": -1,
+        "prefill_ms": -1,
     }
     for row in rows:
         values = {**defaults, "turn": 0, **row}
