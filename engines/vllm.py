@@ -228,7 +228,10 @@ class VllmServerConfig:
             caching = (
                 "--enable-prefix-caching" if self.prefix_caching else "--no-enable-prefix-caching"
             )
-            cmd += [caching, "--enable-prompt-tokens-details", *self.scheduler_flags()]
+            # per-request queue and prefill times in each reply: TTFT taken apart
+            # (docs/engines.md, "Per-request timings")
+            details = ["--enable-prompt-tokens-details", "--enable-per-request-metrics"]
+            cmd += [caching, *details, *self.scheduler_flags()]
         if self.enforce_eager:
             cmd.append("--enforce-eager")
         return cmd + list(self.extra_args)

@@ -41,6 +41,7 @@ def test_the_server_is_vllms_module_on_loopback_with_dummy_weights_and_prefix_ca
         "--runner generate",
         "--enable-prefix-caching",
         "--enable-prompt-tokens-details",
+        "--enable-per-request-metrics",
     ):
         assert part in joined
     assert "--enforce-eager" not in cmd
@@ -50,6 +51,7 @@ def test_pooling_runner_serves_embeddings_without_generation_flags() -> None:
     cmd = VllmServerConfig(runner="pooling", enforce_eager=True).command(PYTHON, MODEL, 1)
     assert "--runner pooling" in " ".join(cmd) and "--enforce-eager" in cmd
     assert "--enable-prompt-tokens-details" not in cmd
+    assert "--enable-per-request-metrics" not in cmd
 
 
 def test_environment_binds_the_engine_to_its_cores_and_stays_offline(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ import pytest
 import yaml
 from enginewire import get_json, stream_chat
 from rag_prompts import rag_turns
+from ttft_splits import check_split
 from vllmservers import VLLM_MARKS, run_on_generator_cores, vllm_server
 
 from slogate.analysis.engine_side.server_metrics import snapshot
@@ -169,6 +170,19 @@ def test_slogate_run_against_vllm(vllm: VllmServer, api: str, tmp_path: Path) ->
         assert stat["client_minus_engine"] == pytest.approx(
             stat["client_mean"] - stat["mean"], abs=0.002
         )
+
+
+@pytest.mark.slow
+def test_vllms_per_request_metrics_take_each_ttft_apart(vllm: VllmServer, tmp_path: Path) -> None:
+    """The launcher starts vLLM with --enable-per-request-metrics: every reply
+    carries its queue and prefill, which fit inside the client's TTFT."""
+    out = tmp_path / "out"
+    slogate = Path(sys.executable).with_name("slogate")
+    scenario = scenario_file("chat", tmp_path)
+    cmd = [str(slogate), "run", str(scenario), "--host", vllm.url, "--out", str(out)]
+    done = run_on_generator_cores(vllm, [*cmd, "--save-requests"], RUN_TIMEOUT_S, REPO)
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    assert check_split(out, "vllm-chat", queue_reported=True)
 
 
 def stream_client(vllm: VllmServer) -> StreamClient:
