@@ -14,9 +14,10 @@ from slogate.analysis.measurement.recorder import OVERALL
 from slogate.analysis.verdict.judge import live_status
 from slogate.locustfiles.session import RunSession
 from slogate.locustfiles.web_access import REPORT_ROUTE, TIMELINE_ROUTE
+from slogate.scenarios.metrics import HEADLINE
 
 TAB_KEY = "slogate"
-METRICS = ("ttft", "itl", "tpot", "e2e")
+METRICS = HEADLINE
 STATS = {"p50": 50.0, "p95": 95.0, "p99": 99.0}
 
 

@@ -18,36 +18,37 @@ from slogate.analysis.documents.rundata import RunData
 from slogate.analysis.verdict.slo import percentile_of_stat
 from slogate.reports.curves import nines, nines_ticks, percentile_curve
 from slogate.reports.svg import Axis, Cut, Rule, Series, line_chart
-from slogate.scenarios.sections import ACCEPTANCE
+from slogate.scenarios.metrics import (
+    ACCEPTANCE,
+    ANSWER_ITL,
+    BY_NAME,
+    CHUNK_GAP,
+    E2E,
+    E2E_SCHED,
+    ITL,
+    REASONING,
+    TPOT,
+    TTFA,
+    TTFT,
+    TTFT_SCHED,
+)
 
 if TYPE_CHECKING:  # pydantic: not in load processes
     from slogate.analysis.documents.contracts import SloEntry
 
+# each chart: its title and the metrics drawn beside its own, dashed
 CURVES = {
-    "ttft": ("TTFT", ("ttft_sched",)),
-    "itl": ("ITL per token", ("chunk_gap",)),
-    "tpot": ("TPOT", ()),
-    "e2e": ("E2E", ("e2e_sched",)),
+    TTFT.name: ("TTFT", (TTFT_SCHED.name,)),
+    ITL.name: ("ITL per token", (CHUNK_GAP.name,)),
+    TPOT.name: ("TPOT", ()),
+    E2E.name: ("E2E", (E2E_SCHED.name,)),
 }
+# the latencies drawn per time window, and per endpoint and replica
+WINDOW_CHARTS = (TTFT.name, ITL.name)
 # drawn when requests reasoned: the answer's latencies beside the headline ones
 ANSWER_CURVES = {
-    "ttfa": ("TTFA (first answer token) vs TTFT", ("ttft", "reasoning")),
-    "answer_itl": ("ITL of the answer vs all output", ("itl",)),
-}
-LABELS = {
-    "ttft": "TTFT from send",
-    "ttft_sched": "TTFT from schedule",
-    "itl": "ITL",
-    "chunk_gap": "chunk gap",
-    "tpot": "TPOT",
-    "e2e": "E2E from send",
-    "e2e_sched": "E2E from schedule",
-    "ttfa": "TTFA (first answer token)",
-    "reasoning": "reasoning time",
-    "answer_itl": "ITL, answer",
-    "answer_tpot": "TPOT, answer",
-    "ttftc": "time to first tool-call token",
-    "session": "agent session, to the final answer",
+    TTFA.name: ("TTFA (first answer token) vs TTFT", (TTFT.name, REASONING.name)),
+    ANSWER_ITL.name: ("ITL of the answer vs all output", (ITL.name,)),
 }
 
 
@@ -75,13 +76,13 @@ def percentile_charts(
         curves |= ANSWER_CURVES
     for metric, (title, extras) in curves.items():
         series = [
-            Series(LABELS[name], percentile_curve(histograms.histogram(name)), dashed=i > 0)
+            Series(BY_NAME[name].label, percentile_curve(histograms.histogram(name)), dashed=i > 0)
             for i, name in enumerate((metric, *extras))
             if name in histograms
         ]
         if base is not None and metric in base:
             curve = percentile_curve(base.histogram(metric))
-            series.append(Series(f"baseline {LABELS[metric]}", curve, dashed=True))
+            series.append(Series(f"baseline {BY_NAME[metric].label}", curve, dashed=True))
         top = max((s.points[-1][0] for s in series if s.points), default=2.0)
         charts.append(
             line_chart(
@@ -182,7 +183,8 @@ def timeseries_charts(
             cuts=cuts,
         ),
     ]
-    for metric, title in (("ttft", "TTFT per window (ms)"), ("itl", "ITL per window (ms)")):
+    for metric in WINDOW_CHARTS:
+        title = f"{metric.upper()} per window (ms)"
         series = [
             Series(f"p50 {metric}", column(rows, f"{metric}_p50_ms")),
             Series(f"p99 {metric}", column(rows, f"{metric}_p99_ms")),
@@ -270,7 +272,7 @@ def apart_charts(
         (of("requests_per_s"), "Requests per second", "req/s", []),
         *(
             (of(f"{m}_p99_ms"), f"{m.upper()} p99 per window (ms)", "ms", metric_rules(slos, m))
-            for m in ("ttft", "itl")
+            for m in WINDOW_CHARTS
         ),
         (
             error_share,

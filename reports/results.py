@@ -21,7 +21,6 @@ from slogate.analysis.measurement.timeseries import apart_series
 from slogate.analysis.verdict.compare import DEFAULT_TOLERANCE, Comparison
 from slogate.analysis.verdict.judge import judge
 from slogate.reports.charts import (
-    LABELS,
     apart_charts,
     percentile_charts,
     server_charts,
@@ -34,6 +33,7 @@ from slogate.reports.openmetrics import openmetrics_text
 from slogate.reports.request_timeline import timeline_html
 from slogate.reports.svg import Cut
 from slogate.reports.tables import percentiles_csv, timeseries_csv
+from slogate.scenarios.metrics import LABELS
 
 if TYPE_CHECKING:  # pydantic: not in load processes
     from slogate.analysis.documents.contracts import Summary
@@ -46,18 +46,6 @@ TIMESERIES_FILE = "timeseries.csv"
 MARKDOWN_FILE = "summary.md"
 METRICS_FILE = "metrics.prom"
 TIMELINE_FILE = "timeline.html"
-METRIC_LABELS = {f"{name}_ms": label for name, label in LABELS.items()} | {
-    "max_stall_ms": "max stall per request",
-    "lag_ms": "generator lag",
-    "lag_prepare_ms": "generator lag: prepared late",
-    "lag_cap_ms": "generator lag: held by the in-flight cap (the engine's queue)",
-    "lag_dispatch_ms": "generator lag: dispatcher late",
-    "lag_connect_ms": "generator lag: connect",
-    "lag_write_ms": "generator lag: write",
-    "ttft_outside_ms": "TTFT outside the engine (network, HTTP, front end, uncounted waits)",
-    "ttft_queue_ms": "TTFT in the engine's queue",
-    "ttft_prefill_ms": "TTFT in the engine's prefill",
-}
 
 
 @dataclass(frozen=True)
@@ -145,7 +133,7 @@ def report_html(summary: Summary, run: RunData, baseline: RunData | None) -> str
         scenarios=scenarios,
         slo_rows=slo_rows,
         total_requests=total,
-        labels=METRIC_LABELS,
+        labels=LABELS,
         server_charts=server_charts(run.server_metrics),
         timeline=TIMELINE_FILE if kept_timelines(run) is not None else None,
     )

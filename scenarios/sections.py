@@ -18,6 +18,7 @@ from slogate.scenarios.limits import (
     MAX_TOKENS,
     MAX_USERS,
 )
+from slogate.scenarios.metrics import ACCEPTANCE, GOODPUT_LIMITS, SLO_KEYS, THROUGHPUT_SLOS
 from slogate.scenarios.model import (
     AgentSpec,
     CancelSpec,
@@ -72,32 +73,6 @@ BODY_KEYS_WE_SET = (
     "max_tokens",
     "max_output_tokens",
     "tools",
-)
-LATENCY_METRICS = (
-    "ttft_ms",
-    "itl_ms",
-    "tpot_ms",
-    "e2e_ms",
-    "ttfa_ms",
-    "reasoning_ms",
-    "answer_itl_ms",
-    "answer_tpot_ms",
-    "ttftc_ms",
-    "session_ms",
-    "session_engine_ms",
-    "session_tool_ms",
-    "ttft_ctx_0_8k_ms",
-    "ttft_ctx_8_32k_ms",
-    "ttft_ctx_32_128k_ms",
-    "ttft_ctx_128k_up_ms",
-)
-COUNT_METRICS = (
-    "reasoning_tokens",
-    "answer_tokens",
-    "output_tokens",
-    "tool_arg_bytes",
-    "session_steps",
-    "session_tokens",
 )
 STATS = ("p50", "p90", "p95", "p99", "p999", "max", "mean")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -488,12 +463,8 @@ LATENCY_FIELDS = {stat: optional(number(gt=0)) for stat in STATS}
 MINIMUM_FIELDS = {"min": required(number(gt=0))}
 GOODPUT_FIELDS = {
     "min": optional(number(ge=0, le=1)),
-    "ttft_ms": optional(number(gt=0)),
-    "ttfa_ms": optional(number(gt=0)),
-    "tpot_ms": optional(number(gt=0)),
-    "e2e_ms": optional(number(gt=0)),
+    **{key: optional(number(gt=0)) for key in GOODPUT_LIMITS},
 }
-GOODPUT_LIMITS = ("ttft_ms", "ttfa_ms", "tpot_ms", "e2e_ms")
 GOODPUT_SHAPE: Shape = {
     **section_shape(GOODPUT_FIELDS),
     "anyOf": [
@@ -525,18 +496,12 @@ def _goodput(reader: Reader, value: Any, path: str) -> GoodputSpec | None:
 
 
 ERROR_RATE_FIELDS = {"max": required(number(ge=0, le=1))}
-# speculative decoding: the share of draft tokens the engine accepted
-ACCEPTANCE = "spec_acceptance_rate"
 ACCEPTANCE_FIELDS = {"min": required(number(gt=0, le=1))}
 THROUGHPUT_FIELDS = {
-    metric: nested(_minimum, section_shape(MINIMUM_FIELDS))
-    for metric in ("requests_per_s", "output_tokens_per_s", "input_tokens_per_s")
+    metric: nested(_minimum, section_shape(MINIMUM_FIELDS)) for metric in THROUGHPUT_SLOS
 }
 SLO_FIELDS = {
-    **{
-        metric: nested(_latency, section_shape(LATENCY_FIELDS))
-        for metric in (*LATENCY_METRICS, *COUNT_METRICS)
-    },
+    **{metric: nested(_latency, section_shape(LATENCY_FIELDS)) for metric in SLO_KEYS},
     "error_rate": nested(
         lambda r, v, p: r.section(v, p, ERROR_RATE_FIELDS), section_shape(ERROR_RATE_FIELDS)
     ),
@@ -563,7 +528,7 @@ def read_slo(reader: Reader, value: Any, path: str) -> SloSpec | None:
         return None
     thresholds = [
         Threshold(metric, stat, limit)
-        for metric in (*LATENCY_METRICS, *COUNT_METRICS)
+        for metric in SLO_KEYS
         for stat, limit in (f[metric] or {}).items()
     ]
     if f["error_rate"]:

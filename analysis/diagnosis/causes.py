@@ -61,6 +61,7 @@ import numpy as np
 from slogate.analysis.diagnosis.findings import Finding
 from slogate.analysis.measurement.recorder import Bucket
 from slogate.analysis.measurement.timelines import UNKNOWN, Timelines
+from slogate.scenarios.metrics import DECODE, GOODPUT, TTFT, WAIT, keys_of
 
 # Fits and claims need this many requests.
 MIN_REQUESTS = 8
@@ -112,9 +113,10 @@ MIN_FAILING = 0.05
 CACHE_SPEEDUP = 2.0
 LOW_PERCENTILE = 5.0
 
-LATENCY_SLOS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
-WAIT_METRICS = ("ttft_ms", "e2e_ms", "goodput")
-GAP_METRICS = ("itl_ms", "tpot_ms", "e2e_ms", "goodput")
+LATENCY_SLOS = keys_of(headline=True)
+# the SLOs a cause can explain: the request's wait, or its decoding (and goodput, both)
+WAIT_METRICS = (*keys_of(WAIT, headline=True), GOODPUT)
+GAP_METRICS = (*keys_of(DECODE, headline=True), GOODPUT)
 
 
 @dataclass(frozen=True)
@@ -911,7 +913,7 @@ def slow_member(
     scenario: str, kind: str, members: Mapping[str, Bucket], total: int
 ) -> Finding | None:
     p50 = {
-        name: b.histograms.histogram("ttft").get_value_at_percentile(50.0) / 1000.0
+        name: b.histograms.histogram(TTFT.name).get_value_at_percentile(50.0) / 1000.0
         for name, b in members.items()
         if b.counters.ok >= MIN_REQUESTS
     }
@@ -934,9 +936,7 @@ def slow_member(
         f"{share:.0%} of the requests. Look at that {kind} alone (its GPU, its load, its "
         "configuration), not at the deployment."
     )
-    return Finding(
-        f"slow_{kind}", text, evidence, ("ttft_ms", "e2e_ms", "goodput"), scenario=scenario
-    )
+    return Finding(f"slow_{kind}", text, evidence, WAIT_METRICS, scenario=scenario)
 
 
 def failing_member(scenario: str, kind: str, members: Mapping[str, Bucket]) -> Finding | None:

@@ -41,6 +41,7 @@ from typing import Any
 from slogate.analysis.diagnosis.causes import (
     LATENCY_SLOS,
     MIN_SHARE,
+    WAIT_METRICS,
     member_findings,
     timeline_findings,
 )
@@ -67,6 +68,7 @@ from slogate.analysis.verdict.slo import (
     lag_p99_ms,
     point_verdict,
 )
+from slogate.scenarios.metrics import DECODE, E2E, GOODPUT, ITL, TPOT, WAIT, keys_of
 
 US_PER_MS = 1000.0
 # A queue claim needs a queue seen in two scrapes (MIN_QUEUED_SCRAPES) or two
@@ -95,8 +97,8 @@ KV_FULL = "KV cache full"
 # What a full KV cache makes the client see: the share of a miss these explain
 # is the KV cache's too.
 KV_SYMPTOMS = ("queueing", "saturation", "concurrency ceiling", "preemption")
-QUEUE_METRICS = ("ttft_ms", "e2e_ms", "ttft_sched_ms", "e2e_sched_ms", "goodput")
-DECODE_METRICS = ("tpot_ms", "itl_ms", "e2e_ms", "goodput")
+QUEUE_METRICS = (*keys_of(WAIT), GOODPUT)
+DECODE_METRICS = (*keys_of(DECODE), GOODPUT)
 
 
 # -- the paths ----------------------------------------------------------------------
@@ -185,7 +187,7 @@ def same_read_findings(scenario: str, bucket: Bucket) -> list[Finding]:
                 "share": share,
                 "stalled_gaps": c.same_read_stalled_gaps,
             },
-            ("itl_ms",),
+            (ITL.key,),
             scenario,
         )
     ]
@@ -265,7 +267,7 @@ def engine_findings(run: RunData) -> list[Finding]:
                 f"The engine preempted {count:g} running requests to free KV-cache blocks; "
                 "each recomputes its prompt, adding a stall to its stream.",
                 {"preemptions": count},
-                (*QUEUE_METRICS, "itl_ms", "tpot_ms"),
+                (*QUEUE_METRICS, ITL.key, TPOT.key),
             )
         )
     return findings
@@ -291,9 +293,9 @@ def keep_up_findings(run: RunData, scenario: str, bucket: Bucket) -> list[Findin
     declared = (run.meta.get("scenarios") or {}).get(scenario) or {}
     offered, seconds = offered_rate(declared), run.meta.get("measured_s")
     histograms = bucket.histograms
-    if offered is None or not seconds or "e2e" not in histograms:
+    if offered is None or not seconds or E2E.name not in histograms:
         return []
-    e2e_s = histograms.histogram("e2e").get_mean_value() / US_PER_MS / 1000.0
+    e2e_s = histograms.histogram(E2E.name).get_mean_value() / US_PER_MS / 1000.0
     expected = offered * max(1.0 - e2e_s / seconds, 0.0)
     completed = bucket.counters.ok / seconds
     if completed >= KEEP_UP_FRACTION * expected:
@@ -370,7 +372,7 @@ def prefill_findings(scenario: str, bucket: Bucket) -> list[Finding]:
                     "growth": last[1] / first[1],
                     "rank_correlation": rho,
                 },
-                ("ttft_ms", "e2e_ms", "goodput"),
+                WAIT_METRICS,
                 scenario,
             )
         )
@@ -389,7 +391,7 @@ def prefill_findings(scenario: str, bucket: Bucket) -> list[Finding]:
                     "growth": turns[-1][1] / turns[0][1],
                     "rank_correlation": rho,
                 },
-                ("ttft_ms", "e2e_ms", "goodput"),
+                WAIT_METRICS,
                 scenario,
             )
         )

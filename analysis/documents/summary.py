@@ -24,7 +24,6 @@ from slogate.analysis.documents.versions import SUMMARY_SCHEMA
 from slogate.analysis.engine_side.energy import energy_block
 from slogate.analysis.engine_side.engine_view import engine_latency, engine_metrics, servers_view
 from slogate.analysis.engine_side.speculation import engine_speculation
-from slogate.analysis.measurement.bands import CONTEXT_BANDS, TTFT_BY_CONTEXT
 from slogate.analysis.measurement.costs import Pricing, throughput_cost
 from slogate.analysis.measurement.percentiles import STANDARD_PERCENTILES, estimate, summarize
 from slogate.analysis.measurement.recorder import (
@@ -47,31 +46,30 @@ from slogate.analysis.verdict.slo import (
     lag_p99_ms,
     proportion_interval,
 )
+from slogate.scenarios.metrics import ANSWER as ANSWER_GROUP
+from slogate.scenarios.metrics import (
+    CATALOGUE,
+    E2E,
+    GOODPUT_LIMITS,
+    HEADLINE,
+    MS,
+    SESSION,
+    SESSION_ENGINE,
+    SESSION_STEPS,
+    SESSION_TOKENS,
+    SESSION_TOOL,
+    SESSION_WALL,
+    TTFT,
+    TTFT_BY_CONTEXT,
+    TTFT_IN_BANDS,
+    names_of,
+)
 
 SCHEMA = SUMMARY_SCHEMA
 US_PER_MS = 1000.0
-HEADLINE = ("ttft", "itl", "tpot", "e2e")
-ANSWER = ("ttfa", "reasoning", "answer_itl", "answer_tpot")
-GOODPUT_LIMITS = ("ttft_ms", "ttfa_ms", "tpot_ms", "e2e_ms")
-DETAILED = (
-    *HEADLINE,
-    *ANSWER,
-    "ttftc",
-    "session",
-    "ttft_sched",
-    "e2e_sched",
-    "chunk_gap",
-    "max_stall",
-    "lag",
-    "lag_prepare",
-    "lag_cap",
-    "lag_dispatch",
-    "lag_connect",
-    "lag_write",
-    "ttft_outside",
-    "ttft_queue",
-    "ttft_prefill",
-)
+ANSWER = names_of(ANSWER_GROUP)
+# every latency's distribution but an agent session's parts (the sessions block's)
+DETAILED = tuple(m.name for m in CATALOGUE if m.unit == MS and SESSION not in m.groups)
 TOKEN_HISTOGRAMS = (
     "input_tokens",
     "output_tokens",
@@ -330,9 +328,9 @@ def sessions_block(bucket: Bucket) -> dict[str, Any] | None:
         return distribution(histograms.histogram(name), unit_us) if name in histograms else None
 
     bands = {
-        label: found(f"{TTFT_BY_CONTEXT}{label}")
-        for _, label in CONTEXT_BANDS
-        if f"{TTFT_BY_CONTEXT}{label}" in histograms
+        m.name.removeprefix(TTFT_BY_CONTEXT): found(m.name)
+        for m in TTFT_IN_BANDS
+        if m.name in histograms
     }
     return {
         "count": c.sessions,
@@ -340,12 +338,12 @@ def sessions_block(bucket: Bucket) -> dict[str, Any] | None:
         "unfinished": c.sessions_unfinished,
         "failed": c.sessions_failed,
         "tool_calls": c.tool_calls,
-        "steps": found("session_steps", unit_us=False),
-        "wall_ms": found("session"),
-        "engine_ms": found("session_engine"),
-        "tool_ms": found("session_tool"),
-        "tokens": found("session_tokens", unit_us=False),
-        "ttft_by_context_ms": bands if "session_engine" in histograms else None,
+        "steps": found(SESSION_STEPS.name, unit_us=False),
+        "wall_ms": found(SESSION_WALL.name),
+        "engine_ms": found(SESSION_ENGINE.name),
+        "tool_ms": found(SESSION_TOOL.name),
+        "tokens": found(SESSION_TOKENS.name, unit_us=False),
+        "ttft_by_context_ms": bands if SESSION_ENGINE.name in histograms else None,
     }
 
 
@@ -594,7 +592,9 @@ def probes_block(run: RunData) -> dict[str, Any] | None:
         "rate_per_s": run.meta.get("probes_per_s"),
         "scenario": name,
         "requests": request_counts(bucket.counters),
-        "metrics": {f"{m}_ms": distribution(histograms.histogram(m)) for m in ("ttft", "e2e")},
+        "metrics": {
+            f"{m}_ms": distribution(histograms.histogram(m)) for m in (TTFT.name, E2E.name)
+        },
     }
 
 

@@ -9,12 +9,10 @@ them back. Bands are powers of two: band N holds lengths N..2N-1.
 
 from __future__ import annotations
 
+from slogate.scenarios.metrics import CONTEXT_BANDS, TTFT_BY_CONTEXT
+
 TTFT_BY_INPUT = "ttft_in_"
 TPOT_BY_CONTEXT = "tpot_ctx_"
-TTFT_BY_CONTEXT = "ttft_ctx_"
-# The fixed context bands agent sessions are judged in (SLOs may name them,
-# ``ttft_ctx_32_128k_ms``): upper bound in tokens (exclusive) and label.
-CONTEXT_BANDS = ((8192, "0_8k"), (32768, "8_32k"), (131072, "32_128k"), (None, "128k_up"))
 
 
 def length_band(tokens: int) -> int:

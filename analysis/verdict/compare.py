@@ -36,6 +36,7 @@ from slogate.analysis.measurement.recorder import Counters
 from slogate.analysis.verdict.exitcodes import EXIT_INVALID
 from slogate.analysis.verdict.generator import ProcessHealth, error_bound_ms, merged, processes
 from slogate.analysis.verdict.slo import proportion_interval
+from slogate.scenarios.metrics import names_of
 
 EXIT_NO_REGRESSION = 0
 EXIT_REGRESSION = 1
@@ -43,7 +44,7 @@ EXIT_BAD_INPUT = 2
 EXIT_CANNOT_TELL = EXIT_INVALID
 DEFAULT_TOLERANCE = 0.10
 GATED = ("p95", "p99")
-LATENCY_METRICS = ("ttft", "itl", "tpot", "e2e", "ttft_sched", "e2e_sched")
+LATENCY_METRICS = names_of(gated=True)
 US_PER_MS = 1000.0
 
 SAME, WORSE, BETTER, UNCERTAIN, MISSING = "same", "worse", "better", "uncertain", "missing"

@@ -30,13 +30,14 @@ from typing import Any
 from hdrh.histogram import HdrHistogram
 
 from slogate.analysis.measurement.histograms import decode_histogram, new_histogram, recorded
+from slogate.scenarios.metrics import ITL, TTFT
 
 US_PER_MS = 1000.0
 NS_PER_MS = 1e6
 STALL_PERCENTILES = {"p50": 50.0, "p99": 99.0}
 BOUND_STATS = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
 # Metrics whose error a loop stall bounds as above: TTFT and the gap-based ones.
-BOUNDED_METRICS = ("ttft_ms", "itl_ms")
+BOUNDED_METRICS = (TTFT.key, ITL.key)
 # A process this busy cannot read its sockets promptly: Locust warns at 90%.
 BUSY_CPU_SHARE = 0.85
 # Held time the loop's thread was neither running nor waiting for a core: a

@@ -36,7 +36,6 @@ from typing import Any
 
 from slogate.analysis.documents.rundata import RunData
 from slogate.analysis.engine_side.speculation import engine_speculation
-from slogate.analysis.measurement.bands import CONTEXT_BANDS, TTFT_BY_CONTEXT
 from slogate.analysis.measurement.histograms import recorded
 from slogate.analysis.measurement.percentiles import CONFIDENCE, estimate, min_samples
 from slogate.analysis.measurement.recorder import ANSWER_TWINS, Bucket, Counters
@@ -57,37 +56,29 @@ from slogate.analysis.verdict.generator import (
     processes,
 )
 from slogate.analysis.verdict.lag_causes import cause_p99_ms, in_flight_caps, lag_reason
+from slogate.scenarios.metrics import (
+    ACCEPTANCE,
+    BY_KEY,
+    ERROR_RATE,
+    GAP,
+    GENERATOR_LAG,
+    GOODPUT,
+    LATENCY,
+    MS,
+    THROUGHPUT_SLOS,
+    names_of,
+)
 from slogate.scenarios.model import Threshold
 
-# the count metrics a scenario may gate, and the speculative acceptance rate
-from slogate.scenarios.sections import ACCEPTANCE, COUNT_METRICS
-
 US_PER_MS = 1000.0
-LATENCY_METRICS = (
-    "ttft",
-    "itl",
-    "tpot",
-    "e2e",
-    "ttft_sched",
-    "e2e_sched",
-    "chunk_gap",
-    "max_stall",
-)
 # Metrics made of gaps between chunks: a read that takes two chunks bends them.
-GAP_METRICS = ("itl", "chunk_gap", "max_stall")
+GAP_METRICS = names_of(GAP)
 # Chunks read together over this share of the gaps blur ITL's p99 (diagnosis).
 SAME_READ_SHARE = 0.01
-ANSWER_METRICS = ("ttfa", "reasoning", "answer_itl", "answer_tpot", "ttftc", "session")
-# agent sessions: their engine and tool time, and TTFT in the fixed context bands
-SESSION_METRICS = (
-    "session_engine",
-    "session_tool",
-    *(f"{TTFT_BY_CONTEXT}{label}" for _, label in CONTEXT_BANDS),
-)
-RATE_METRICS = ("error_rate", "goodput")
+RATE_METRICS = (ERROR_RATE, GOODPUT)
 # judged as fractions 0..1, shown in percent
 FRACTION_METRICS = (*RATE_METRICS, ACCEPTANCE)
-THROUGHPUT_METRICS = ("requests_per_s", "output_tokens_per_s", "input_tokens_per_s")
+THROUGHPUT_METRICS = THROUGHPUT_SLOS
 
 
 class Verdict(str, Enum):
@@ -309,14 +300,10 @@ def evaluate(
     engine_drafts: tuple[float, float] | None = None,
 ) -> SloResult:
     metric = threshold.metric
-    if metric.endswith("_ms") and metric.removesuffix("_ms") in (
-        *LATENCY_METRICS,
-        *ANSWER_METRICS,
-        *SESSION_METRICS,
-    ):
-        return evaluate_latency(scenario, threshold, bucket)
-    if metric in COUNT_METRICS:
-        return evaluate_latency(scenario, threshold, bucket, unit=1.0)
+    measured = BY_KEY.get(metric)
+    if measured is not None and measured.slo:
+        unit = US_PER_MS if measured.unit == MS else 1.0
+        return evaluate_latency(scenario, threshold, bucket, unit)
     if metric in RATE_METRICS:
         return evaluate_proportion(scenario, threshold, bucket.counters)
     if metric in THROUGHPUT_METRICS:
@@ -350,15 +337,16 @@ def lag_p99_ms(run: RunData) -> float | None:
     worst = None
     for name in run.scenario_names():
         histograms = run.overall(name).histograms
-        if "lag" in histograms and histograms.histogram("lag").get_total_count():
-            p99 = histograms.histogram("lag").get_value_at_percentile(99.0) / US_PER_MS
+        lag = GENERATOR_LAG.name
+        if lag in histograms and histograms.histogram(lag).get_total_count():
+            p99 = histograms.histogram(lag).get_value_at_percentile(99.0) / US_PER_MS
             worst = p99 if worst is None else max(worst, p99)
     return worst
 
 
 def is_latency(threshold: Threshold) -> bool:
-    metric = threshold.metric
-    return metric.endswith("_ms") and metric.removesuffix("_ms") in LATENCY_METRICS
+    measured = BY_KEY.get(threshold.metric)
+    return measured is not None and LATENCY in measured.groups
 
 
 def generator_bound_ms(threshold: Threshold, health: ProcessHealth | None) -> float | None:
