@@ -18,6 +18,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 
 from slogate.analysis.documents.neutral import neutral_text
 from slogate.analysis.verdict.slo import FRACTION_METRICS
+from slogate.scenarios.metrics import BY_KEY
 
 if TYPE_CHECKING:  # pydantic: not in load processes
     from slogate.analysis.documents.contracts import SloEntry
@@ -62,12 +63,11 @@ def metric_value(value: float | None, metric: str) -> str:
     """A value in its metric's unit: ms, percent or per second."""
     if value is None:
         return DASH
-    if metric.endswith("_ms"):
-        return f"{num(value)} ms"
+    measured = BY_KEY.get(metric)
+    if measured is not None:
+        return f"{num(value)} {measured.unit}"
     if metric in FRACTION_METRICS:
         return percent(value, 3)
-    if metric.endswith("_tokens"):
-        return f"{num(value)} tokens"
     return f"{num(value)}/s"
 
 
