@@ -12,8 +12,8 @@ masked here, so no output built from the summary can leak them.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from hdrh.histogram import HdrHistogram
 
@@ -64,6 +64,9 @@ from slogate.scenarios.metrics import (
     TTFT_IN_BANDS,
     names_of,
 )
+
+if TYPE_CHECKING:  # pydantic: not in load processes
+    from slogate.analysis.documents.contracts import SloEntry
 
 SCHEMA = SUMMARY_SCHEMA
 US_PER_MS = 1000.0
@@ -462,7 +465,7 @@ def slices_block(run: RunData, name: str, declared: Mapping[str, Any]) -> list[d
                 "end_s": (index + 1) * slice_s,
                 **stage_block(bucket, slice_s),
                 "verdict": verdict.value,
-                "slo": [slo_entry(r) for r in results],
+                "slo": slo_entries(results),
             }
         )
     return blocks
@@ -494,7 +497,7 @@ def apart_blocks(
             "throughput": throughput_block(c, seconds),
             "prefix_cache": prefix_cache_block(bucket),
             "sessions": sessions_block(bucket),
-            "slo": [slo_entry(r) for r in results],
+            "slo": slo_entries(results),
             "timeseries": series.get(key, []),
         }
     return rows
@@ -516,24 +519,34 @@ def served_by_header(c: Counters) -> str | None:
     return found[0][0] if found else None
 
 
-def slo_entry(result: SloResult) -> dict[str, Any]:
+def slo_entry(result: SloResult) -> SloEntry:
+    """The judge's verdict on one SLO in the one shape every output reads
+    (summary.json, the report, summary.md, JUnit, the terminal table): built
+    here only, its numbers rounded once."""
+    from slogate.analysis.documents.contracts import SloEntry  # pydantic: not in load processes
+
     t = result.threshold
-    return {
-        "name": result.name,
-        "metric": t.metric,
-        "stat": t.stat,
-        "kind": t.kind,
-        "threshold": t.limit,
-        "value": rounded(result.value, 6),
-        "verdict": result.verdict.value,
-        "margin": rounded(result.margin, 6),
-        "margin_pct": rounded(result.margin_pct, 2),
-        "ci": [rounded(result.lower, 6), rounded(result.upper, 6)],
-        "n": result.count,
-        "needed": result.needed,
-        "note": result.note,
-        "generator_error_ms": rounded(result.generator_error_ms, 3),
-    }
+    return SloEntry(
+        name=result.name,
+        metric=t.metric,
+        stat=t.stat,
+        kind=t.kind,
+        threshold=t.limit,
+        value=rounded(result.value, 6),
+        verdict=result.verdict.value,
+        margin=rounded(result.margin, 6),
+        margin_pct=rounded(result.margin_pct, 2),
+        ci=(rounded(result.lower, 6), rounded(result.upper, 6)),
+        n=result.count,
+        needed=result.needed,
+        note=result.note,
+        generator_error_ms=rounded(result.generator_error_ms, 3),
+    )
+
+
+def slo_entries(results: Iterable[SloResult]) -> list[dict[str, Any]]:
+    """The SLO entries as summary.json holds them."""
+    return [slo_entry(r).model_dump(mode="json") for r in results]
 
 
 def scenario_block(run: RunData, name: str, verdict: RunVerdict) -> dict[str, Any]:
@@ -555,7 +568,7 @@ def scenario_block(run: RunData, name: str, verdict: RunVerdict) -> dict[str, An
         "throughput": throughput,
         "goodput": goodput_block(c, declared.get("goodput"), seconds),
         "cost": throughput_cost(pricing(run), throughput),
-        "slo": [slo_entry(r) for r in verdict.results if r.scenario == name],
+        "slo": slo_entries(r for r in verdict.results if r.scenario == name),
         "ttft_by_turn_ms": ttft_by_turn(bucket),
         "sessions": sessions_block(bucket),
         "prefix_cache": prefix_cache_block(bucket),
@@ -658,7 +671,9 @@ def build_summary(run: RunData, judgement: Judgement | None = None) -> dict[str,
         "verdict": verdict.verdict.value,
         "exit_code": judgement.exit_code,
         "invalid_reasons": list(verdict.reasons),
-        "worst_slo": None if worst is None else {"scenario": worst.scenario, **slo_entry(worst)},
+        "worst_slo": None
+        if worst is None
+        else {"scenario": worst.scenario, **slo_entries([worst])[0]},
         "slo_counts": {
             v: sum(r.verdict.value == v for r in verdict.results)
             for v in ("pass", "fail", "inconclusive", "invalid")
