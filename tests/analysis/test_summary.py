@@ -10,9 +10,10 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from reportdata import bucket, realistic_run, run_of
 
-from slogate.analysis.documents.summary import SCHEMA, build_summary, redact, redact_text
+from slogate.analysis.documents.summary import SCHEMA, build_summary, redact, redact_text, slo_entry
 from slogate.analysis.engine_side.server_metrics import Histogram
 from slogate.analysis.measurement.recorder import Bucket
+from slogate.analysis.verdict.judge import judge
 from slogate.reports import write_results
 
 CONTRACT_STATS = ("count", "p50", "p90", "p95", "p99", "p999", "max", "mean")
@@ -275,3 +276,17 @@ def test_engine_metrics_leave_out_a_counter_that_went_down_and_need_two_scrapes(
     assert build_summary(run)["engine_metrics"]["counters"] == {"prompt_tokens_total": 20.0}
     run.server_metrics = run.server_metrics[:1]
     assert build_summary(run)["engine_metrics"] is None
+
+
+def test_an_slo_result_is_one_contract_entry_from_the_judge_to_the_summary() -> None:
+    slos = [{"metric": "ttft_ms", "stat": "p99", "limit": 500.0, "kind": "max"}]
+    run = realistic_run(slos=slos)
+    result = next(r for r in judge(run).verdict.results if r.threshold.metric == "ttft_ms")
+    entry = slo_entry(result)
+    assert not entry.model_extra  # every key is the contract's
+    assert entry.value is not None and entry.value == pytest.approx(result.value, abs=1e-6)
+    assert entry.margin == pytest.approx(500.0 - entry.value, abs=1e-5)
+    written = entry.model_dump(mode="json")
+    summary = build_summary(run)
+    assert written in summary["scenarios"]["chat"]["slo"]
+    assert summary["worst_slo"] == {"scenario": "chat", **written}
