@@ -53,6 +53,7 @@ from slogate.locustfiles.lookahead import (
     lead_ns,
 )
 from slogate.scenarios.burstiness import Burstiness
+from slogate.scenarios.metrics import ITL, TTFT
 from slogate.scenarios.model import Scenario
 from slogate.scenarios.planner import Planner
 
@@ -72,7 +73,7 @@ SIMULATED_MAX = 20_000  # arrivals simulated: the first ones of a longer trace
 MEASURING_LEAD_NS = 20_000_000  # long enough for every send of a measured burst to reach its gate
 MEASURING_MODEL = "measure"
 # the exact-schedule server's answer while sends are measured: at once, one token
-MEASURING_BEHAVIOUR = {"ttft_ms": 0.0, "itl_ms": 0.0, "output_tokens": 1}
+MEASURING_BEHAVIOUR = {TTFT.key: 0.0, ITL.key: 0.0, "output_tokens": 1}
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ from slogate.client.streaming import StreamClient
 from slogate.engines.exact import ExactEngine
 from slogate.exactengine.truth import TruthEntry
 from slogate.locustfiles.loopwatch import LoopWatch, freeze_startup
+from slogate.scenarios.metrics import ITL, TTFT
 from slogate.scenarios.model import PlannedTurn, RequestOptions, Timeouts
 
 SCENARIO = "selftest"
@@ -107,8 +108,8 @@ class SelftestResult:
         setup = self.setup
         return {
             "streams": setup.streams,
-            "ttft_ms": setup.ttft_ms,
-            "itl_ms": setup.itl_ms,
+            TTFT.key: setup.ttft_ms,
+            ITL.key: setup.itl_ms,
             "tokens": setup.tokens,
             "tokens_per_chunk": setup.tokens_per_chunk,
             "kernel_timestamps": setup.kernel_timestamps,
@@ -286,7 +287,7 @@ def _measure(
     kernel_timestamps: bool,
     server_cpus: set[int],
 ) -> SelftestResult:
-    behaviour = {"ttft_ms": ttft_ms, "itl_ms": itl_ms, "tokens_per_chunk": tokens_per_chunk}
+    behaviour = {TTFT.key: ttft_ms, ITL.key: itl_ms, "tokens_per_chunk": tokens_per_chunk}
     with ExactEngine(behaviour, cpus=server_cpus or None) as engine:
         server = psutil.Process(engine.pid)
         client = StreamClient(
@@ -377,7 +378,7 @@ def _result(
     bucket = recorder.bucket(SCENARIO, OVERALL)
     truth_ttft, truth_itl = truth_samples(truth)
     comparisons = []
-    for metric, samples in (("ttft", truth_ttft), ("itl", truth_itl)):
+    for metric, samples in ((TTFT.name, truth_ttft), (ITL.name, truth_itl)):
         if metric not in bucket.histograms or not len(samples):
             continue
         histogram = bucket.histograms.histogram(metric)

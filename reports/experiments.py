@@ -32,6 +32,7 @@ from slogate.reports.html import render
 from slogate.reports.results import write_atomic
 from slogate.reports.svg import Axis, Rule, Series, line_chart
 from slogate.reports.tables import to_csv
+from slogate.scenarios.metrics import E2E, ITL, TPOT, TTFT
 from slogate.studies.speculation import ARMS, OFF, ON, arm_of
 
 GB = 1e9
@@ -84,12 +85,12 @@ FACTOR_CHARTS: dict[str, tuple[ChartSpec, ...]] = {
             "TTFT vs prompt length",
             x_of,
             "prompt tokens",
-            stats("ttft_ms", "TTFT"),
+            stats(TTFT.key, "TTFT"),
             "ms",
             log_x=True,
         ),
         ChartSpec(
-            "E2E vs prompt length", x_of, "prompt tokens", stats("e2e_ms", "E2E"), "ms", log_x=True
+            "E2E vs prompt length", x_of, "prompt tokens", stats(E2E.key, "E2E"), "ms", log_x=True
         ),
     ),
     "output-length": (
@@ -97,12 +98,12 @@ FACTOR_CHARTS: dict[str, tuple[ChartSpec, ...]] = {
             "TPOT vs output length",
             x_of,
             "output tokens",
-            stats("tpot_ms", "TPOT"),
+            stats(TPOT.key, "TPOT"),
             "ms",
             log_x=True,
         ),
         ChartSpec(
-            "E2E vs output length", x_of, "output tokens", stats("e2e_ms", "E2E"), "ms", log_x=True
+            "E2E vs output length", x_of, "output tokens", stats(E2E.key, "E2E"), "ms", log_x=True
         ),
     ),
     "concurrency": (
@@ -110,7 +111,7 @@ FACTOR_CHARTS: dict[str, tuple[ChartSpec, ...]] = {
             "Latency vs throughput (points: concurrency)",
             output_tps,
             "output tokens/s",
-            stats("e2e_ms", "E2E"),
+            stats(E2E.key, "E2E"),
             "ms",
         ),
         ChartSpec(
@@ -125,7 +126,7 @@ FACTOR_CHARTS: dict[str, tuple[ChartSpec, ...]] = {
             "TTFT vs concurrency",
             x_of,
             "concurrent users",
-            stats("ttft_ms", "TTFT"),
+            stats(TTFT.key, "TTFT"),
             "ms",
             log_x=True,
         ),
@@ -133,7 +134,7 @@ FACTOR_CHARTS: dict[str, tuple[ChartSpec, ...]] = {
             "TPOT vs concurrency",
             x_of,
             "concurrent users",
-            stats("tpot_ms", "TPOT"),
+            stats(TPOT.key, "TPOT"),
             "ms",
             log_x=True,
         ),
@@ -146,7 +147,7 @@ FACTOR_CHARTS: dict[str, tuple[ChartSpec, ...]] = {
             (("weights GB", weight_gb),),
             "GB",
         ),
-        ChartSpec("TPOT by precision", x_of, "bytes per weight", stats("tpot_ms", "TPOT"), "ms"),
+        ChartSpec("TPOT by precision", x_of, "bytes per weight", stats(TPOT.key, "TPOT"), "ms"),
         ChartSpec(
             "Throughput by precision",
             x_of,
@@ -187,7 +188,7 @@ POINT_COLUMNS = [
     "input_tokens_per_s",
     *(
         f"{m}_{s}"
-        for m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+        for m in (TTFT.key, TPOT.key, ITL.key, E2E.key)
         for s in ("count", "mean", "p50", "p95", "p99")
     ),
     "weight_bytes",
@@ -210,7 +211,7 @@ def block_columns(
         "requests_failed": None if requests is None else requests.failed,
         **{rate: None if throughput is None else getattr(throughput, rate) for rate in rates},
     }
-    for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+    for metric in (TTFT.key, TPOT.key, ITL.key, E2E.key):
         d = metrics.get(metric)
         for stat in stats:
             row[f"{metric}_{stat}"] = None if d is None else getattr(d, stat)
@@ -246,7 +247,7 @@ RUN_COLUMNS = [
     "input_tokens_per_s",
     *(
         f"{m}_{s}"
-        for m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+        for m in (TTFT.key, TPOT.key, ITL.key, E2E.key)
         for s in ("mean", "p50", "p95", "p99")
     ),
 ]
@@ -310,7 +311,7 @@ def speculation_charts(experiment: Experiment) -> list[Markup]:
             y=Axis(unit),
         )
         for title, read, unit in (
-            ("TPOT by load, with and without speculation", stat_of("tpot_ms", "mean"), "ms"),
+            ("TPOT by load, with and without speculation", stat_of(TPOT.key, "mean"), "ms"),
             ("Throughput by load, with and without speculation", output_tps, "tokens/s"),
         )
     ]
@@ -349,7 +350,7 @@ def latency_slos(sweep: Sweep) -> list[tuple[str, str, float | None]]:
         for s in sweep.slo
         if is_latency_percentile(s.metric, s.stat)
     ]
-    return slos or [("ttft_ms", "p99", None), ("tpot_ms", "p99", None)]
+    return slos or [(TTFT.key, "p99", None), (TPOT.key, "p99", None)]
 
 
 def sweep_charts(sweep: Sweep) -> list[Markup]:

@@ -39,6 +39,7 @@ from slogate.analysis.documents.other_tools import OtherRun, read_baselines
 from slogate.reports.html import metric_value, render
 from slogate.reports.results import REPORT_FILE, write_atomic
 from slogate.reports.svg import Axis, Band, Marker, Rule, Series, line_chart
+from slogate.scenarios.metrics import E2E, ITL, TPOT, TTFT
 
 if TYPE_CHECKING:  # pydantic: not in load processes
     from slogate.analysis.documents.contracts import ScenarioSummary, SloEntry
@@ -46,8 +47,8 @@ if TYPE_CHECKING:  # pydantic: not in load processes
 INDEX_FILE = "index.html"
 FALLBACK_FILE = "slogate-index.html"
 GENERATOR = '<meta name="generator" content="slogate history">'
-COLUMNS = (("ttft_ms", "p99"), ("itl_ms", "p99"), ("tpot_ms", "p99"), ("e2e_ms", "p99"))
-HEADLINE_SLOS = ({"metric": "ttft_ms", "stat": "p99"}, {"metric": "itl_ms", "stat": "p99"})
+COLUMNS = ((TTFT.key, "p99"), (ITL.key, "p99"), (TPOT.key, "p99"), (E2E.key, "p99"))
+HEADLINE_SLOS = ({"metric": TTFT.key, "stat": "p99"}, {"metric": ITL.key, "stat": "p99"})
 
 
 def revision(run: PastRun) -> str:

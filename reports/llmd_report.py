@@ -23,6 +23,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from slogate.scenarios.metrics import E2E, ITL, TPOT, TTFT
+
 if TYPE_CHECKING:  # pydantic: not in load processes
     from slogate.analysis.documents.contracts import Distribution, Requests, Throughput
 
@@ -31,10 +33,10 @@ SCHEMA_FILE = Path(__file__).parent / "llmd" / "br_v0_2_1_json_schema.json"
 TOOL = "slogate"
 # slogate's latency metrics under the schema's names, each with its unit
 LATENCIES = {
-    "ttft_ms": ("time_to_first_token", "ms"),
-    "tpot_ms": ("time_per_output_token", "ms/token"),
-    "itl_ms": ("inter_token_latency", "ms/token"),
-    "e2e_ms": ("request_latency", "ms"),
+    TTFT.key: ("time_to_first_token", "ms"),
+    TPOT.key: ("time_per_output_token", "ms/token"),
+    ITL.key: ("inter_token_latency", "ms/token"),
+    E2E.key: ("request_latency", "ms"),
 }
 LENGTHS = {"input_tokens": "input_length", "output_tokens": "output_length"}
 # a Distribution's statistics under the schema's names

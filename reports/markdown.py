@@ -25,6 +25,7 @@ from slogate.reports.html import (
     percent,
     signed_pct,
 )
+from slogate.scenarios.metrics import E2E, TTFT
 
 if TYPE_CHECKING:  # pydantic: not in load processes
     from slogate.analysis.documents.contracts import BaselineError, Comparison, SloEntry, Summary
@@ -146,12 +147,12 @@ def probe_lines(summary: Summary) -> list[str]:
     probes = summary.probes
     if probes is None:
         return []
-    r, ttft, e2e = probes.requests, probes.metrics["ttft_ms"], probes.metrics["e2e_ms"]
+    r, ttft, e2e = probes.requests, probes.metrics[TTFT.key], probes.metrics[E2E.key]
     return [
         "",
         f"Probes (one token, {num(probes.rate_per_s)}/s beside the load): {r.total} sent, "
-        f"{r.failed} failed; TTFT p50 {metric_value(ttft.p50, 'ttft_ms')}, p99 "
-        f"{metric_value(ttft.p99, 'ttft_ms')}; E2E p99 {metric_value(e2e.p99, 'e2e_ms')}.",
+        f"{r.failed} failed; TTFT p50 {metric_value(ttft.p50, TTFT.key)}, p99 "
+        f"{metric_value(ttft.p99, TTFT.key)}; E2E p99 {metric_value(e2e.p99, E2E.key)}.",
     ]
 
 

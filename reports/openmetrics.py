@@ -24,6 +24,7 @@ from prometheus_client.openmetrics.exposition import generate_latest
 from slogate.analysis.documents.neutral import neutral_text
 from slogate.analysis.verdict.compare import LATENCY_METRICS
 from slogate.analysis.verdict.slo import FRACTION_METRICS
+from slogate.scenarios.metrics import E2E, ITL, TTFT
 
 if TYPE_CHECKING:  # pydantic: not in load processes
     from slogate.analysis.documents.contracts import Comparison, Distribution, Summary
@@ -179,7 +180,7 @@ class SummaryCollector:
         probes = self.summary.probes
         if probes is not None:
             target = target_values(self.summary, probes.scenario)
-            for metric in ("ttft", "e2e"):
+            for metric in (TTFT.name, E2E.name):
                 stats = probes.metrics[f"{metric}_ms"]
                 for stat, quantile in QUANTILES.items():
                     ms = getattr(stats, stat)
@@ -214,7 +215,7 @@ class SummaryCollector:
             run_wide=True,
         )
         measured = s.engine_latency
-        for metric in ("ttft", "itl"):
+        for metric in (TTFT.name, ITL.name):
             stat = None if measured is None else getattr(measured, f"{metric}_ms")
             if stat is None:
                 continue
@@ -222,7 +223,7 @@ class SummaryCollector:
                 engine_mean.add_metric([*run, metric], stat.mean / 1000)
             if stat.client_minus_engine is not None:
                 drift.add_metric([*run, metric], stat.client_minus_engine / 1000)
-        bounds = (s.generator.error_bound_ms or {}).get("ttft_ms") or {}
+        bounds = (s.generator.error_bound_ms or {}).get(TTFT.key) or {}
         for stat, quantile in QUANTILES.items():
             at = bounds.get(stat)
             if at is not None:

@@ -36,12 +36,13 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from slogate.analysis.measurement.histograms import recorded
 from slogate.analysis.measurement.recorder import Bucket
+from slogate.scenarios.metrics import E2E, ITL, TTFT
 
 # The run's metric names, each spelled here once: OTel name -> (HDR histogram, description).
 LATENCIES = {
-    "slogate.ttft": ("ttft", "Time to first token of the measured requests"),
-    "slogate.itl": ("itl", "Inter-token latency, one sample per output token"),
-    "slogate.e2e": ("e2e", "End-to-end latency of the measured requests"),
+    "slogate.ttft": (TTFT.name, "Time to first token of the measured requests"),
+    "slogate.itl": (ITL.name, "Inter-token latency, one sample per output token"),
+    "slogate.e2e": (E2E.name, "End-to-end latency of the measured requests"),
 }
 REQUESTS = "slogate.requests"
 ERRORS = "slogate.errors"

@@ -32,6 +32,7 @@ from slogate.analysis.measurement.records import sender_parts
 from slogate.analysis.measurement.timelines import UNKNOWN, UNKNOWN_USER, Timelines
 from slogate.reports.html import num, render
 from slogate.reports.svg import clock, esc, time_ticks
+from slogate.scenarios.metrics import E2E, ITL, TPOT, TTFT
 
 MAX_BARS = 2000
 MAX_LANES = 200  # senders drawn at most, so a lane stays 4 px high or more
@@ -174,11 +175,11 @@ def itl_limits(t: Timelines, slos: Mapping[str, Sequence[Any]]) -> dict[str, tup
     """Per scenario the mean-ITL limit its bars are coloured against and where
     it came from: the lowest ITL or TPOT limit it declares, else twice the
     run's median TPOT."""
-    tpots = sorted(v for v in t.columns["tpot_ms"] if v != UNKNOWN)
+    tpots = sorted(v for v in t.columns[TPOT.key] if v != UNKNOWN)
     median = tpots[len(tpots) // 2] if tpots else None
     limits = {}
     for name in t.scenarios:
-        declared = [s.threshold for s in slos.get(name, ()) if s.metric in ("itl_ms", "tpot_ms")]
+        declared = [s.threshold for s in slos.get(name, ()) if s.metric in (ITL.key, TPOT.key)]
         if declared:
             limits[name] = (min(declared), "its ITL/TPOT SLO")
         elif median is not None:
@@ -221,8 +222,8 @@ def request_numbers(
         return None if v == UNKNOWN else round(v, digits)
 
     return [
-        t.scenarios[t.scenario[row]], round(c["start_s"][row] - t0, 3), value("ttft_ms"),
-        value("e2e_ms"), value("tpot_ms", 2), value("input_tokens", 0), value("cached_tokens", 0),
+        t.scenarios[t.scenario[row]], round(c["start_s"][row] - t0, 3), value(TTFT.key),
+        value(E2E.key), value(TPOT.key, 2), value("input_tokens", 0), value("cached_tokens", 0),
         value("output_tokens", 0), int(c["conversation"][row]), int(c["turn"][row]),
         bool(t.flags["ok"][row]), bool(t.flags["warmup"][row]), len(gaps),
         round(max(g for _, g in gaps), 1) if gaps else None,
@@ -266,7 +267,7 @@ def bar_svg(
     c = t.columns
     start, end = span
     x, h = frame.x, max(frame.lane_h - 1.5, 2.5)
-    first = c["ttft_ms"][row]
+    first = c[TTFT.key][row]
     body_from = end if first == UNKNOWN else start + first / 1000.0
     flags = "".join(
         f" {name}"
@@ -344,7 +345,7 @@ def bars_svg(
     spans = []
     for row in drawn.rows:
         start = c["start_s"][row] - t0
-        spans.append((start, start + c["e2e_ms"][row] / 1000.0))
+        spans.append((start, start + c[E2E.key][row] / 1000.0))
     lane_of, bands = sender_lanes([t.user[r] for r in drawn.rows], spans)
     count = sum(band.lanes for band in bands)
     lane_h = min(16.0, max(4.0, 640.0 / max(count, 1)))
@@ -361,7 +362,7 @@ def bars_svg(
     bars: dict[int, list[str]] = {}
     for index, (row, span, lane) in enumerate(zip(drawn.rows, spans, lane_of, strict=True)):
         limit = limits.get(t.scenarios[t.scenario[row]])
-        kind = itl_class(c["tpot_ms"][row], limit[0] if limit else None)
+        kind = itl_class(c[TPOT.key][row], limit[0] if limit else None)
         gaps = gaps_of.get(row, ())
         bar = bar_svg(t, row, index, span, frame.y(lane), frame, kind, gaps)
         bars.setdefault(lane, []).append(bar)
@@ -423,7 +424,7 @@ def timeline_html(
     """The page: the senders' lanes, the legend, what was sampled, and each
     drawn request's numbers for the hover."""
     c = t.columns
-    drawn = sample(c["start_s"], c["e2e_ms"], t.user)
+    drawn = sample(c["start_s"], c[E2E.key], t.user)
     t0 = origin(meta.get("started_at"), c["start_s"])
     limits = itl_limits(t, slos)
     gaps_of = gaps_of_rows(t, drawn.rows)

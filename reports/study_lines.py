@@ -19,6 +19,7 @@ from slogate.analysis.documents.contracts import (
     as_model,
 )
 from slogate.analysis.documents.neutral import neutral_text
+from slogate.scenarios.metrics import TPOT, TTFT
 
 if TYPE_CHECKING:
     from slogate.studies.generator_capacity import CapacityResult, Step
@@ -60,7 +61,7 @@ def experiment_trial_line(
     """One trial's verdict and headline numbers (TTFT, TPOT, output tokens/s)."""
     if block is None:
         return f"{factor} {label} (repeat {repeat}): no results (exit {exit_code})"
-    ttft, tpot = block.metrics["ttft_ms"], block.metrics["tpot_ms"]
+    ttft, tpot = block.metrics[TTFT.key], block.metrics[TPOT.key]
     return (
         f"{factor} {label} (repeat {repeat}): {verdict}, "
         f"TTFT mean {ttft.mean or 0:.1f} ms p99 {ttft.p99 or 0:.1f} ms, "

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from slogate.analysis.documents.neutral import neutral_cell
 from slogate.analysis.measurement.percentiles import STANDARD_PERCENTILES
+from slogate.scenarios.metrics import TTFT
 
 if TYPE_CHECKING:  # pydantic: not in load processes
     from slogate.analysis.documents.contracts import Distribution, QuickDistribution, Summary
@@ -52,7 +53,7 @@ def percentile_rows(summary: Summary) -> Iterable[dict[str, Any]]:
         for metric, d in block.tokens.per_request.items():
             yield percentile_row(name, "all", metric, d)
         for turn, d in block.ttft_by_turn_ms.items():
-            yield percentile_row(name, f"turn:{turn}", "ttft_ms", d)
+            yield percentile_row(name, f"turn:{turn}", TTFT.key, d)
         for stage, s in block.stages.items():
             for metric, d in s.metrics.items():
                 yield percentile_row(name, f"stage:{stage}", metric, d)

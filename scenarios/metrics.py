@@ -71,13 +71,13 @@ E2E_SCHED = _m("e2e_sched", "E2E from schedule", LATENCY, WAIT, gated=True)
 CHUNK_GAP = _m("chunk_gap", "chunk gap", LATENCY, GAP)
 MAX_STALL = _m("max_stall", "max stall per request", LATENCY, GAP)
 GENERATOR_LAG = _m("lag", "generator lag", LAG)
-LAG_PARTS = (
-    _m("lag_prepare", "generator lag: prepared late", LAG),
-    _m("lag_cap", "generator lag: held by the in-flight cap (the engine's queue)", LAG),
-    _m("lag_dispatch", "generator lag: dispatcher late", LAG),
-    _m("lag_connect", "generator lag: connect", LAG),
-    _m("lag_write", "generator lag: write", LAG),
-)
+# the generator's lag split by cause: five parts that sum to it
+LAG_PREPARE = _m("lag_prepare", "generator lag: prepared late", LAG)
+LAG_CAP = _m("lag_cap", "generator lag: held by the in-flight cap (the engine's queue)", LAG)
+LAG_DISPATCH = _m("lag_dispatch", "generator lag: dispatcher late", LAG)
+LAG_CONNECT = _m("lag_connect", "generator lag: connect", LAG)
+LAG_WRITE = _m("lag_write", "generator lag: write", LAG)
+LAG_PARTS = (LAG_PREPARE, LAG_CAP, LAG_DISPATCH, LAG_CONNECT, LAG_WRITE)
 # TTFT taken apart by the engine's own timings: outside it, in its queue, in its prefill
 TTFT_OUTSIDE = _m(
     "ttft_outside", "TTFT outside the engine (network, HTTP, front end, uncounted waits)", SPLIT

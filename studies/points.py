@@ -18,8 +18,9 @@ from typing import Any
 from slogate.analysis.documents.rundata import RunData
 from slogate.analysis.documents.summary import distribution, request_counts, throughput_block
 from slogate.analysis.measurement.recorder import Bucket
+from slogate.scenarios.metrics import E2E, ITL, TPOT, TTFT
 
-POINT_METRICS = ("ttft", "tpot", "itl", "e2e")
+POINT_METRICS = (TTFT.name, TPOT.name, ITL.name, E2E.name)
 FLAT_WITHIN = 0.15
 MIN_RANK_CORRELATION = 0.8
 RISES, FALLS, FLAT, MIXED = "rises", "falls", "flat", "mixed"
@@ -170,12 +171,12 @@ def trend(expectation: Expectation, points: Sequence[Mapping[str, Any]]) -> Tren
 EXPECTATIONS: dict[str, tuple[Expectation, ...]] = {
     "prompt-length": (
         Expectation(
-            "TTFT grows with prompt length (prefill)", ("metrics", "ttft_ms", "mean"), RISES
+            "TTFT grows with prompt length (prefill)", ("metrics", TTFT.key, "mean"), RISES
         ),
     ),
     "output-length": (
         Expectation(
-            "TPOT stays stable as output grows (decode)", ("metrics", "tpot_ms", "mean"), FLAT
+            "TPOT stays stable as output grows (decode)", ("metrics", TPOT.key, "mean"), FLAT
         ),
     ),
     "concurrency": (
@@ -185,14 +186,14 @@ EXPECTATIONS: dict[str, tuple[Expectation, ...]] = {
             RISES,
         ),
         Expectation(
-            "per-request latency rises with concurrency", ("metrics", "e2e_ms", "mean"), RISES
+            "per-request latency rises with concurrency", ("metrics", E2E.key, "mean"), RISES
         ),
     ),
     "precision": (
         Expectation("weight memory shrinks with fewer bytes per weight", ("weight_bytes",), RISES),
         Expectation(
             "decode gets faster with fewer bytes per weight (TPOT falls)",
-            ("metrics", "tpot_ms", "mean"),
+            ("metrics", TPOT.key, "mean"),
             RISES,
         ),
     ),

@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
+from slogate.scenarios.metrics import TPOT
+
 OFF, ON = "off", "on"
 ARMS = (OFF, ON)
 
@@ -35,7 +37,7 @@ def speedups(points: Sequence[Mapping[str, Any]]) -> list[tuple[float, float]]:
     both arms, by load; above 1 speculation pays."""
     tpot: dict[str, dict[float, float]] = {arm: {} for arm in ARMS}
     for point in points:
-        mean = ((point.get("metrics") or {}).get("tpot_ms") or {}).get("mean")
+        mean = ((point.get("metrics") or {}).get(TPOT.key) or {}).get("mean")
         arm = arm_of(str(point["label"]))
         if mean and arm in tpot and point.get("x") is not None:
             tpot[arm][float(point["x"])] = float(mean)

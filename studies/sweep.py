@@ -23,6 +23,7 @@ from slogate.analysis.documents.versions import SWEEP_SCHEMA
 from slogate.analysis.measurement.costs import Pricing, throughput_cost
 from slogate.analysis.verdict.slo import is_latency_percentile
 from slogate.scenarios import Scenario
+from slogate.scenarios.metrics import TTFT
 from slogate.studies.max_load import MaxSearch, knee_index, limiting_slo
 from slogate.studies.points import lookup
 from slogate.studies.tiers import Tier, tiers_block
@@ -31,7 +32,7 @@ from slogate.studies.trials import TrialResult, point_of
 Mode = Literal["rate", "users"]
 UNITS: dict[Mode, str] = {"rate": "requests/s", "users": "users"}
 SESSIONS = "concurrent sessions"  # the users of a replayed agent tree scenario
-DEFAULT_KNEE = {"metric": "ttft_ms", "stat": "p99"}
+DEFAULT_KNEE = {"metric": TTFT.key, "stat": "p99"}
 KNEE_STATS = ("p50", "p90", "p95", "p99", "p999")
 EXTEND_MARGIN = 1.25
 LONGEST_TRIAL_FACTOR = 10

@@ -40,6 +40,7 @@ from slogate.engines.tunable import (
     EngineUnderTune,
     RunningTreatment,
 )
+from slogate.scenarios.metrics import E2E
 from slogate.studies.max_load import MaxSearch
 from slogate.studies.sweep import (
     Mode,
@@ -313,7 +314,7 @@ def rate_concurrency(run: SweepRun, confirmation: TrialResult) -> float | None:
     """Requests in flight on average at an open-loop rate (Little's law: rate x
     mean end-to-end latency): the users a rate serves."""
     block = confirmation.first_scenario
-    e2e = None if block is None else block.metrics.get("e2e_ms")
+    e2e = None if block is None else block.metrics.get(E2E.key)
     if e2e is None or e2e.mean is None or run.search.result is None:
         return None
     return run.search.result * e2e.mean / 1000

@@ -61,7 +61,7 @@ import numpy as np
 from slogate.analysis.diagnosis.findings import Finding
 from slogate.analysis.measurement.recorder import Bucket
 from slogate.analysis.measurement.timelines import UNKNOWN, Timelines
-from slogate.scenarios.metrics import DECODE, GOODPUT, TTFT, WAIT, keys_of
+from slogate.scenarios.metrics import DECODE, E2E, GOODPUT, ITL, TPOT, TTFT, WAIT, keys_of
 
 # Fits and claims need this many requests.
 MIN_REQUESTS = 8
@@ -154,16 +154,16 @@ class Requests:
             return np.where(values == UNKNOWN, np.nan, values)
 
         start = col["start_s"]
-        ttft = known(col["ttft_ms"])
+        ttft = known(col[TTFT.key])
         gap_row = np.frombuffer(t.gap_row, dtype=np.int32).astype(int)
         return cls(
             scenario=np.frombuffer(t.scenario, dtype=np.int32).astype(int),
             start=start,
             first=start + ttft / 1000.0,
-            end=start + col["e2e_ms"] / 1000.0,
+            end=start + col[E2E.key] / 1000.0,
             ttft=ttft,
-            tpot=known(col["tpot_ms"]),
-            e2e=col["e2e_ms"],
+            tpot=known(col[TPOT.key]),
+            e2e=col[E2E.key],
             input_tokens=known(col["input_tokens"]),
             cached_tokens=known(col["cached_tokens"]),
             queue=known(col["queue_ms"]),
@@ -297,7 +297,7 @@ def shares(
     rows: np.ndarray, limits: Mapping[str, float], parts: Mapping[str, np.ndarray], r: Requests
 ) -> dict[str, float]:
     """``share_of_miss`` for each failed SLO metric the cause has a part for."""
-    column = {"ttft_ms": r.ttft, "tpot_ms": r.tpot, "e2e_ms": r.e2e}
+    column = {TTFT.key: r.ttft, TPOT.key: r.tpot, E2E.key: r.e2e}
     return {
         metric: round(share_of_miss(column[metric][rows], parts[metric][rows], limits[metric]), 3)
         for metric in parts
@@ -317,7 +317,7 @@ def wait_finding(
 ) -> Finding:
     """A cause that adds ``part`` ms before a request's first token, so to its
     TTFT and its E2E alike."""
-    share = shares(rows, limits, {"ttft_ms": part, "e2e_ms": part}, r)
+    share = shares(rows, limits, {TTFT.key: part, E2E.key: part}, r)
     return Finding(cause, text, evidence, WAIT_METRICS, scenario, share=share)
 
 
@@ -376,7 +376,7 @@ def stall_parts(r: Requests, gaps: np.ndarray) -> dict[str, np.ndarray]:
     its E2E and TPOT."""
     added = np.bincount(r.gap_row[gaps], weights=r.gap_ms[gaps], minlength=len(r.start))
     per_token = added / np.maximum(r.output_tokens - 1, 1)
-    return {"e2e_ms": added, "tpot_ms": per_token}
+    return {E2E.key: added, TPOT.key: per_token}
 
 
 def itl_share(r: Requests, stalls: np.ndarray, explained: np.ndarray, limit: float) -> float:
@@ -400,8 +400,8 @@ def interference(
     gaps = r.gap_ms[index]
     scaling = fit(stalls.coinciding_inputs[mine][coinciding] / 1000.0, gaps, MIN_STALLS)
     share = shares(rows, limits, stall_parts(r, index), r)
-    if "itl_ms" in limits:
-        share["itl_ms"] = itl_share(r, stalls.index[mine], coinciding, limits["itl_ms"])
+    if ITL.key in limits:
+        share[ITL.key] = itl_share(r, stalls.index[mine], coinciding, limits[ITL.key])
     evidence = {
         "stalls": int(mine.sum()),
         "coinciding": int(coinciding.sum()),
@@ -457,8 +457,8 @@ def preemption(
     index = stalls.index[sign]
     requests = len(np.unique(r.gap_row[index]))
     share = shares(rows, limits, stall_parts(r, index), r)
-    if "itl_ms" in limits:
-        share["itl_ms"] = itl_share(r, stalls.index[mine], sign[mine], limits["itl_ms"])
+    if ITL.key in limits:
+        share[ITL.key] = itl_share(r, stalls.index[mine], sign[mine], limits[ITL.key])
     gaps = r.gap_ms[index]
     evidence = {
         "gaps": int(sign.sum()),
@@ -583,7 +583,7 @@ def cache_effect(r: Requests, scenario: str, limits: Mapping[str, float]) -> Fin
         evidence,
         WAIT_METRICS,
         scenario,
-        share=shares(rows, limits, {"ttft_ms": part}, r),
+        share=shares(rows, limits, {TTFT.key: part}, r),
     )
 
 
@@ -605,7 +605,7 @@ def ttft_findings(r: Requests, scenario: str, limits: Mapping[str, float]) -> li
         line = usable[which]
         tokens = whole if which == "whole" else new
         part = line.slope * (tokens / 1000.0 - line.low)
-        share = shares(judged, limits, {"ttft_ms": part, "e2e_ms": part}, r)
+        share = shares(judged, limits, {TTFT.key: part, E2E.key: part}, r)
         if line.rising:
             findings.append(prefill_bound(scenario, line, which, share, rows, r))
     in_flight = count_open(r.start, r.end, r.start) - 1
@@ -644,10 +644,10 @@ def engine_split(r: Requests, scenario: str, limits: Mapping[str, float]) -> Fin
     """A failed TTFT SLO whose missing requests spent most of their TTFT in
     one part of the engine's own split (queue, prefill, outside), summed over
     them; None where the engine timed too few requests or no part is most."""
-    if "ttft_ms" not in limits:
+    if TTFT.key not in limits:
         return None
     timed = r.rows(scenario) & np.isfinite(r.ttft) & np.isfinite(r.prefill)
-    miss = timed & (r.ttft > limits["ttft_ms"])
+    miss = timed & (r.ttft > limits[TTFT.key])
     if timed.sum() < MIN_REQUESTS or not miss.any():
         return None
     queue = np.nan_to_num(r.queue[miss])
@@ -674,7 +674,7 @@ def engine_split(r: Requests, scenario: str, limits: Mapping[str, float]) -> Fin
     unsaid = "" if reported else " The engine reports no queue time: its queue is in outside."
     text = (
         f"TTFT taken apart by the engine's own timings: the {evidence['requests_over']} requests "
-        f"over the TTFT limit of {limits['ttft_ms']:g} ms spent {words}: "
+        f"over the TTFT limit of {limits[TTFT.key]:g} ms spent {words}: "
         f"{SPLIT_MEANING[name]}.{unsaid}"
     )
     return Finding(
@@ -683,7 +683,7 @@ def engine_split(r: Requests, scenario: str, limits: Mapping[str, float]) -> Fin
         evidence,
         WAIT_METRICS,
         scenario,
-        share={"ttft_ms": round(share[name], 3)},
+        share={TTFT.key: round(share[name], 3)},
     )
 
 
@@ -782,9 +782,9 @@ def decode_bound(r: Requests, scenario: str, limits: Mapping[str, float]) -> Fin
     if line is None or not line.rising:
         return None
     part = line.slope * (beside - line.low)
-    share = shares(rows, limits, {"tpot_ms": part}, r)
-    if "itl_ms" in limits:
-        share["itl_ms"] = round(share_of_miss(r.tpot[rows], part[rows], limits["itl_ms"]), 3)
+    share = shares(rows, limits, {TPOT.key: part}, r)
+    if ITL.key in limits:
+        share[ITL.key] = round(share_of_miss(r.tpot[rows], part[rows], limits[ITL.key]), 3)
     low, high = (round(float(x), 1) for x in np.percentile(beside[rows], [10, 90]))
     evidence = {
         "ms_per_stream": round(line.slope, 2),

@@ -14,6 +14,15 @@ from typing import Any
 
 from slogate.analysis.measurement.records import RequestRecord
 from slogate.analysis.measurement.request_metrics import RequestMetrics
+from slogate.scenarios.metrics import (
+    E2E,
+    E2E_SCHED,
+    GENERATOR_LAG,
+    MAX_STALL,
+    TPOT,
+    TTFT,
+    TTFT_SCHED,
+)
 
 NS_PER_MS = 1e6
 
@@ -47,13 +56,13 @@ def request_line(
         "error_message": record.error_message or None,
         "http_status": record.http_status,
         "finish_reason": record.finish_reason,
-        "ttft_ms": ms(metrics.ttft_ns),
-        "tpot_ms": ms(metrics.tpot_ns),
-        "e2e_ms": ms(metrics.e2e_ns),
-        "max_stall_ms": ms(metrics.max_stall_ns),
-        "ttft_sched_ms": ms(metrics.ttft_sched_ns),
-        "e2e_sched_ms": ms(metrics.e2e_sched_ns),
-        "lag_ms": ms(metrics.lag_ns),
+        TTFT.key: ms(metrics.ttft_ns),
+        TPOT.key: ms(metrics.tpot_ns),
+        E2E.key: ms(metrics.e2e_ns),
+        MAX_STALL.key: ms(metrics.max_stall_ns),
+        TTFT_SCHED.key: ms(metrics.ttft_sched_ns),
+        E2E_SCHED.key: ms(metrics.e2e_sched_ns),
+        GENERATOR_LAG.key: ms(metrics.lag_ns),
         "lag_parts_ms": None
         if metrics.lag_parts is None
         else {name.removeprefix("lag_"): ms(v) for name, v in metrics.lag_parts.items()},

@@ -37,6 +37,7 @@ from slogate.analysis.verdict.compare import (
     classify,
     summed_bounds,
 )
+from slogate.scenarios.metrics import TTFT
 
 if TYPE_CHECKING:
     from slogate.analysis.documents.contracts import Summary
@@ -227,7 +228,7 @@ def generator_bound(run: PastRun, stat: str) -> float | None:
     """The run's load generator's error bound on a latency percentile (ms), as
     its summary holds it (the same for every latency metric)."""
     bounds = run.summary.generator.error_bound_ms or {}
-    return (bounds.get("ttft_ms") or {}).get(stat)
+    return (bounds.get(TTFT.key) or {}).get(stat)
 
 
 def series_key(run: PastRun, scenario: str) -> tuple[str, str, str]:

@@ -33,11 +33,13 @@ import orjson
 
 from slogate.analysis.documents.file_sizes import MAX_DOCUMENT_BYTES, read_bounded
 from slogate.analysis.measurement.percentiles import Estimate
+from slogate.scenarios.metrics import E2E, ITL, TPOT, TTFT
 
 BASELINES_FOLDER = "baselines"  # in a results root: other tools' results the dashboard draws
 VLLM = "vLLM bench serve"
 GUIDELLM = "GuideLLM"
-VLLM_METRICS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2el": "e2e_ms"}
+# vLLM bench serve names TTFT, TPOT and ITL as slogate does; its E2E is "e2el"
+VLLM_METRICS = {m.name: m.key for m in (TTFT, TPOT, ITL)} | {"e2el": E2E.key}
 VLLM_RATES = {"requests_per_s": "request_throughput", "output_tokens_per_s": "output_throughput"}
 VLLM_STAT = re.compile(r"^(median|p[0-9.]+)_(ttft|tpot|itl|e2el)_ms$")
 # GuideLLM's metric -> (slogate's, the factor to ms). Its inter_token_latency_ms
@@ -45,9 +47,9 @@ VLLM_STAT = re.compile(r"^(median|p[0-9.]+)_(ttft|tpot|itl|e2el)_ms$")
 # per-token ITL; its time_per_output_token_ms counts the TTFT in, which no
 # slogate metric does, so it is not read.
 GUIDELLM_METRICS = {
-    "time_to_first_token_ms": ("ttft_ms", 1.0),
-    "inter_token_latency_ms": ("tpot_ms", 1.0),
-    "request_latency": ("e2e_ms", 1000.0),
+    "time_to_first_token_ms": (TTFT.key, 1.0),
+    "inter_token_latency_ms": (TPOT.key, 1.0),
+    "request_latency": (E2E.key, 1000.0),
 }
 GUIDELLM_RATES = {"requests_per_s": "requests_per_second",
                   "output_tokens_per_s": "output_tokens_per_second"}  # fmt: skip

@@ -48,17 +48,21 @@ from slogate.analysis.verdict.slo import (
 )
 from slogate.scenarios.metrics import ANSWER as ANSWER_GROUP
 from slogate.scenarios.metrics import (
+    ANSWER_TOKENS,
     CATALOGUE,
     E2E,
     GOODPUT_LIMITS,
     HEADLINE,
     MS,
+    OUTPUT_TOKENS,
+    REASONING_TOKENS,
     SESSION,
     SESSION_ENGINE,
     SESSION_STEPS,
     SESSION_TOKENS,
     SESSION_TOOL,
     SESSION_WALL,
+    TOOL_ARG_BYTES,
     TTFT,
     TTFT_BY_CONTEXT,
     TTFT_IN_BANDS,
@@ -75,13 +79,13 @@ ANSWER = names_of(ANSWER_GROUP)
 DETAILED = tuple(m.name for m in CATALOGUE if m.unit == MS and SESSION not in m.groups)
 TOKEN_HISTOGRAMS = (
     "input_tokens",
-    "output_tokens",
+    OUTPUT_TOKENS.name,
     "intended_input_tokens",
     "intended_output_tokens",
-    "reasoning_tokens",
-    "answer_tokens",
+    REASONING_TOKENS.name,
+    ANSWER_TOKENS.name,
     "inputs",
-    "tool_arg_bytes",
+    TOOL_ARG_BYTES.name,
 )
 STAGE_PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0}
 TURN_PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0}

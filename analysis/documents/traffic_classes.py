@@ -19,6 +19,7 @@ from typing import Any
 from slogate.analysis.documents.rundata import RunData
 from slogate.analysis.engine_side.engine_view import engine_metrics
 from slogate.analysis.measurement.recorder import Bucket
+from slogate.scenarios.metrics import TTFT
 
 US_PER_S = 1e6
 
@@ -33,7 +34,7 @@ def declared_class(run: RunData, name: str) -> dict[str, Any] | None:
 
 def wait_s(bucket: Bucket) -> float:
     """Seconds the bucket's requests waited for their first tokens, in all."""
-    ttft = bucket.histograms.histogram("ttft")
+    ttft = bucket.histograms.histogram(TTFT.name)
     return float(ttft.get_mean_value() * ttft.get_total_count()) / US_PER_S
 
 

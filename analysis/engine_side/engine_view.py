@@ -32,11 +32,12 @@ from slogate.analysis.engine_side.server_metrics import (
     histogram_delta,
 )
 from slogate.analysis.measurement.recorder import Bucket
+from slogate.scenarios.metrics import ITL, TTFT
 
 ENGINE_SOURCE = "engine"
 GPU_SOURCE = "dcgm"
 # the engine's histogram, and the client's of the same quantity
-COMPARED = {"ttft_ms": ("ttft_seconds", "ttft"), "itl_ms": ("itl_seconds", "itl")}
+COMPARED = {TTFT.key: ("ttft_seconds", TTFT.name), ITL.key: ("itl_seconds", ITL.name)}
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
 PHASES = ("prefill", "decode", "kv_transfer")
 MS_PER_S = 1000.0

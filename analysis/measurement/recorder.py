@@ -23,6 +23,31 @@ from slogate.analysis.measurement.request_metrics import (
     request_metrics,
 )
 from slogate.analysis.measurement.timelines import Timelines
+from slogate.scenarios.metrics import (
+    ANSWER_ITL,
+    ANSWER_TOKENS,
+    ANSWER_TPOT,
+    CHUNK_GAP,
+    E2E,
+    E2E_SCHED,
+    GENERATOR_LAG,
+    ITL,
+    MAX_STALL,
+    OUTPUT_TOKENS,
+    REASONING,
+    REASONING_TOKENS,
+    SESSION_ENGINE,
+    SESSION_STEPS,
+    SESSION_TOKENS,
+    SESSION_TOOL,
+    SESSION_WALL,
+    TOOL_ARG_BYTES,
+    TPOT,
+    TTFA,
+    TTFT,
+    TTFT_SCHED,
+    TTFTC,
+)
 
 ERROR_SAMPLES_PER_KIND = 5
 ERROR_SAMPLE_CHARS = 500
@@ -300,10 +325,10 @@ def cache_hit(record: RequestRecord) -> bool:
 # do the same), so plain streams pay nothing and every answer histogram still
 # covers every request.
 ANSWER_TWINS = {
-    "ttfa": "ttft",
-    "answer_itl": "itl",
-    "answer_tpot": "tpot",
-    "answer_tokens": "output_tokens",
+    TTFA.name: TTFT.name,
+    ANSWER_ITL.name: ITL.name,
+    ANSWER_TPOT.name: TPOT.name,
+    ANSWER_TOKENS.name: OUTPUT_TOKENS.name,
 }
 
 
@@ -337,26 +362,26 @@ def record_answer(hist: HistogramSet, answer: AnswerMetrics, itl: Batch) -> None
     """The answer's own latencies (``itl``: its per-token ITL) and the
     reasoning/answer token split."""
     if answer.ttfa_ns is not None:
-        hist.record_ns("ttfa", answer.ttfa_ns)
+        hist.record_ns(TTFA.name, answer.ttfa_ns)
     if answer.reasoning_ns is not None:
-        hist.record_ns("reasoning", answer.reasoning_ns)
+        hist.record_ns(REASONING.name, answer.reasoning_ns)
     if answer.tpot_ns is not None:
-        hist.record_ns("answer_tpot", answer.tpot_ns)
-    hist.record_batch("answer_itl", itl)
+        hist.record_ns(ANSWER_TPOT.name, answer.tpot_ns)
+    hist.record_batch(ANSWER_ITL.name, itl)
     if answer.reasoning_tokens:
-        hist.record_us("reasoning_tokens", answer.reasoning_tokens)
+        hist.record_us(REASONING_TOKENS.name, answer.reasoning_tokens)
     if answer.answer_tokens:
-        hist.record_us("answer_tokens", answer.answer_tokens)
+        hist.record_us(ANSWER_TOKENS.name, answer.answer_tokens)
 
 
 def record_headline(hist: HistogramSet, m: RequestMetrics, gaps: Gaps) -> None:
     """E2E, TTFT, TPOT and per-token ITL: what every bucket and window keeps."""
-    hist.record_ns("e2e", m.e2e_ns)
+    hist.record_ns(E2E.name, m.e2e_ns)
     if m.ttft_ns is not None:
-        hist.record_ns("ttft", m.ttft_ns)
+        hist.record_ns(TTFT.name, m.ttft_ns)
     if m.tpot_ns is not None:
-        hist.record_ns("tpot", m.tpot_ns)
-    hist.record_batch("itl", gaps.itl)
+        hist.record_ns(TPOT.name, m.tpot_ns)
+    hist.record_batch(ITL.name, gaps.itl)
 
 
 def record_window(
@@ -369,7 +394,7 @@ def record_window(
     if record.ok:
         record_headline(bucket.histograms, m, gaps)
         if m.ttft_sched_ns is not None:
-            bucket.histograms.record_ns("ttft_sched", m.ttft_sched_ns)
+            bucket.histograms.record_ns(TTFT_SCHED.name, m.ttft_sched_ns)
 
 
 def record_parts(hist: HistogramSet, m: RequestMetrics) -> None:
@@ -404,19 +429,23 @@ def record_into(
         if m.tpot_ns is not None:
             hist.record_ns(tpot_band(record.input_tokens + m.output_tokens), m.tpot_ns)
     if m.max_stall_ns is not None:
-        hist.record_ns("max_stall", m.max_stall_ns)
-    hist.record_batch("chunk_gap", gaps.chunk)
-    scheduled = (("ttft_sched", m.ttft_sched_ns), ("e2e_sched", m.e2e_sched_ns), ("lag", m.lag_ns))
+        hist.record_ns(MAX_STALL.name, m.max_stall_ns)
+    hist.record_batch(CHUNK_GAP.name, gaps.chunk)
+    scheduled = (
+        (TTFT_SCHED.name, m.ttft_sched_ns),
+        (E2E_SCHED.name, m.e2e_sched_ns),
+        (GENERATOR_LAG.name, m.lag_ns),
+    )
     for name, value in scheduled:
         if value is not None:
             hist.record_ns(name, value)
     record_parts(hist, m)
-    hist.record_us("output_tokens", m.output_tokens)
+    hist.record_us(OUTPUT_TOKENS.name, m.output_tokens)
     if record.inputs:
         hist.record_us("inputs", record.inputs)
     if m.ttftc_ns is not None:
-        hist.record_ns("ttftc", m.ttftc_ns)
-        hist.record_us("tool_arg_bytes", record.tool_arg_bytes)
+        hist.record_ns(TTFTC.name, m.ttftc_ns)
+        hist.record_us(TOOL_ARG_BYTES.name, record.tool_arg_bytes)
     lengths = (
         ("input_tokens", record.input_tokens),
         ("intended_output_tokens", record.intended_output_tokens),
@@ -549,15 +578,15 @@ class Recorder:
             c.sessions += 1
             c.sessions_failed += session.outcome == "failed"
             c.sessions_unfinished += session.outcome == "unfinished"
-            bucket.histograms.record_us("session_steps", session.steps)
+            bucket.histograms.record_us(SESSION_STEPS.name, session.steps)
             if session.outcome == "answered":
-                bucket.histograms.record_ns("session", session.end_ns - session.start_ns)
+                bucket.histograms.record_ns(SESSION_WALL.name, session.end_ns - session.start_ns)
                 if session.engine_ns is not None:
-                    bucket.histograms.record_ns("session_engine", session.engine_ns)
+                    bucket.histograms.record_ns(SESSION_ENGINE.name, session.engine_ns)
                 if session.tool_ns is not None:
-                    bucket.histograms.record_ns("session_tool", session.tool_ns)
+                    bucket.histograms.record_ns(SESSION_TOOL.name, session.tool_ns)
                 if session.tokens:
-                    bucket.histograms.record_us("session_tokens", session.tokens)
+                    bucket.histograms.record_us(SESSION_TOKENS.name, session.tokens)
 
     def record_conversation_cache(
         self,

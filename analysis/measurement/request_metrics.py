@@ -42,6 +42,16 @@ from dataclasses import dataclass
 from enum import Enum
 
 from slogate.analysis.measurement.records import CountMethod, RequestRecord
+from slogate.scenarios.metrics import (
+    LAG_CAP,
+    LAG_CONNECT,
+    LAG_DISPATCH,
+    LAG_PREPARE,
+    LAG_WRITE,
+    TTFT_OUTSIDE,
+    TTFT_PREFILL,
+    TTFT_QUEUE,
+)
 
 
 class ChunkTokenMethod(str, Enum):
@@ -93,9 +103,9 @@ class TtftSplit:
     def items(self) -> tuple[tuple[str, int], ...]:
         """``(histogram name, value)`` of each part the engine reported (a
         histogram records a negative outside as 0)."""
-        parts = [("ttft_outside", self.outside_ns), ("ttft_prefill", self.prefill_ns)]
+        parts = [(TTFT_OUTSIDE.name, self.outside_ns), (TTFT_PREFILL.name, self.prefill_ns)]
         if self.queue_ns is not None:
-            parts.append(("ttft_queue", self.queue_ns))
+            parts.append((TTFT_QUEUE.name, self.queue_ns))
         return tuple(parts)
 
 
@@ -122,11 +132,11 @@ class LagParts:
     def items(self) -> tuple[tuple[str, int], ...]:
         """``(histogram name, value)`` of each part (``lag_prepare``, ...)."""
         return (
-            ("lag_prepare", self.prepare_ns),
-            ("lag_cap", self.cap_ns),
-            ("lag_dispatch", self.dispatch_ns),
-            ("lag_connect", self.connect_ns),
-            ("lag_write", self.write_ns),
+            (LAG_PREPARE.name, self.prepare_ns),
+            (LAG_CAP.name, self.cap_ns),
+            (LAG_DISPATCH.name, self.dispatch_ns),
+            (LAG_CONNECT.name, self.connect_ns),
+            (LAG_WRITE.name, self.write_ns),
         )
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from slogate.analysis.measurement.records import RequestRecord, reported_cached
 from slogate.analysis.measurement.request_metrics import RequestMetrics
+from slogate.scenarios.metrics import E2E, TPOT, TTFT
 
 MAX_REQUESTS = 500_000
 # a stream's gaps kept: its longest few that are at least twice its mean gap
@@ -41,9 +42,9 @@ UNKNOWN_USER = -1
 
 COLUMNS = (
     "start_s",
-    "ttft_ms",
-    "e2e_ms",
-    "tpot_ms",
+    TTFT.key,
+    E2E.key,
+    TPOT.key,
     "input_tokens",
     "cached_tokens",
     "output_tokens",
@@ -120,9 +121,9 @@ class Timelines:
         split = m.ttft_split
         values = {
             "start_s": end_wall_s - m.e2e_ns / 1e9,
-            "ttft_ms": _ms(m.ttft_ns),
-            "e2e_ms": m.e2e_ns / NS_PER_MS,
-            "tpot_ms": UNKNOWN if cut_off else _ms(m.tpot_ns),
+            TTFT.key: _ms(m.ttft_ns),
+            E2E.key: m.e2e_ns / NS_PER_MS,
+            TPOT.key: UNKNOWN if cut_off else _ms(m.tpot_ns),
             "input_tokens": _input_tokens(record, cut_off),
             "cached_tokens": UNKNOWN if cached is None else cached,
             "output_tokens": m.output_tokens,
@@ -141,7 +142,7 @@ class Timelines:
     def mark_warmup(self, before_wall_s: float) -> None:
         """``--warmup auto``: the requests that ended before the cut was found
         to be (wall time) are warm-up, as if it had been known as they ended."""
-        starts, e2e, warmup = self.columns["start_s"], self.columns["e2e_ms"], self.flags["warmup"]
+        starts, e2e, warmup = self.columns["start_s"], self.columns[E2E.key], self.flags["warmup"]
         for row in range(len(self)):
             if starts[row] + e2e[row] / 1000 < before_wall_s:
                 warmup[row] = True

@@ -9,6 +9,7 @@ from typing import Any
 
 from slogate.analysis.measurement.recorder import Bucket
 from slogate.analysis.measurement.speculation import acceptance_rate
+from slogate.scenarios.metrics import E2E, ITL, TPOT, TTFT, TTFT_SCHED
 
 WINDOW_PERCENTILES = {"p50": 50.0, "p99": 99.0}
 
@@ -35,8 +36,8 @@ def window_row(
     }
     # open loop: TTFT from the schedule too, which keeps growing with a queue
     # held back at the in-flight cap while TTFT from the send stays flat
-    scheduled = ("ttft_sched",) if "ttft_sched" in bucket.histograms else ()
-    for metric in ("ttft", "itl", "tpot", "e2e", *scheduled):
+    scheduled = (TTFT_SCHED.name,) if TTFT_SCHED.name in bucket.histograms else ()
+    for metric in (TTFT.name, ITL.name, TPOT.name, E2E.name, *scheduled):
         histogram = bucket.histograms.histogram(metric) if metric in bucket.histograms else None
         for key, p in WINDOW_PERCENTILES.items():
             value = None

@@ -24,15 +24,16 @@ from hdrh.histogram import HdrHistogram
 
 from slogate.analysis.documents.rundata import RunData
 from slogate.analysis.measurement.histograms import new_histogram
+from slogate.scenarios.metrics import LAG_CAP, LAG_CONNECT, LAG_DISPATCH, LAG_PREPARE, LAG_WRITE
 
 US_PER_MS = 1000.0
 # (histogram, summary key, words for a reason)
 CAUSES = (
-    ("lag_prepare", "prepared_late", "prepared late"),
-    ("lag_cap", "in_flight_cap", "held by the in-flight cap"),
-    ("lag_dispatch", "dispatcher_late", "dispatcher late"),
-    ("lag_connect", "connect", "connect"),
-    ("lag_write", "write", "write"),
+    (LAG_PREPARE.name, "prepared_late", "prepared late"),
+    (LAG_CAP.name, "in_flight_cap", "held by the in-flight cap"),
+    (LAG_DISPATCH.name, "dispatcher_late", "dispatcher late"),
+    (LAG_CONNECT.name, "connect", "connect"),
+    (LAG_WRITE.name, "write", "write"),
 )
 WORDS = {key: words for _, key, words in CAUSES}
 CAP = "in_flight_cap"
