@@ -653,6 +653,8 @@ def _body(
         body["messages"] = chat_messages(turn) if messages is None else messages
         if options.tools:
             body["tools"] = [{"type": "function", "function": tool} for tool in options.tools]
+        if turn.constraint is not None and turn.constraint.response_format is not None:
+            body["response_format"] = turn.constraint.response_format
     else:
         body["prompt"] = turn.prompt
     if options.include_usage or options.continuous_usage is True:

@@ -46,6 +46,7 @@ from slogate.client.openai_stream import (
 )
 from slogate.client.protocol import Protocol, chat_messages
 from slogate.client.responses_stream import RESPONSES
+from slogate.client.schema_check import SchemaCheck
 from slogate.client.served_by import served_by
 from slogate.client.sse import SSEParser, SSEProtocolError
 from slogate.client.think_tags import ThinkTags
@@ -265,6 +266,7 @@ class StreamClient:
             parts.hostname, port, tls, concurrency, timeouts.connect_s, kernel_timestamps
         )
         self._count_tokens = output_token_counter(options.tokenizer)
+        self.schemas = SchemaCheck()
         self._api_key = os.environ.get(options.api_key_env, "") if options.api_key_env else ""
         prefix = parts.path.rstrip("/").removesuffix("/v1")
         host_header = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
@@ -362,6 +364,10 @@ class StreamClient:
             intended_output_tokens=turn.intended_output_tokens,
             endpoint=self.endpoint,
         )
+        constraint = turn.constraint
+        if constraint is not None:
+            record.constrained = constraint.response_format is not None
+            record.schema_first = record.constrained and self.schemas.first_sight(constraint.key)
         stream = StreamInterpreter(record, self.protocol.parse or parse_chunk, self._think_tags())
         pool = self.pool
         writing = _Once(writing)
@@ -400,6 +406,8 @@ class StreamClient:
             and len(text) == sum(record.chunk_chars)  # no reasoning or tool-call output
         ):
             record.tokenizer_tokens = self._count_tokens(text)
+        if constraint is not None and record.ok:  # once, the stream over: off its reads
+            record.schema_error = self.schemas.problem(constraint, text, record.finish_reason)
         return StreamResult(record, text, stream.tool_calls if record.tool_calls else [])
 
     def _fail(self, stream: StreamInterpreter, kind: ErrorKind, message: str) -> None:

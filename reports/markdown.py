@@ -209,6 +209,23 @@ def speculation_lines(summary: Summary) -> list[str]:
     return ["", *lines] if lines else []
 
 
+def structured_lines(summary: Summary) -> list[str]:
+    """Each scenario's structured outputs: validity, the constrained split
+    and the compile gap, and the first answer that broke its schema."""
+    lines = []
+    for name, scenario in summary.scenarios.items():
+        so = scenario.structured_output
+        if so:
+            lines.append(
+                f"- {md(name)}: schema validity {percent(so.validity)} "
+                f"({num(so.invalid)} of {num(so.constrained)} answers broke their schema); "
+                f"TTFT p50 constrained {num(so.ttft_constrained_ms.p50)} ms, unconstrained "
+                f"{num(so.ttft_unconstrained_ms.p50)} ms; compile gap {num(so.compile_gap_ms)} ms"
+            )
+            lines += [f"  - {md(sample)}" for sample in so.invalid_samples[:1]]
+    return ["", *lines] if lines else []
+
+
 def session_lines(summary: Summary) -> list[str]:
     """Each replayed agent tree scenario's session table: wall time, engine
     and tool time, requests and tokens per complete session, TTFT by context."""
@@ -337,6 +354,7 @@ def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> 
     lines += ["", *slo_rows(summary)]
     lines += prefix_cache_lines(summary)
     lines += speculation_lines(summary)
+    lines += structured_lines(summary)
     lines += session_lines(summary)
     lines += why_lines(summary)
     lines += engine_latency_lines(summary)

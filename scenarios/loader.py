@@ -57,6 +57,7 @@ from slogate.scenarios.sections import (
     read_slo_tiers,
     read_timeouts,
 )
+from slogate.scenarios.structured import STRUCTURED_FIELDS, read_structured
 from slogate.scenarios.units import parse_duration
 from slogate.scenarios.workloads import (
     WORKLOAD_SHAPE,
@@ -105,6 +106,7 @@ SCENARIO_FIELDS = {
     "agent": nested(read_agent, section_shape(AGENT_FIELDS)),
     "images": nested(read_images, section_shape(IMAGE_FIELDS)),
     "cancel": nested(read_cancel, section_shape(CANCEL_FIELDS)),
+    "structured": nested(read_structured, section_shape(STRUCTURED_FIELDS)),
     "endpoints": nested(read_endpoints, ENDPOINTS_SHAPE),
 }
 MEMBER_FIELDS = {
@@ -320,6 +322,8 @@ def _scenario(
     cancel = f["cancel"]
     if cancel is not None and cancel.after_tokens is not None and f["api"] == "embeddings":
         reader.problem("cancel.after_tokens", "embeddings stream no tokens: use cancel.after_s")
+    if f["structured"] is not None and f["api"] != "chat":
+        reader.problem("structured", f"response_format is sent with api: chat, got api: {f['api']}")
     if len(reader.problems) > before or load is None:
         return None
     return Scenario(
@@ -336,6 +340,7 @@ def _scenario(
         agent=f["agent"],
         images=f["images"],
         cancel=f["cancel"],
+        structured=f["structured"],
         slo_tiers=f["slo_tiers"],
         endpoints=f["endpoints"] or (),
         source=str(file),

@@ -158,6 +158,8 @@ ERROR_RATE = "error_rate"
 GOODPUT = "goodput"
 # speculative decoding: the share of draft tokens the engine accepted
 ACCEPTANCE = "spec_acceptance_rate"
+# structured outputs: the share of constrained answers that met their schema
+SCHEMA_VALIDITY = "schema_validity"
 THROUGHPUT_SLOS = ("requests_per_s", "output_tokens_per_s", "input_tokens_per_s")
 
 # The lists every room reads.

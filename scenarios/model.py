@@ -43,10 +43,23 @@ class PlannedTurn:
     # send, or once this many output tokens arrived (None: never)
     cancel_after_s: float | None = None
     cancel_after_tokens: int | None = None
+    # structured outputs: None in a scenario without them; else this request's
+    # response_format (None: sent unconstrained, kept apart as such)
+    constraint: Constraint | None = None
 
     @property
     def prompt(self) -> str:
         return self.user_text if self.system_text is None else self.system_text + self.user_text
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """A request's structured-output constraint: the ``response_format`` sent
+    (None: this request goes unconstrained, beside the constrained ones) and
+    ``key``, the identity of its schema as an engine's grammar cache sees it."""
+
+    response_format: dict[str, Any] | None = None
+    key: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +254,19 @@ class TrafficClass:
 
 
 @dataclass(frozen=True, slots=True)
+class StructuredSpec:
+    """Structured outputs (``response_format``) on a ``share`` of requests:
+    ``format`` json_schema or json_object; the schemas drawn from a file's
+    (``schemas``) or from ``pool`` generated ones, or with ``pool`` 0 a new
+    generated schema per request, which no grammar cache can have seen."""
+
+    share: float
+    format: Literal["json_schema", "json_object"] = "json_schema"
+    schemas: tuple[dict[str, Any], ...] = ()
+    pool: int = 8
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     """A validated scenario. ``source`` is the file it came from and ``raw`` the
     mapping as written, kept so the report can show the scenario as run."""
@@ -260,6 +286,7 @@ class Scenario:
     agent: AgentSpec | None = None
     images: ImageSpec | None = None
     cancel: CancelSpec | None = None
+    structured: StructuredSpec | None = None
     # named sets of SLOs beside the gating ``slo``: a sweep reports the most load under each
     slo_tiers: tuple[tuple[str, SloSpec], ...] = ()
     # several endpoints of one deployment (docs/load.md, "Several endpoints")

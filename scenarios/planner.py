@@ -19,6 +19,7 @@ from slogate.scenarios.context_fit import ContextFit, fitted, fitted_conversatio
 from slogate.scenarios.images import image_pool
 from slogate.scenarios.model import Conversation, PlannedTurn, Scenario
 from slogate.scenarios.prompt_text import TokenCounter, Writer, make_writer
+from slogate.scenarios.structured import constraint, schema_pool
 from slogate.scenarios.workloads import Context, TraceWorkload
 from slogate.scenarios.workloads.agent_trace import TreeSession
 
@@ -26,6 +27,7 @@ STREAM_TAG = 0
 ARRIVALS_TAG = 2  # Context.shared_rng uses 1
 EXTRAS_TAG = 3  # agent tool latencies and image picks
 CANCEL_TAG = 4  # which requests are cancelled, and when
+STRUCTURED_TAG = 5  # which requests are constrained, and by which schema
 
 
 def prepare_text(scenario: Scenario) -> None:
@@ -74,6 +76,11 @@ class Planner:
         self._kind = scenario.workload.planner(Context(scenario, writer, rng, self._entropy))
         self._extras_rng = np.random.default_rng([*self._entropy, EXTRAS_TAG, stream])
         self._cancel_rng = np.random.default_rng([*self._entropy, CANCEL_TAG, stream])
+        self._structured_rng = np.random.default_rng([*self._entropy, STRUCTURED_TAG, stream])
+        structured = scenario.structured
+        shared = np.random.default_rng([*self._entropy, STRUCTURED_TAG])  # one pool for all
+        self._schemas = () if structured is None else schema_pool(structured, shared)
+        self._constrained = 0  # requests planned so far: a unique schema's number
         self._next = 0
         self.dropped_arrivals = 0  # open loop: arrivals left out by --fit-context drop
 
@@ -99,6 +106,8 @@ class Planner:
             )
         if self.scenario.cancel is not None:
             turns = tuple(self._with_cancel(turn) for turn in turns)
+        if self.scenario.structured is not None:
+            turns = tuple(self._with_constraint(turn) for turn in turns)
         return Conversation(self.scenario.name, index, turns)
 
     def session(self) -> TreeSession:
@@ -137,6 +146,8 @@ class Planner:
                 turn = self._with_images(turn)
             if self.scenario.cancel is not None:
                 turn = self._with_cancel(turn)
+            if self.scenario.structured is not None:
+                turn = self._with_constraint(turn)
             yield dataclasses.replace(turn, arrival_s=arrival_s)
 
     def arrival_offsets(self, rate_scale: float = 1.0) -> Iterator[float]:
@@ -170,6 +181,16 @@ class Planner:
             return dataclasses.replace(turn, cancel_after_s=float(spec.after_s.sample(rng, 1)[0]))
         tokens = max(1, round(float(spec.after_tokens.sample(rng, 1)[0])))
         return dataclasses.replace(turn, cancel_after_tokens=tokens)
+
+    def _with_constraint(self, turn: PlannedTurn) -> PlannedTurn:
+        """The turn, constrained with the scenario's share (its own seeded
+        stream: the requests stay the same with or without it)."""
+        spec = self.scenario.structured
+        assert spec is not None
+        self._constrained += 1
+        unique_id = f"{self.stream}-{self._constrained}"
+        picked = constraint(spec, self._schemas, self._structured_rng, unique_id)
+        return dataclasses.replace(turn, constraint=picked)
 
     def _with_images(self, turn: PlannedTurn) -> PlannedTurn:
         """The turn with the scenario's images, picked from the shared pool."""

@@ -18,7 +18,13 @@ from slogate.scenarios.limits import (
     MAX_TOKENS,
     MAX_USERS,
 )
-from slogate.scenarios.metrics import ACCEPTANCE, GOODPUT_LIMITS, SLO_KEYS, THROUGHPUT_SLOS
+from slogate.scenarios.metrics import (
+    ACCEPTANCE,
+    GOODPUT_LIMITS,
+    SCHEMA_VALIDITY,
+    SLO_KEYS,
+    THROUGHPUT_SLOS,
+)
 from slogate.scenarios.model import (
     AgentSpec,
     CancelSpec,
@@ -461,6 +467,7 @@ def read_cancel(reader: Reader, value: Any, path: str) -> CancelSpec | None:
 
 LATENCY_FIELDS = {stat: optional(number(gt=0)) for stat in STATS}
 MINIMUM_FIELDS = {"min": required(number(gt=0))}
+FRACTION_FIELDS = {"min": required(number(gt=0, le=1))}
 GOODPUT_FIELDS = {
     "min": optional(number(ge=0, le=1)),
     **{key: optional(number(gt=0)) for key in GOODPUT_LIMITS},
@@ -496,7 +503,7 @@ def _goodput(reader: Reader, value: Any, path: str) -> GoodputSpec | None:
 
 
 ERROR_RATE_FIELDS = {"max": required(number(ge=0, le=1))}
-ACCEPTANCE_FIELDS = {"min": required(number(gt=0, le=1))}
+ACCEPTANCE_FIELDS = FRACTION_FIELDS
 THROUGHPUT_FIELDS = {
     metric: nested(_minimum, section_shape(MINIMUM_FIELDS)) for metric in THROUGHPUT_SLOS
 }
@@ -511,6 +518,9 @@ SLO_FIELDS = {
     "goodput": nested(_goodput, GOODPUT_SHAPE),
     ACCEPTANCE: nested(
         lambda r, v, p: r.section(v, p, ACCEPTANCE_FIELDS), section_shape(ACCEPTANCE_FIELDS)
+    ),
+    SCHEMA_VALIDITY: nested(
+        lambda r, v, p: r.section(v, p, FRACTION_FIELDS), section_shape(FRACTION_FIELDS)
     ),
 }
 SLO_TIERS_SHAPE: Shape = {
@@ -541,6 +551,9 @@ def read_slo(reader: Reader, value: Any, path: str) -> SloSpec | None:
     goodput = f["goodput"]
     if goodput is not None and goodput.min_fraction is not None:
         thresholds.append(Threshold("goodput", "fraction", goodput.min_fraction, "min"))
+    if f[SCHEMA_VALIDITY]:
+        limit = f[SCHEMA_VALIDITY]["min"]
+        thresholds.append(Threshold(SCHEMA_VALIDITY, "fraction", limit, "min"))
     return SloSpec(thresholds=tuple(thresholds), goodput=goodput)
 
 

@@ -31,6 +31,7 @@ import orjson
 
 from slogate.simengine.engine import TokenStream
 from slogate.simengine.faults import FaultPlan
+from slogate.simengine.grammar import JsonText
 from slogate.simengine.scheduler import Sequence
 from slogate.simengine.token_io import Prose
 
@@ -320,7 +321,7 @@ class SseStream(TokenStream):
         seq: Sequence,
         *,
         encoder: Encoder,
-        prose: Prose,
+        prose: Prose | JsonText,
         text_start: int,
         interval: int,
         faults: FaultPlan,

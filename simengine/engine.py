@@ -33,6 +33,7 @@ from typing import Any
 
 from slogate.simengine.adapters import AdapterCost
 from slogate.simengine.config import EngineConfig
+from slogate.simengine.grammar import MASK_S
 from slogate.simengine.profiles import ProfileError
 from slogate.simengine.prometheus import EngineMetrics
 from slogate.simengine.scheduler import Scheduler, Sequence, Status
@@ -109,6 +110,7 @@ class Engine:
         self.busy_model_s = 0.0  # model time spent in steps: the GPUs' busy time
         self._work = asyncio.Event()
         self._in_front_end: set[Sequence] = set()
+        self._constrained: set[Sequence] = set()  # structured outputs: masked every step
         self._task: asyncio.Task[None] | None = None
         self._lateness: deque[float] = deque(maxlen=1 << 16)
         self._stats_since = (time.monotonic(), time.process_time(), 0, 0)
@@ -158,6 +160,11 @@ class Engine:
         else:
             self._schedule(seq)
 
+    def constrain(self, seq: Sequence) -> None:
+        """``seq`` decodes under a grammar: each of its steps computes its
+        token mask (``simengine/grammar.py``), until it ends or is aborted."""
+        self._constrained.add(seq)
+
     def _schedule(self, seq: Sequence) -> None:
         if seq.status == Status.ABORTED:  # the client left while in the front end
             return
@@ -171,6 +178,7 @@ class Engine:
         self.metrics.ttft.observe(self.model_time() - seq.arrival)
 
     def abort(self, seq: Sequence) -> None:
+        self._constrained.discard(seq)
         if seq in self._in_front_end:
             self._in_front_end.discard(seq)
             seq.status = Status.ABORTED
@@ -195,6 +203,8 @@ class Engine:
             self.busy_model_s += step.duration
             if self._adapters is not None:
                 self._model_now += self._adapters.seconds(step.seqs)
+            if self._constrained:
+                self._model_now += MASK_S * len(self._constrained.intersection(step.seqs))
             deadline = self._real_time(self._model_now)
             await self._sleep_until(loop, deadline)
             late = loop.time() - deadline

@@ -16,6 +16,8 @@ during a run (``POST /admin/faults``). Rates are probabilities per request.
 ``stall_count``      ...and/or the next N streams (1 = stall once)
 ``header_delay_s``   delay before the response headers (seconds, wall clock),
 ``header_delay_rate`` applied to this fraction of requests
+``invalid_json_rate`` a structured-output answer (``response_format``) cut
+                     short of its closing brace: not JSON, not its schema
 ===================  =====================================================
 
 Mid-stream faults strike after a uniformly drawn number of output tokens (at
@@ -50,6 +52,7 @@ class Faults:
     stall_count: int = 0
     header_delay_s: float = 0.0
     header_delay_rate: float = 0.0
+    invalid_json_rate: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -89,6 +92,7 @@ class FaultPlan:
     malformed_at: int | None = None
     stall_at: int | None = None
     stall_s: float = 0.0
+    invalid_json: bool = False
 
 
 NO_FAULTS = FaultPlan()
@@ -144,4 +148,6 @@ class FaultInjector:
             malformed_at=position(f.malformed_rate),
             stall_at=stall_at,
             stall_s=f.stall_s,
+            # drawn only when set: the other faults' draws stay as they were
+            invalid_json=f.invalid_json_rate > 0 and rng.random() < f.invalid_json_rate,
         )

@@ -41,6 +41,13 @@ from slogate.simengine.embeddings import (
 )
 from slogate.simengine.engine import Engine, TokenStream
 from slogate.simengine.faults import FaultError, FaultInjector, FaultPlan
+from slogate.simengine.grammar import (
+    Grammars,
+    JsonText,
+    answer_text,
+    answer_tokens,
+    constraint_of,
+)
 from slogate.simengine.kvcache import block_hashes
 from slogate.simengine.messages_sse import MessagesEncoder
 from slogate.simengine.power import PowerModel
@@ -59,7 +66,7 @@ from slogate.simengine.requests import (
     responses_messages,
     thinking_enabled,
 )
-from slogate.simengine.response_length import EosDistribution, plan_output
+from slogate.simengine.response_length import EosDistribution, OutputPlan, plan_output
 from slogate.simengine.responses_sse import ResponsesEncoder
 from slogate.simengine.scheduler import Sequence
 from slogate.simengine.vision import ImageError, image_urls, vision_cost
@@ -98,6 +105,7 @@ class State:
     rng: random.Random
     pool: ThreadPoolExecutor
     created: int
+    grammars: Grammars  # structured outputs: the compiled grammars' cache
     name: str | None = None  # the replica's name in a deployment (simengine/deployment.py)
     loaded_adapters: dict[str, asyncio.Future[None]] = field(default_factory=dict)
 
@@ -376,9 +384,17 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
         ignore_eos=bool(body.get("ignore_eos")),
     )
     thinking = reasoning_length(state, body, api, plan.tokens)
+    grammar = constraint_of(body) if api == "chat" else None
+    answer = None
+    if grammar is not None:  # the answer is the schema's document, no reasoning before it
+        answer = answer_text(grammar[1], state.rng)
+        needed = answer_tokens(answer)
+        plan, thinking = OutputPlan(min(needed, limit), needed <= limit), 0
     faults = state.faults.draw(plan.tokens)
     if faults.header_delay_s:
         await asyncio.sleep(faults.header_delay_s)
+    if grammar is not None:
+        await state.grammars.ready(grammar[0])  # its compile, on first sight: part of TTFT
     if faults.http_status is not None:
         kinds = {429: "RateLimitError", 500: "InternalServerError", 503: "ServiceUnavailableError"}
         return error_response(
@@ -408,12 +424,16 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
         seq.num_computed = len(ids) - 1
         seq.num_cached_tokens = prefilled.cached_tokens
     text_start = state.rng.choice(state.prose.word_starts)
+    source: text.Prose | JsonText = state.prose
+    if answer is not None:
+        source, text_start = JsonText(answer, faults.invalid_json), 0
+        state.engine.constrain(seq)
     try:
         if body.get("stream"):
             sink = SseStream(
                 seq,
                 encoder=_encoder(api, body, state, seq, thinking, conversation or []),
-                prose=state.prose,
+                prose=source,
                 text_start=text_start,
                 interval=config.stream_interval,
                 faults=faults,
@@ -427,7 +447,7 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
         tokens.adapter = adapter
         state.engine.submit(seq, received)
         reply = Reply(api, request_id, text_start, thinking)
-        return await _whole(request, state, tokens, faults, reply)
+        return await _whole(request, state, tokens, faults, reply, source)
     except ConnectionResetError:  # the client went away
         return web.Response(status=499)  # never sent: the connection is gone
     finally:
@@ -488,7 +508,12 @@ async def _stream(request: web.Request, sink: SseStream) -> web.StreamResponse:
 
 
 async def _whole(
-    request: web.Request, state: State, tokens: TokenStream, faults: FaultPlan, reply: Reply
+    request: web.Request,
+    state: State,
+    tokens: TokenStream,
+    faults: FaultPlan,
+    reply: Reply,
+    prose: text.Prose | JsonText,
 ) -> web.StreamResponse:
     """A non-streamed reply, sent when the sequence is done (or its fault strikes)."""
     seq = tokens.seq
@@ -509,7 +534,6 @@ async def _whole(
     # The EOS token, when the sequence stops on it, has no text.
     text_tokens = seq.max_output - (1 if seq.stops_at_eos else 0)
     thinking = min(reply.reasoning_tokens, text_tokens)
-    prose = state.prose
     reasoning = prose.text_slice(reply.text_start, thinking) if thinking else ""
     answer = prose.text_slice(reply.text_start + thinking, text_tokens - thinking)
     finish = seq.finish_reason
@@ -655,6 +679,7 @@ def create_app(
         rng=random.Random(config.seed),
         pool=ThreadPoolExecutor(max_workers=2, thread_name_prefix="simengine-tokenize"),
         created=int(time.time()),
+        grammars=Grammars(config.speedup),
         name=name,
     )
     app.on_response_prepare.append(mark_served_by)

@@ -261,6 +261,30 @@ class EngineSpeculation(Contract):
     windows: list[SpeculationWindow] = Field(default_factory=list)
 
 
+class StructuredOutput(Contract):
+    """Structured outputs (``response_format``): the constrained successful
+    requests, how many answers met their schema (``validity``: the share),
+    those that broke it named (``invalid_samples``); TTFT and TPOT of the
+    constrained and unconstrained requests apart; and a constrained
+    request's TTFT by whether its schema was new to its load process or seen
+    before, whose medians' difference (``compile_gap_ms``) is the engine's
+    grammar compile as the client sees it."""
+
+    constrained: int
+    valid: int
+    invalid: int
+    validity: Number = None
+    invalid_samples: list[str] = Field(default_factory=list)
+    schema_first: int
+    ttft_constrained_ms: Distribution
+    ttft_unconstrained_ms: Distribution
+    tpot_constrained_ms: Distribution
+    tpot_unconstrained_ms: Distribution
+    ttft_schema_first_ms: Distribution
+    ttft_schema_cached_ms: Distribution
+    compile_gap_ms: Number = None
+
+
 class StageSummary(Contract):
     requests: Requests
     throughput: Throughput
@@ -352,6 +376,7 @@ class ScenarioSummary(Contract):
     sessions: Sessions | None = None
     prefix_cache: PrefixCache | None = None
     speculation: ReplySpeculation | None = None
+    structured_output: StructuredOutput | None = None
     stages: dict[str, StageSummary] = Field(default_factory=dict)
     slices: list[SliceSummary] = Field(default_factory=list)
     endpoints: dict[str, ApartSummary] = Field(default_factory=dict)

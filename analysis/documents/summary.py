@@ -30,6 +30,8 @@ from slogate.analysis.measurement.recorder import (
     MAX_REPLICAS,
     OTHER_REPLICAS,
     PROBE,
+    SCHEMA_CACHED,
+    SCHEMA_FIRST,
     SESSION_CACHE_HIT,
     Bucket,
     Counters,
@@ -383,6 +385,38 @@ def prefix_cache_block(bucket: Bucket) -> dict[str, Any] | None:
     }
 
 
+def structured_block(bucket: Bucket) -> dict[str, Any] | None:
+    """Structured outputs: validity, the constrained/unconstrained split and
+    the compile gap (None: the scenario sent no response_format)."""
+    c = bucket.counters
+    histograms = bucket.histograms
+    if not c.constrained and "ttft_unconstrained" not in histograms:
+        return None
+    valid = c.constrained - c.schema_invalid
+    split = {
+        f"{metric}_{kind}_ms": distribution(histograms.histogram(f"{metric}_{kind}"))
+        for metric in ("ttft", "tpot")
+        for kind in ("constrained", "unconstrained")
+    }
+    first = distribution(histograms.histogram(SCHEMA_FIRST))
+    cached = distribution(histograms.histogram(SCHEMA_CACHED))
+    gap = None
+    if first["p50"] is not None and cached["p50"] is not None:
+        gap = rounded(first["p50"] - cached["p50"])
+    return {
+        "constrained": c.constrained,
+        "valid": valid,
+        "invalid": c.schema_invalid,
+        "validity": rounded(valid / c.constrained, 6) if c.constrained else None,
+        "invalid_samples": [redact_text(s) for s in c.schema_invalid_samples],
+        "schema_first": c.schema_first,
+        **split,
+        "ttft_schema_first_ms": first,
+        "ttft_schema_cached_ms": cached,
+        "compile_gap_ms": gap,
+    }
+
+
 def turn_number(name: str) -> int:
     return int(name.removeprefix("ttft_turn_"))
 
@@ -577,6 +611,7 @@ def scenario_block(run: RunData, name: str, verdict: RunVerdict) -> dict[str, An
         "sessions": sessions_block(bucket),
         "prefix_cache": prefix_cache_block(bucket),
         "speculation": replies_block(c),
+        "structured_output": structured_block(bucket),
         "stages": {
             stage: stage_block(
                 b, stage_seconds(load, stage, b.counters), stage_rate(load, stage, weight)

@@ -56,6 +56,9 @@ OVERALL = "all"
 HEAD = "head:"  # ``--warmup auto``: the first half of the run, by segment, until the cut
 PROBE = "probe"  # ``--probes``: requests sent beside the load, in no bucket of its own
 SESSION_CACHE_HIT = "session_cache_hit"  # per mille, one sample per conversation
+# structured outputs: a constrained request's TTFT by its schema, new or seen
+SCHEMA_FIRST = "ttft_schema_first"
+SCHEMA_CACHED = "ttft_schema_cached"
 K = TypeVar("K")
 W = TypeVar("W", tuple[str, int], tuple[str, str, int])  # a window's key: its index last
 
@@ -131,6 +134,13 @@ class Counters:
     spec_reported: int = 0
     draft_tokens: int = 0
     accepted_tokens: int = 0
+    # structured outputs: successful requests sent with a response_format, those
+    # whose schema was new to their load process, those whose answer broke it
+    # (and a few of them, named)
+    constrained: int = 0
+    schema_first: int = 0
+    schema_invalid: int = 0
+    schema_invalid_samples: list[str] = field(default_factory=list)
     # agent sessions: finished with an answer, cut at the step limit, failed
     sessions: int = 0
     sessions_unfinished: int = 0
@@ -187,6 +197,11 @@ class Counters:
         self.spec_reported += other.spec_reported
         self.draft_tokens += other.draft_tokens
         self.accepted_tokens += other.accepted_tokens
+        self.constrained += other.constrained
+        self.schema_first += other.schema_first
+        self.schema_invalid += other.schema_invalid
+        room = ERROR_SAMPLES_PER_KIND - len(self.schema_invalid_samples)
+        self.schema_invalid_samples.extend(other.schema_invalid_samples[:room])
         self.sessions += other.sessions
         self.sessions_unfinished += other.sessions_unfinished
         self.sessions_failed += other.sessions_failed
@@ -225,6 +240,10 @@ class Counters:
             "spec_reported": self.spec_reported,
             "draft_tokens": self.draft_tokens,
             "accepted_tokens": self.accepted_tokens,
+            "constrained": self.constrained,
+            "schema_first": self.schema_first,
+            "schema_invalid": self.schema_invalid,
+            "schema_invalid_samples": self.schema_invalid_samples,
             "sessions": self.sessions,
             "sessions_unfinished": self.sessions_unfinished,
             "sessions_failed": self.sessions_failed,
@@ -310,6 +329,39 @@ def count_into(counters: Counters, record: RequestRecord, m: RequestMetrics, goo
         counters.spec_reported += 1
         counters.draft_tokens += record.draft_tokens
         counters.accepted_tokens += record.accepted_tokens
+    if record.constrained:
+        count_constrained(counters, record)
+
+
+def count_constrained(counters: Counters, record: RequestRecord) -> None:
+    """A successful constrained request: counted, and when its answer broke its
+    schema, named with the reason (a few per bucket)."""
+    counters.constrained += 1
+    counters.schema_first += record.schema_first
+    if record.schema_error is None:
+        return
+    counters.schema_invalid += 1
+    if len(counters.schema_invalid_samples) < ERROR_SAMPLES_PER_KIND:
+        where = f"conversation {record.conversation} turn {record.turn}"
+        counters.schema_invalid_samples.append(
+            f"{where}: {record.schema_error}"[:ERROR_SAMPLE_CHARS]
+        )
+
+
+def record_constraint(hist: HistogramSet, record: RequestRecord, m: RequestMetrics) -> None:
+    """A request of a scenario with structured outputs: its TTFT and TPOT kept
+    apart by constrained or not, and a constrained one's TTFT by whether its
+    schema was new (the engine compiled a grammar) or seen before (cached).
+    A scenario without structured outputs records nothing here."""
+    if record.constrained is None:
+        return
+    kind = "constrained" if record.constrained else "unconstrained"
+    if m.ttft_ns is not None:
+        hist.record_ns(f"ttft_{kind}", m.ttft_ns)
+        if record.constrained:
+            hist.record_ns(SCHEMA_FIRST if record.schema_first else SCHEMA_CACHED, m.ttft_ns)
+    if m.tpot_ns is not None:
+        hist.record_ns(f"tpot_{kind}", m.tpot_ns)
 
 
 def cache_hit(record: RequestRecord) -> bool:
@@ -422,6 +474,7 @@ def record_into(
     if m.ttft_ns is not None:
         hist.record_ns(f"ttft_turn_{min(record.turn + 1, MAX_TURN_BUCKET)}", m.ttft_ns)
         hist.record_ns("ttft_cache_hit" if cache_hit(record) else "ttft_cache_miss", m.ttft_ns)
+    record_constraint(hist, record, m)
     if record.input_tokens:
         if m.ttft_ns is not None:
             hist.record_ns(ttft_band(record.input_tokens), m.ttft_ns)

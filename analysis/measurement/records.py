@@ -182,6 +182,13 @@ class RequestRecord:
     engine_queue_ms: float | None = None
     engine_prefill_ms: float | None = None
     engine_prompt_tokens: int | None = None
+    # structured outputs: sent with a response_format (None: its scenario
+    # sends none, False: sent unconstrained beside those that are), its schema
+    # new to this load process (the engine compiles its grammar), and why the
+    # answer broke its schema (None: it met it)
+    constrained: bool | None = None
+    schema_first: bool = False
+    schema_error: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -65,6 +65,7 @@ from slogate.scenarios.metrics import (
     GOODPUT,
     LATENCY,
     MS,
+    SCHEMA_VALIDITY,
     THROUGHPUT_SLOS,
     names_of,
 )
@@ -75,7 +76,7 @@ US_PER_MS = 1000.0
 GAP_METRICS = names_of(GAP)
 # Chunks read together over this share of the gaps blur ITL's p99 (diagnosis).
 SAME_READ_SHARE = 0.01
-RATE_METRICS = (ERROR_RATE, GOODPUT)
+RATE_METRICS = (ERROR_RATE, GOODPUT, SCHEMA_VALIDITY)
 # judged as fractions 0..1, shown in percent
 FRACTION_METRICS = (*RATE_METRICS, ACCEPTANCE)
 THROUGHPUT_METRICS = THROUGHPUT_SLOS
@@ -232,9 +233,14 @@ def evaluate_latency(
 
 
 def evaluate_proportion(scenario: str, threshold: Threshold, counters: Counters) -> SloResult:
-    """Error rate (failed / all) or goodput fraction (good / all, errors are misses)."""
-    n = counters.total
-    hits = counters.failed if threshold.metric == "error_rate" else counters.good
+    """Error rate (failed / all), goodput fraction (good / all, errors are
+    misses) or schema validity (answers that met their schema / constrained
+    successful requests)."""
+    n, hits = {
+        "error_rate": (counters.total, counters.failed),
+        "goodput": (counters.total, counters.good),
+        "schema_validity": (counters.constrained, counters.constrained - counters.schema_invalid),
+    }[threshold.metric]
     if n == 0:
         return SloResult(
             scenario, threshold, Verdict.INCONCLUSIVE, None, None, None, 0, 1, "no requests"
