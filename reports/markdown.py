@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +28,13 @@ from slogate.reports.html import (
 from slogate.scenarios.metrics import E2E, TTFT
 
 if TYPE_CHECKING:  # pydantic: not in load processes
-    from slogate.analysis.documents.contracts import BaselineError, Comparison, SloEntry, Summary
+    from slogate.analysis.documents.contracts import (
+        BaselineError,
+        Comparison,
+        ScenarioSummary,
+        SloEntry,
+        Summary,
+    )
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 VERDICT_MARK = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️", "invalid": "⛔"}
@@ -176,17 +182,14 @@ def engine_latency_lines(summary: Summary) -> list[str]:
     return ["", *lines] if lines else []
 
 
-def prefix_cache_lines(summary: Summary) -> list[str]:
-    """Each scenario's prefix-cache hit rate from the replies, when they said."""
-    lines = []
-    for name, scenario in summary.scenarios.items():
-        cache = scenario.prefix_cache
-        if cache:
-            lines.append(
-                f"- {md(name)}: prefix-cache hit rate {percent(cache.hit_rate)} of prompt tokens, "
-                f"{num(cache.hit_requests)} of {num(cache.requests)} requests hit; TTFT p50 "
-                f"hit {num(cache.ttft_hit_ms.p50)} ms, miss {num(cache.ttft_miss_ms.p50)} ms"
-            )
+def scenario_lines(
+    summary: Summary, lines_of: Callable[[str, ScenarioSummary], list[str]]
+) -> list[str]:
+    """Each scenario's lines (``lines_of``: none when it has nothing to say),
+    after a blank line when any has some."""
+    lines = [
+        line for name, scenario in summary.scenarios.items() for line in lines_of(name, scenario)
+    ]
     return ["", *lines] if lines else []
 
 
@@ -209,21 +212,31 @@ def speculation_lines(summary: Summary) -> list[str]:
     return ["", *lines] if lines else []
 
 
-def structured_lines(summary: Summary) -> list[str]:
-    """Each scenario's structured outputs: validity, the constrained split
-    and the compile gap, and the first answer that broke its schema."""
-    lines = []
-    for name, scenario in summary.scenarios.items():
-        so = scenario.structured_output
-        if so:
-            lines.append(
-                f"- {md(name)}: schema validity {percent(so.validity)} "
-                f"({num(so.invalid)} of {num(so.constrained)} answers broke their schema); "
-                f"TTFT p50 constrained {num(so.ttft_constrained_ms.p50)} ms, unconstrained "
-                f"{num(so.ttft_unconstrained_ms.p50)} ms; compile gap {num(so.compile_gap_ms)} ms"
-            )
-            lines += [f"  - {md(sample)}" for sample in so.invalid_samples[:1]]
-    return ["", *lines] if lines else []
+def prefix_cache_lines(name: str, scenario: ScenarioSummary) -> list[str]:
+    """A scenario's prefix-cache hit rate from the replies, when they said."""
+    cache = scenario.prefix_cache
+    if not cache:
+        return []
+    return [
+        f"- {md(name)}: prefix-cache hit rate {percent(cache.hit_rate)} of prompt tokens, "
+        f"{num(cache.hit_requests)} of {num(cache.requests)} requests hit; TTFT p50 "
+        f"hit {num(cache.ttft_hit_ms.p50)} ms, miss {num(cache.ttft_miss_ms.p50)} ms"
+    ]
+
+
+def structured_lines(name: str, scenario: ScenarioSummary) -> list[str]:
+    """A scenario's structured outputs: validity, the constrained split and
+    the compile gap, and the first answer that broke its schema."""
+    so = scenario.structured_output
+    if not so:
+        return []
+    return [
+        f"- {md(name)}: schema validity {percent(so.validity)} "
+        f"({num(so.invalid)} of {num(so.constrained)} answers broke their schema); "
+        f"TTFT p50 constrained {num(so.ttft_constrained_ms.p50)} ms, unconstrained "
+        f"{num(so.ttft_unconstrained_ms.p50)} ms; compile gap {num(so.compile_gap_ms)} ms",
+        *(f"  - {md(sample)}" for sample in so.invalid_samples[:1]),
+    ]
 
 
 def session_lines(summary: Summary) -> list[str]:
@@ -352,9 +365,9 @@ def summary_markdown(summary: Summary | Mapping[str, Any], report_link: str) -> 
         ]
     lines += [f"- {md(reason)}" for reason in summary.invalid_reasons]
     lines += ["", *slo_rows(summary)]
-    lines += prefix_cache_lines(summary)
+    lines += scenario_lines(summary, prefix_cache_lines)
     lines += speculation_lines(summary)
-    lines += structured_lines(summary)
+    lines += scenario_lines(summary, structured_lines)
     lines += session_lines(summary)
     lines += why_lines(summary)
     lines += engine_latency_lines(summary)

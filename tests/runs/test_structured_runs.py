@@ -8,38 +8,15 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
 
 import pytest
 from loadruns import slogate, summary
-from yaml import safe_dump
+from structured_cases import structured_scenario
 
 from slogate.analysis.verdict.exitcodes import EXIT_FAIL, EXIT_PASS
 from slogate.engines.simulated import start_engine
 
 pytestmark = pytest.mark.slow
-
-
-def scenario(tmp_path: Path) -> Path:
-    """Half the requests constrained, by two pooled schemas: each has one
-    first-seen request per load process, the rest hit the engine's cache."""
-    data: dict[str, Any] = {
-        "name": "so",
-        "api": "chat",
-        "workload": {
-            "kind": "chat",
-            "turns": 1,
-            "input_tokens": 256,
-            "output_tokens": 160,
-            "think_time_s": 0.1,
-        },
-        "structured": {"share": 0.5, "pool": 2},
-        "load": {"users": 6, "spawn_rate": 6, "duration": "12s"},
-        "slo": {"schema_validity": {"min": 0.99}},
-    }
-    path = tmp_path / "so.yaml"
-    path.write_text(safe_dump(data))
-    return path
 
 
 def junit_case(out: Path, name: str) -> ET.Element:
@@ -49,7 +26,7 @@ def junit_case(out: Path, name: str) -> ET.Element:
 
 def test_an_engine_that_follows_the_schemas_passes_with_the_split_and_the_gap(tmp_path):
     out = tmp_path / "out"
-    done = slogate("run", str(scenario(tmp_path)), "--out", str(out))
+    done = slogate("run", str(structured_scenario(tmp_path)), "--out", str(out))
     assert done.returncode == EXIT_PASS, done.stderr[-3000:]
     so_block = summary(out)["scenarios"]["so"]
     so = so_block["structured_output"]
@@ -71,7 +48,9 @@ def test_an_engine_that_follows_the_schemas_passes_with_the_split_and_the_gap(tm
 def test_an_engine_that_breaks_a_share_fails_the_gate_naming_the_answers(tmp_path):
     out = tmp_path / "out"
     with start_engine(faults={"invalid_json_rate": 0.3}) as engine:
-        done = slogate("run", str(scenario(tmp_path)), "--host", engine.url, "--out", str(out))
+        done = slogate(
+            "run", str(structured_scenario(tmp_path)), "--host", engine.url, "--out", str(out)
+        )
     assert done.returncode == EXIT_FAIL, done.stderr[-3000:]
     so_block = summary(out)["scenarios"]["so"]
     so = so_block["structured_output"]
