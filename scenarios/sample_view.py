@@ -55,7 +55,7 @@ def _conversations(planners: list[Planner], seed: int) -> Iterator[PlannedTurn]:
 def describe(turn: PlannedTurn) -> dict[str, Any]:
     """A JSON-able summary of one planned request, with a one-line text preview."""
     preview = " ".join(turn.user_text[: PREVIEW_CHARS * 2].split())[:PREVIEW_CHARS]
-    return {
+    row = {
         "scenario": turn.scenario,
         "conversation": turn.conversation,
         "turn": turn.turn,
@@ -68,3 +68,6 @@ def describe(turn: PlannedTurn) -> dict[str, Any]:
         "history_messages": None if turn.history is None else len(turn.history),
         "preview": preview,
     }
+    if turn.constraint is not None:  # structured outputs: what is sent (None: unconstrained)
+        row["response_format"] = turn.constraint.response_format
+    return row

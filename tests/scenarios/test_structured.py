@@ -133,3 +133,10 @@ def test_the_validity_slo_is_a_minimum_fraction(tmp_path):
     assert scenario.slo.thresholds == (Threshold("schema_validity", "fraction", 0.99, "min"),)
     path.write_text(path.read_text().replace("0.99", "1.5"))
     assert "slo.schema_validity.min" in problems(path)
+
+
+def test_the_sample_shows_what_each_request_sends(tmp_path):
+    [scenario] = scenarios.load(scenario_path(tmp_path, "{share: 0.5, format: json_object}"))
+    rows = list(scenarios.sample_requests([scenario], 40))
+    sent = [row["response_format"] for row in rows]
+    assert {json.dumps(s) for s in sent} == {"null", '{"type": "json_object"}'}
