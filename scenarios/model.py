@@ -181,7 +181,7 @@ class Threshold:
     """One SLO: ``metric`` (ttft_ms, itl_ms, tpot_ms, e2e_ms, the answer's
     ttfa_ms, reasoning_ms, answer_itl_ms, answer_tpot_ms, the per-request
     counts reasoning_tokens, answer_tokens, output_tokens, error_rate,
-    requests_per_s, output_tokens_per_s, goodput) at ``stat`` (p50..p999, max,
+    requests_per_s, output_tokens_per_s, goodput, schema_validity) at ``stat`` (p50..p999, max,
     mean, rate, min) must be <= ``limit`` (``kind == "max"``) or >= it (``"min"``)."""
 
     metric: str
