@@ -30,6 +30,8 @@ __all__ = [
     "constraint",
     "generated_schema",
     "read_structured",
+    "response_format",
+    "schema_key",
     "schema_pool",
 ]
 
@@ -106,6 +108,9 @@ def _file_schemas(reader: Reader, value: str, path: str) -> tuple[dict[str, Any]
         reader.problem(path, f"{file}: not JSON or YAML: {exc}")
         return ()
     entries = loaded if isinstance(loaded, list) else [loaded]
+    if not entries:
+        reader.problem(path, f"{file}: an empty list; expected a JSON Schema or a list of them")
+        return ()
     from jsonschema import SchemaError, validators  # only scenarios with a schema file pay
 
     schemas = []

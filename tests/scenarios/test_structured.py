@@ -140,3 +140,9 @@ def test_the_sample_shows_what_each_request_sends(tmp_path):
     rows = list(scenarios.sample_requests([scenario], 40))
     sent = [row["response_format"] for row in rows]
     assert {json.dumps(s) for s in sent} == {"null", '{"type": "json_object"}'}
+
+
+def test_an_empty_schema_list_is_refused(tmp_path):
+    (tmp_path / "none.json").write_text("[]")
+    found = problems(scenario_path(tmp_path, "{share: 1, schema_file: none.json}"))
+    assert "an empty list" in found["structured.schema_file"]
