@@ -21,8 +21,12 @@ pytestmark = [*VLLM_MARKS, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT_S = 240
 # Compact JSON: with whitespace allowed between tokens, random weights pick
-# whitespace far more often than the next key and run out of tokens.
-COMPACT = ("--structured-outputs-config", '{"disable_any_whitespace": true}')
+# whitespace far more often than the next key and run out of tokens (the
+# option needs a backend named: "auto" refuses it).
+COMPACT = (
+    "--structured-outputs-config",
+    '{"backend": "xgrammar", "disable_any_whitespace": true}',
+)
 
 
 def test_vllm_follows_the_schemas(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
