@@ -1,7 +1,12 @@
 """Structured outputs against llama.cpp (issue 40, item 2): llama-server
 turns each ``response_format`` schema into a grammar and SmolLM2's answers
 follow it, so a run reports validity 100%, with TTFT and TPOT apart for the
-constrained and unconstrained requests."""
+constrained and unconstrained requests.
+
+The schema is a small one from a file: llama.cpp checks its grammar against
+the whole vocabulary at every step, and on the shared 2-core machine a
+generated schema's answer (about 150 tokens, indented) decoded at 0.3 to 2
+tokens/s and outlived a 90 s run."""
 
 from __future__ import annotations
 
@@ -17,22 +22,26 @@ from slogate.analysis.verdict.exitcodes import EXIT_INCONCLUSIVE, EXIT_PASS
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.xdist_group("llamacpp"), pytest.mark.slow]
 
-# Four slots decode together: on a shared 2-core machine one stream ran at 3
-# tokens/s (two requests in 90 s), and three in four requests are constrained
-# so that a few finish whatever the load.
 SLOTS = 4
 RUN_TIMEOUT_S = 300
+SMALL = {
+    "type": "object",
+    "properties": {"mood": {"type": "string", "enum": ["calm", "busy"]}},
+    "required": ["mood"],
+    "additionalProperties": False,
+}
 
 
-def test_llama_server_follows_the_schemas(
+def test_llama_server_follows_the_schema(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:
+    (tmp_path / "small.json").write_text(json.dumps(SMALL))
     path = structured_scenario(
         tmp_path,
-        workload={"input_tokens": 64, "output_tokens": 160},
-        structured={"share": 0.75},
-        load={"users": SLOTS, "spawn_rate": SLOTS, "duration": "120s", "warmup": "0s"},
-        timeouts={"first_token": "120s", "stall": "60s"},
+        workload={"input_tokens": 32, "output_tokens": 48},
+        structured={"share": 0.75, "schema_file": "small.json", "pool": None},
+        load={"users": SLOTS, "spawn_rate": SLOTS, "duration": "60s", "warmup": "0s"},
+        timeouts={"first_token": "60s", "stall": "60s"},
     )
     out = tmp_path / "out"
     with llama_server(tmp_path_factory, SLOTS) as server:
@@ -45,7 +54,7 @@ def test_llama_server_follows_the_schemas(
     assert done.returncode in (EXIT_PASS, EXIT_INCONCLUSIVE), output
     scenario = json.loads((out / "summary.json").read_text())["scenarios"]["so"]
     so = scenario["structured_output"]
-    assert so["constrained"] >= 2 and so["validity"] == 1.0, so["invalid_samples"]
+    assert so["constrained"] >= 3 and so["validity"] == 1.0, so["invalid_samples"]
     assert so["ttft_unconstrained_ms"]["count"] >= 1
     assert so["tpot_constrained_ms"]["count"] == so["constrained"]
-    assert so["ttft_schema_first_ms"]["count"] == so["schema_first"] <= 2
+    assert so["schema_first"] == so["ttft_schema_first_ms"]["count"] == 1
