@@ -65,6 +65,7 @@ from slogate.scenarios.metrics import (
     SESSION_TOOL,
     SESSION_WALL,
     TOOL_ARG_BYTES,
+    TPOT,
     TTFT,
     TTFT_BY_CONTEXT,
     TTFT_IN_BANDS,
@@ -390,12 +391,12 @@ def structured_block(bucket: Bucket) -> dict[str, Any] | None:
     the compile gap (None: the scenario sent no response_format)."""
     c = bucket.counters
     histograms = bucket.histograms
-    if not c.constrained and "ttft_unconstrained" not in histograms:
+    if not c.constrained and f"{TTFT.name}_unconstrained" not in histograms:
         return None
     valid = c.constrained - c.schema_invalid
     split = {
         f"{metric}_{kind}_ms": distribution(histograms.histogram(f"{metric}_{kind}"))
-        for metric in ("ttft", "tpot")
+        for metric in (TTFT.name, TPOT.name)
         for kind in ("constrained", "unconstrained")
     }
     first = distribution(histograms.histogram(SCHEMA_FIRST))

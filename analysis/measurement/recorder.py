@@ -357,11 +357,11 @@ def record_constraint(hist: HistogramSet, record: RequestRecord, m: RequestMetri
         return
     kind = "constrained" if record.constrained else "unconstrained"
     if m.ttft_ns is not None:
-        hist.record_ns(f"ttft_{kind}", m.ttft_ns)
+        hist.record_ns(f"{TTFT.name}_{kind}", m.ttft_ns)
         if record.constrained:
             hist.record_ns(SCHEMA_FIRST if record.schema_first else SCHEMA_CACHED, m.ttft_ns)
     if m.tpot_ns is not None:
-        hist.record_ns(f"tpot_{kind}", m.tpot_ns)
+        hist.record_ns(f"{TPOT.name}_{kind}", m.tpot_ns)
 
 
 def cache_hit(record: RequestRecord) -> bool:

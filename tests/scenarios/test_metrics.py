@@ -49,7 +49,7 @@ from slogate.scenarios.model import GoodputSpec
 VALUE = 5.0  # every metric's samples: 5 ms, or a count of 5
 LIMIT = 10.0
 SAMPLES = 1000
-RUN_WIDE = {"error_rate", "throughput", "goodput", "spec_acceptance_rate"}
+RUN_WIDE = {"error_rate", "throughput", "goodput", "spec_acceptance_rate", "schema_validity"}
 MINIMAL = """\
     name: every-metric
     workload: {kind: chat, input_tokens: 200, output_tokens: 32}
