@@ -16,7 +16,7 @@ import orjson
 
 from slogate.analysis.measurement.records import ErrorKind, RequestRecord
 from slogate.client.openai_stream import ImplausibleUsage, usage_int
-from slogate.client.protocol import Protocol, bearer
+from slogate.client.protocol import Protocol, bearer, object_id
 from slogate.scenarios.model import PlannedTurn, RequestOptions
 
 __all__ = ["EMBEDDINGS", "embeddings_body", "read_reply"]
@@ -64,6 +64,7 @@ def read_reply(record: RequestRecord, body: bytes, expected: int) -> tuple[Error
             record.input_tokens = usage_int(usage, "prompt_tokens")
         except ImplausibleUsage as exc:
             return ErrorKind.PROTOCOL, str(exc)
+    record.engine_request_id = object_id(obj)
     record.output_tokens = 0  # nothing generated: an exact count
     record.inputs = expected
     record.finish_reason = "stop"

@@ -227,4 +227,6 @@ def anthropic_auth(key: str) -> str:
     return f"x-api-key: {key}\r\n{version}" if key else version
 
 
-MESSAGES = Protocol("messages", "/v1/messages", messages_body, parse_event, anthropic_auth)
+MESSAGES = Protocol(
+    "messages", "/v1/messages", messages_body, parse_event, anthropic_auth, id_holder="message"
+)

@@ -412,6 +412,10 @@ class StreamInterpreter:
     previous event; growth seen on a chunk without output (an empty delta)
     is carried to the next output chunk. When any output chunk lacked usage the
     per-chunk counts are dropped, so analysis falls back to the final count.
+
+    ``reply_id`` reads the engine's id of the reply from the first event
+    (:meth:`Protocol.reply_id <slogate.client.protocol.Protocol.reply_id>`);
+    the later ones are not asked, so a stream pays for one parse more.
     """
 
     __slots__ = (
@@ -420,6 +424,7 @@ class StreamInterpreter:
         "_lessons",
         "_parse",
         "_per_chunk",
+        "_reply_id",
         "_seen_tokens",
         "_tags",
         "_template",
@@ -433,10 +438,12 @@ class StreamInterpreter:
         record: RequestRecord,
         parse: ChunkParser = parse_chunk,
         think_tags: ThinkTags | None = None,
+        reply_id: Callable[[bytes | bytearray], str | None] | None = None,
     ) -> None:
         self.record = record
         self.finished = False
         self._parse = parse
+        self._reply_id = reply_id
         self._tags = think_tags
         self._texts: list[str] = []
         self._seen_tokens = 0
@@ -503,6 +510,9 @@ class StreamInterpreter:
     def parsed(self, data: bytes | bytearray) -> Chunk | str:
         """What the protocol's reader makes of ``data``; an implausible usage
         count makes it malformed, a protocol error of this request alone."""
+        if self._reply_id is not None:
+            read, self._reply_id = self._reply_id, None
+            self.record.engine_request_id = read(data)
         try:
             return self._parse(data)
         except ImplausibleUsage as exc:

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from slogate.scenarios.model import PlannedTurn, RequestOptions
 
 __all__ = [
@@ -22,8 +24,11 @@ __all__ = [
     "bearer",
     "chat_messages",
     "common_options",
+    "object_id",
     "user_message",
 ]
+
+MAX_REPLY_ID_CHARS = 256  # an engine's id of its reply, as kept: longer ones are cut
 
 BodyBuilder = Callable[
     [str, PlannedTurn, "list[dict[str, Any]] | None", RequestOptions], dict[str, Any]
@@ -36,7 +41,9 @@ class Protocol:
     ``messages`` is the conversation so far (None: build it from the turn);
     ``auth(key)`` the header lines that carry the API key; ``conversational``
     whether the load side keeps a message history for it; ``streamed`` False
-    for an API answered in one JSON body (embeddings), whose ``parse`` is unused."""
+    for an API answered in one JSON body (embeddings), whose ``parse`` is unused;
+    ``id_holder`` the key of the object that holds the reply's ``id`` in the
+    stream's first event (None: the event itself)."""
 
     api: str
     path: str
@@ -45,6 +52,26 @@ class Protocol:
     auth: Callable[[str], str]
     conversational: bool = True
     streamed: bool = True
+    id_holder: str | None = None
+
+    def reply_id(self, data: bytes | bytearray) -> str | None:
+        """The engine's own id of the reply, from its stream's first event
+        (read once a request, beside the event's own reading); None when it
+        has none."""
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return None
+        if type(obj) is dict and self.id_holder is not None:
+            obj = obj.get(self.id_holder)
+        return object_id(obj)
+
+
+def object_id(obj: Any) -> str | None:
+    """``obj["id"]`` when ``obj`` is an object whose id is a non-empty string
+    (cut to ``MAX_REPLY_ID_CHARS``), else None."""
+    found = obj.get("id") if type(obj) is dict else None
+    return found[:MAX_REPLY_ID_CHARS] if type(found) is str and found else None
 
 
 def bearer(key: str) -> str:

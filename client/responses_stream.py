@@ -182,4 +182,6 @@ def responses_body(
     return common_options(body, turn, options)
 
 
-RESPONSES = Protocol("responses", "/v1/responses", responses_body, parse_event, bearer)
+RESPONSES = Protocol(
+    "responses", "/v1/responses", responses_body, parse_event, bearer, id_holder="response"
+)

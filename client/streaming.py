@@ -36,6 +36,7 @@ from slogate.analysis.measurement.records import ErrorKind, RequestRecord
 from slogate.client.connections import ConnectError, Connection, Pool
 from slogate.client.embeddings_api import EMBEDDINGS, read_reply
 from slogate.client.engine_info import parse_base_url
+from slogate.client.identity import Identity, RequestIds
 from slogate.client.messages_stream import MESSAGES
 from slogate.client.openai_stream import (
     CHAT,
@@ -112,10 +113,12 @@ class CutOff(gevent.GreenletExit):
 
 @dataclass(frozen=True, slots=True)
 class PreparedRequest:
-    """A request ready to write: its turn and its HTTP bytes (head and JSON body)."""
+    """A request ready to write: its turn, its HTTP bytes (head and JSON body)
+    and the ids its head carries."""
 
     turn: PlannedTurn
     request: bytes
+    ids: RequestIds
 
 
 @dataclass(slots=True)
@@ -236,6 +239,8 @@ class StreamClient:
     connection, and that wait is no part of any latency. ``kernel_timestamps``
     False times events when the read returns instead (for comparison).
     ``endpoint``: the name of this server among a run's several, on every record.
+    ``identity``: how its requests are named (:mod:`slogate.client.identity`;
+    None: a trace of its own, the default header).
     """
 
     def __init__(
@@ -248,9 +253,11 @@ class StreamClient:
         concurrency: int,
         kernel_timestamps: bool = True,
         endpoint: str | None = None,
+        identity: Identity | None = None,
     ) -> None:
         parts = parse_base_url(base_url)
         self.endpoint = endpoint
+        self.identity = identity or Identity.fresh()
         if api not in PROTOCOLS:
             raise ValueError(f"api {api!r}: expected one of {sorted(PROTOCOLS)}")
         if concurrency < 1:
@@ -308,15 +315,18 @@ class StreamClient:
         messages: list[dict[str, Any]] | None = None,
         session: str | None = None,
         conversation_id: str | None = None,
+        trace_id: str | None = None,
     ) -> PreparedRequest:
         """The whole HTTP request for ``turn``, encoded: open loop builds it ahead
         of the request's instant (:mod:`slogate.locustfiles.lookahead`).
         ``session``: the router's session token from the conversation's last
         reply, sent back in the scenario's ``session_header``;
         ``conversation_id``: the client's own id of the conversation, sent in
-        its ``session_id_header`` (a plain token: :func:`new_conversation_id`)."""
+        its ``session_id_header`` (a plain token: :func:`new_conversation_id`);
+        ``trace_id``: the conversation's trace (None: the run's)."""
         payload = orjson.dumps(self.body(turn, messages))
-        head = self._head
+        ids, lines = self.identity.stamp(trace_id)
+        head = self._head + lines
         cookie = self.options.session_cookie
         for header, value in (
             (self.options.session_header, session),
@@ -326,7 +336,7 @@ class StreamClient:
             if value is not None and header is not None:
                 head += f"{header}: {value}\r\n".encode("latin-1")
         request = head + b"Content-Length: %d\r\n\r\n" % len(payload) + payload
-        return PreparedRequest(turn, request)
+        return PreparedRequest(turn, request, ids)
 
     def send(
         self,
@@ -353,7 +363,7 @@ class StreamClient:
         waited for once everything before the clock's start is done: open loop
         hands a request over ahead of its instant and the gate opens at it
         (False: the schedule closed first, the request is cut off unsent)."""
-        turn, request = prepared.turn, prepared.request
+        turn, request, ids = prepared.turn, prepared.request, prepared.ids
         record = RequestRecord(
             scenario=turn.scenario,
             start_ns=0,
@@ -363,12 +373,17 @@ class StreamClient:
             intended_input_tokens=turn.intended_input_tokens,
             intended_output_tokens=turn.intended_output_tokens,
             endpoint=self.endpoint,
+            request_id=ids.request_id,
+            trace_id=ids.trace_id,
+            span_id=ids.span_id,
+        )
+        stream = StreamInterpreter(
+            record, self.protocol.parse or parse_chunk, self._think_tags(), self.protocol.reply_id
         )
         constraint = turn.constraint
         if constraint is not None:
             record.constrained = constraint.response_format is not None
             record.schema_first = record.constrained and self.schemas.first_sight(constraint.key)
-        stream = StreamInterpreter(record, self.protocol.parse or parse_chunk, self._think_tags())
         pool = self.pool
         writing = _Once(writing)
         try:

@@ -19,6 +19,7 @@ from typing import Protocol
 import gevent
 
 from slogate.analysis.measurement.records import SessionRecord
+from slogate.client.identity import new_trace_id
 from slogate.client.protocol import chat_messages
 from slogate.client.streaming import PreparedRequest, StreamClient, StreamResult
 from slogate.scenarios.datasets.agent_trees import Agent
@@ -33,7 +34,8 @@ Send = Callable[[StreamClient, PreparedRequest, bool], StreamResult]
 
 
 class TreePlay:
-    """One session's tree, played once; :meth:`play` returns its record."""
+    """One session's tree, played once, as one trace (every agent's requests
+    are spans of it); :meth:`play` returns its record."""
 
     def __init__(
         self, send: Send, client: StreamClient, session: TreeSession, chat: bool, cache: Adds
@@ -43,6 +45,7 @@ class TreePlay:
         self.session = session
         self.chat = chat
         self.cache = cache
+        self.trace_id = new_trace_id()
         self.steps = 0
         self.engine_ns = self.tool_ns = self.tokens = 0
         self.start_ns: int | None = None
@@ -97,7 +100,8 @@ class TreePlay:
                 turn = self.session.turn(step, number, task)
                 task = None
                 messages = chat_messages(turn) if self.chat else None
-                result = self.send(self.client, self.client.prepare(turn, messages), warm)
+                prepared = self.client.prepare(turn, messages, trace_id=self.trace_id)
+                result = self.send(self.client, prepared, warm)
                 if not warm:
                     self._note(result)
                 reply = result.text

@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 from slogate.analysis.engine_side.server_metrics import parse_target
 from slogate.analysis.verdict.saturation import MODES as SATURATION_MODES
 from slogate.client.endpoints import AFFINITIES, SPREADS, parse_endpoint
+from slogate.client.identity import header_name
+from slogate.client.identity import tracestate as parse_tracestate
 from slogate.scenarios.limits import MAX_PROBE_RPS, MAX_PROCESSES, MAX_REPEATS
 from slogate.scenarios.units import parse_duration
 
@@ -182,6 +184,16 @@ def http_url(text: str) -> str:
     if text and (parts.scheme not in ("http", "https") or not parts.hostname):
         raise argparse.ArgumentTypeError(f"expected an http(s)://HOST[:PORT] URL, got {text!r}")
     return text
+
+
+def request_id_header(text: str) -> str:
+    """``--request-id-header``: the header each request's id goes out in, or ``off``."""
+    return text if text == "off" else _parses(text, header_name)
+
+
+def tracestate(text: str) -> str:
+    """``--tracestate``: a W3C tracestate, passed through on every request."""
+    return _parses(text, parse_tracestate)
 
 
 def web_login(text: str) -> str:

@@ -22,6 +22,7 @@ from slogate.analysis.measurement.recorder import GoodputLimits, Recorder
 from slogate.analysis.measurement.records import USER, RequestRecord, SessionRecord, sender
 from slogate.client.endpoints import Endpoint, Spread, WeightedRoundRobin
 from slogate.client.engine_info import TokenizeError, remote_token_counter
+from slogate.client.identity import Identity
 from slogate.client.streaming import StreamClient
 from slogate.locustfiles.backlog import Backlog
 from slogate.locustfiles.clearance import Clearance
@@ -126,6 +127,8 @@ class LoadContext:
     clearance: Clearance = field(default_factory=Clearance)
     # open loop: each dispatcher's arrivals due and not yet sent
     backlogs: list[Backlog] = field(default_factory=list)
+    # how requests are named: the run's trace, the request id's header, the tracestate
+    identity: Identity = field(default_factory=Identity.fresh)
 
     def __post_init__(self) -> None:
         self.timeline = build_timeline(self.scenarios[0].load, self.dispatchers)
@@ -276,6 +279,7 @@ class LoadContext:
                 timeouts=scenario.timeouts,
                 concurrency=concurrency,
                 endpoint=named.name if named else None,
+                identity=self.identity,
             )
             self._endpoint_of[found] = endpoint
         return found

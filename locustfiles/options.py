@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from slogate.client.identity import REQUEST_ID_HEADER
 from slogate.locustfiles.argtypes import (
     affinity,
     duration,
@@ -31,8 +32,10 @@ from slogate.locustfiles.argtypes import (
     positive_int,
     probe_rate,
     processes,
+    request_id_header,
     saturation_mode,
     spread,
+    tracestate,
     warmup,
     web_login,
     whole_seconds,
@@ -325,6 +328,25 @@ OPTIONS = (
         cli=("--otlp-traces",),
     ),
     Option(
+        "--request-id-header",
+        f"the header each request's unique id goes out in (default {REQUEST_ID_HEADER}, "
+        "which vLLM makes its reply's id), or 'off' for a server that refuses it (the id "
+        "is still recorded); every request also carries a W3C traceparent",
+        request_id_header,
+        default=REQUEST_ID_HEADER,
+        example="X-Correlation-Id",
+        metavar="NAME",
+        cli=("--request-id-header",),
+    ),
+    Option(
+        "--tracestate",
+        "a W3C tracestate (key=value,...) sent unchanged beside every request's traceparent",
+        tracestate,
+        example="congo=t61rcWkgMzE",
+        metavar="LIST",
+        cli=("--tracestate",),
+    ),
+    Option(
         "--window",
         "time-series window, seconds",
         positive_float,
@@ -542,6 +564,13 @@ OPTIONS = (
         int,
         default=FRAMING_TOKENS,
         example="5",
+        web_ui=False,
+    ),
+    Option(
+        "--slogate-trace-id",
+        "internal: the run's trace id (W3C trace context), chosen by the master",
+        default="",
+        example="4bf92f3577b34da6a3ce929d0e0e4736",
         web_ui=False,
     ),
     Option(

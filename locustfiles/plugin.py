@@ -58,6 +58,7 @@ from slogate.client.engine_info import (
     discover,
     probe_route,
 )
+from slogate.client.identity import Identity, new_trace_id
 from slogate.client.streaming import PROTOCOLS
 from slogate.locustfiles import state
 from slogate.locustfiles.context import LoadContext
@@ -127,6 +128,7 @@ def build_context(
     """This process's load context; every process logs requests into the folder
     the master chose (``--out`` reaches workers with the master's options)."""
     saving = options.save_requests and options.out
+    header = options.request_id_header
     ctx = LoadContext(
         scenarios=loaded,
         host=host,
@@ -141,6 +143,11 @@ def build_context(
         origin_s=origin,
         request_log=RequestLog(Path(options.out) / REQUESTS_FILE) if saving else None,
         spans=span_push(options, model),
+        identity=Identity(
+            options.slogate_trace_id or new_trace_id(),
+            None if header == "off" else header,
+            options.tracestate,
+        ),
     )
     if options.slogate_context:
         count = ContextCount(options.slogate_count_with, options.slogate_framing)
@@ -278,6 +285,7 @@ def start_session(options: Any, runner: Any) -> RunSession:
     except TokenizeError as error:
         fail(EXIT_INVALID, error)
     options.slogate_count_with, options.slogate_framing = count.method, count.framing
+    options.slogate_trace_id = options.slogate_trace_id or new_trace_id()  # workers receive it
     out_dir = results_folder(loaded[0].name, options.out)
     problem = unwritable(out_dir)
     if problem:

@@ -42,6 +42,7 @@ class Probes:
             options=scenario.request,
             timeouts=scenario.timeouts,
             concurrency=MAX_IN_FLIGHT,
+            identity=ctx.identity,
         )
         self.pool = Pool(MAX_IN_FLIGHT)
         self.skipped = 0  # due while MAX_IN_FLIGHT probes were still unanswered

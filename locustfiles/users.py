@@ -30,6 +30,7 @@ from slogate.analysis.measurement.records import (
     reported_cached,
     sender,
 )
+from slogate.client.identity import new_trace_id
 from slogate.client.protocol import user_message
 from slogate.client.streaming import (
     PROTOCOLS,
@@ -187,7 +188,8 @@ class SlogateUser(_ScenarioUser):
         request), sending back the router's session token when the scenario
         names its header, and the conversation's own id on every turn when it
         names a ``session_id_header``; a replayed agent tree as a whole, on
-        one endpoint."""
+        one endpoint. A conversation of several requests is a trace of its
+        own; a single request is a span of the run's trace."""
         ctx = self.ctx
         users = ctx.timeline.max_users()
         sticky = ctx.pick_endpoint()
@@ -201,6 +203,8 @@ class SlogateUser(_ScenarioUser):
         cache = _ConversationCache()
         session: str | None = None
         own = new_conversation_id() if self.scenario.request.session_id_header else None
+        several = len(conversation.turns) > 1 or self.scenario.agent is not None
+        trace = new_trace_id() if several else None
         try:
             for turn in conversation.turns:
                 if turn.think_time_s > 0:
@@ -209,11 +213,11 @@ class SlogateUser(_ScenarioUser):
                     return
                 client = ctx.client(self.scenario, users, ctx.turn_endpoint(sticky))
                 if self.scenario.agent is not None:
-                    result = self.agent_turn(client, turn, history, cache, session, own)
+                    result = self.agent_turn(client, turn, history, cache, session, own, trace)
                 else:
                     messages = chat_messages(turn, history) if chat else None
                     result = self.send(
-                        client, client.prepare(turn, messages, session, own), self.user
+                        client, client.prepare(turn, messages, session, own, trace), self.user
                     )
                     cache.add(result)
                 session = result.record.session or session
@@ -233,6 +237,7 @@ class SlogateUser(_ScenarioUser):
         cache: _ConversationCache,
         session: str | None,
         own: str | None,
+        trace: str | None,
     ) -> StreamResult:
         """One user message played as an agent: every reply that calls tools is
         answered after the step's tool latency (the calls of one reply run in
@@ -243,7 +248,7 @@ class SlogateUser(_ScenarioUser):
         agent = self.scenario.agent
         assert agent is not None
         messages = chat_messages(turn, history)
-        result = self.send(client, client.prepare(turn, messages, session, own), self.user)
+        result = self.send(client, client.prepare(turn, messages, session, own, trace), self.user)
         cache.add(result)
         start_ns = result.record.start_ns
         steps = 1
@@ -267,7 +272,9 @@ class SlogateUser(_ScenarioUser):
                 ),
             ]
             session = result.record.session or session
-            result = self.send(client, client.prepare(turn, messages, session, own), self.user)
+            result = self.send(
+                client, client.prepare(turn, messages, session, own, trace), self.user
+            )
             cache.add(result)
             steps += 1
         if record.error is not None:

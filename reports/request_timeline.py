@@ -12,7 +12,8 @@ its think times between them. It is drawn from
 (marked with a tick), its body is coloured by the request's mean ITL (TPOT)
 against the scenario's ITL or TPOT limit, and its longest gaps between chunks
 are drawn dark on it. The SVG is written here; a few lines of script show a
-hovered bar's numbers (as text, never markup).
+hovered bar's numbers and ids (as text, never markup), and find the drawn
+requests of a request id, trace id or engine id pasted from a log.
 """
 
 from __future__ import annotations
@@ -214,8 +215,10 @@ def gaps_of_rows(t: Timelines, rows: Iterable[int]) -> dict[int, list[tuple[floa
 def request_numbers(
     t: Timelines, row: int, t0: float, gaps: list[tuple[float, float]], processes: bool
 ) -> list[Any]:
-    """What hovering a bar shows, in the order the page's script reads it."""
+    """What hovering a bar shows, in the order the page's script reads it
+    (its ids last: null each when none were kept)."""
     c = t.columns
+    ids = t.row_ids(row)
 
     def value(name: str, digits: int = 1) -> float | None:
         v = c[name][row]
@@ -228,6 +231,10 @@ def request_numbers(
         bool(t.flags["ok"][row]), bool(t.flags["warmup"][row]), len(gaps),
         round(max(g for _, g in gaps), 1) if gaps else None,
         sender_label(t.user[row], processes)[1], bool(t.flags["cut_off"][row]),
+        *(
+            (None,) * 4 if ids is None
+            else (ids.request_id, ids.trace_id, ids.span_id, ids.engine_id or None)
+        ),
     ]  # fmt: skip
 
 

@@ -17,12 +17,14 @@ from slogate.simengine import token_io as text
 __all__ = [
     "ID_PREFIXES",
     "MAX_TOOL_CALLS",
+    "REQUEST_ID_HEADER",
     "ApiError",
     "anthropic_messages",
     "chat_messages",
     "int_field",
     "output_limit",
     "planned_tool_call",
+    "reply_id",
     "responses_messages",
     "thinking_enabled",
 ]
@@ -43,6 +45,21 @@ ID_PREFIXES = {
     "responses": "resp_",
     "messages": "msg_",
 }
+REQUEST_ID_HEADER = "X-Request-Id"
+# vLLM 0.32 names a chat or completions reply after the request's X-Request-Id
+# (``chatcmpl-<id>``, ``cmpl-<id>``: _base_request_id in its
+# entrypoints/serve/engine/serving.py), whether or not it runs with
+# --enable-request-id-headers; its Responses API ignores the header
+HONOURS_REQUEST_ID = ("chat", "completions")
+
+
+def reply_id(api: str, request_id: str | None) -> str:
+    """The id of the reply to an ``api`` request that came with the header
+    ``request_id`` (None: it had none), as vLLM makes it: the header's
+    value after the API's prefix, else a random one."""
+    if request_id is None or api not in HONOURS_REQUEST_ID:
+        request_id = uuid.uuid4().hex
+    return ID_PREFIXES[api] + request_id
 
 
 def int_field(body: Mapping[str, Any], key: str, default: int | None, minimum: int) -> int | None:

@@ -55,13 +55,14 @@ from slogate.simengine.profiles import DEFAULT_PROFILE
 from slogate.simengine.receipt import listen, receipt
 from slogate.simengine.replies import Reply, whole_body
 from slogate.simengine.requests import (
-    ID_PREFIXES,
+    REQUEST_ID_HEADER,
     ApiError,
     anthropic_messages,
     chat_messages,
     int_field,
     output_limit,
     planned_tool_call,
+    reply_id,
     request_priority,
     responses_messages,
     thinking_enabled,
@@ -408,7 +409,7 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
         await asyncio.sleep(encoder_s / config.speedup)  # the vision encoder, per image tile
     profile = config.profile
     hashes = block_hashes(ids, profile.block_size) if profile.enable_prefix_caching else ()
-    request_id = ID_PREFIXES[api] + uuid.uuid4().hex
+    request_id = reply_id(api, request.headers.get(REQUEST_ID_HEADER))
     seq = Sequence(
         request_id,
         len(ids),

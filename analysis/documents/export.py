@@ -5,7 +5,9 @@ The line holds the record's observations (chunk arrival offsets, token counts,
 error, stage, turn) and the latencies :mod:`slogate.analysis.measurement.request_metrics` derives
 from them, in milliseconds like summary.json. Instants are given as offsets from
 the request's start: ``perf_counter_ns`` values mean nothing outside the process
-that took them. ``start_s`` places the request on the wall clock.
+that took them. ``start_s`` places the request on the wall clock. The ids
+(``request_id``, ``trace_id``, ``span_id``, ``engine_request_id``) find the
+request in the engine's logs and a tracing backend.
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ def request_line(
     is the wall-clock instant the request ended; the start is derived from it."""
     return {
         "scenario": record.scenario,
+        "request_id": record.request_id,
+        "trace_id": record.trace_id,
+        "span_id": record.span_id,
+        "engine_request_id": record.engine_request_id,
         "conversation": record.conversation,
         "turn": record.turn,
         "user": record.user,

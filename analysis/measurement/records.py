@@ -128,6 +128,14 @@ class RequestRecord:
     prefill up to the first token, ``engine_prompt_tokens`` the prompt tokens
     it computed (not served from its cache). Milliseconds on the engine's
     clock: a span, never an instant, so it compares with the client's.
+
+    The request's identity, as the client sent it (docs/load.md, "Request
+    identity"): ``request_id`` (its ``X-Request-Id``, or the header the run
+    names; recorded even where the run sends none), ``trace_id`` (32 hex
+    digits) and ``span_id`` (16) of its W3C ``traceparent``; and
+    ``engine_request_id``, the ``id`` the engine gave its reply (vLLM makes
+    it ``chatcmpl-`` and the request id), None when the reply had none. So
+    one request can be found in the engine's logs and a tracing backend.
     """
 
     scenario: str
@@ -172,12 +180,9 @@ class RequestRecord:
     served_by: str | None = None
     served_by_header: str | None = None
     session: str | None = None
-    # the request's identity (issue 39): the id sent as X-Request-Id, the W3C
-    # trace context's trace id (32 hex) and span id (16 hex) sent with it, and
-    # the id the engine gave its reply
-    request_id: str | None = None
-    trace_id: str | None = None
-    span_id: str | None = None
+    request_id: str = ""
+    trace_id: str = ""
+    span_id: str = ""
     engine_request_id: str | None = None
     engine_queue_ms: float | None = None
     engine_prefill_ms: float | None = None

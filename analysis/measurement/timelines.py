@@ -15,8 +15,10 @@ run's end cut off after it was sent leaves a row too, flagged ``cut_off``
 end, its planned input when the server's count never came, no gaps; the
 engine worked on it beside the others (its prompt's prefill may be what
 stalled them, and a first token that came timed that prefill), but it is in
-no latency percentile. About
-100 bytes a request, in flat arrays; past ``MAX_REQUESTS`` further requests
+no latency percentile. Each row keeps the request's identity too (its
+request, trace and span ids, and the engine's id of its reply), so the
+timeline page finds a request a log line names. About
+150 bytes a request, in flat arrays; past ``MAX_REQUESTS`` further requests
 are counted, not kept. The rows ship from Locust workers to the master with
 the histograms and are saved as ``data/timelines.json``.
 """
@@ -56,6 +58,19 @@ COLUMNS = (
 # Columns timelines saved before them lack: read back as UNKNOWN.
 LATER_COLUMNS = ("queue_ms", "prefill_ms")
 FLAGS = ("ok", "warmup", "cut_off")
+ID_BYTES = 40  # a row's request id (16 bytes), trace id (16) and span id (8)
+NO_ENGINE_ID = -1
+
+
+@dataclass(frozen=True, slots=True)
+class RowIds:
+    """A row's identity as hex (docs/load.md, "Request identity"), and the
+    engine's id of its reply ("" when the reply had none)."""
+
+    request_id: str
+    trace_id: str
+    span_id: str
+    engine_id: str
 
 
 @dataclass
@@ -65,7 +80,14 @@ class Timelines:
     ``UNKNOWN_USER`` in timelines saved before senders were recorded), its
     flags (``cut_off``: none in timelines saved before they were kept), and
     the kept gaps as (row, end of the gap in ms after the request's start,
-    gap in ms)."""
+    gap in ms).
+
+    ``ids`` packs each row's request, trace and span ids (``ID_BYTES``; none
+    in timelines saved before they were kept). The engine's ids are kept
+    once each in ``engine_ids``, a row naming its own by index
+    (``engine_id``, ``NO_ENGINE_ID`` for none) with its request id cut from
+    the end when the engine's id ended with it (``engine_tail``): vLLM's
+    ``chatcmpl-<request id>`` is then one entry for the whole run."""
 
     scenarios: list[str] = field(default_factory=list)
     scenario: array[int] = field(default_factory=lambda: array("i"))
@@ -78,6 +100,11 @@ class Timelines:
     gap_end_ms: array[float] = field(default_factory=lambda: array("d"))
     gap_ms: array[float] = field(default_factory=lambda: array("d"))
     dropped: int = 0
+    ids: bytearray = field(default_factory=bytearray)
+    engine_ids: list[str] = field(default_factory=list)
+    engine_id: array[int] = field(default_factory=lambda: array("i"))
+    engine_tail: array[int] = field(default_factory=lambda: array("b"))
+    _engine_index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.scenario)
@@ -137,7 +164,48 @@ class Timelines:
         self.flags["ok"].append(record.ok and not cut_off)
         self.flags["warmup"].append(warmup)
         self.flags["cut_off"].append(cut_off)
+        self._add_ids(record)
         return len(self) - 1
+
+    def _add_ids(self, record: RequestRecord) -> None:
+        self.pad_ids(len(self) - 1)
+        self.ids += _packed_ids(record)
+        engine = record.engine_request_id
+        tail = bool(record.request_id) and engine is not None and engine.endswith(record.request_id)
+        if tail:
+            assert engine is not None
+            engine = engine[: -len(record.request_id)]
+        self.engine_id.append(NO_ENGINE_ID if engine is None else self._engine_index_of(engine))
+        self.engine_tail.append(tail)
+
+    def pad_ids(self, rows: int) -> None:
+        """Give the rows up to ``rows`` that have none empty ids, so every
+        later row's ids stay at its index (rows built column by column, or
+        read from timelines saved before ids were kept, have none)."""
+        missing = rows - len(self.engine_id)
+        if missing > 0:
+            self.ids += bytes(missing * ID_BYTES)
+            self.engine_id.extend([NO_ENGINE_ID] * missing)
+            self.engine_tail.extend([0] * missing)
+
+    def _engine_index_of(self, text: str) -> int:
+        index = self._engine_index.get(text)
+        if index is None:
+            index = self._engine_index[text] = len(self.engine_ids)
+            self.engine_ids.append(text)
+        return index
+
+    def row_ids(self, row: int) -> RowIds | None:
+        """``row``'s ids; None when none were kept for it."""
+        packed = self.ids[row * ID_BYTES : (row + 1) * ID_BYTES]
+        if len(packed) < ID_BYTES or not any(packed) or row >= len(self.engine_id):
+            return None
+        text = packed.hex()
+        index = self.engine_id[row]
+        engine = "" if index == NO_ENGINE_ID else self.engine_ids[index]
+        if self.engine_tail[row]:
+            engine += text[:32]
+        return RowIds(text[:32], text[32:64], text[64:], engine)
 
     def mark_warmup(self, before_wall_s: float) -> None:
         """``--warmup auto``: the requests that ended before the cut was found
@@ -167,6 +235,14 @@ class Timelines:
             self.columns[name].extend(other.columns[name][:taken])
         for name in FLAGS:
             self.flags[name].extend(other.flags[name][:taken])
+        self.pad_ids(offset)
+        other.pad_ids(taken)
+        self.ids += other.ids[: taken * ID_BYTES]
+        texts = [self._engine_index_of(text) for text in other.engine_ids]
+        self.engine_id.extend(
+            NO_ENGINE_ID if i == NO_ENGINE_ID else texts[i] for i in other.engine_id[:taken]
+        )
+        self.engine_tail.extend(other.engine_tail[:taken])
         for row, end, gap in zip(other.gap_row, other.gap_end_ms, other.gap_ms, strict=True):
             if row < taken:
                 self.gap_row.append(row + offset)
@@ -186,6 +262,10 @@ class Timelines:
                 "gap_ms": self.gap_ms.tolist(),
             },
             "dropped": self.dropped,
+            "ids": self.ids.hex(),
+            "engine_ids": list(self.engine_ids),
+            "engine_id": self.engine_id.tolist(),
+            "engine_tail": self.engine_tail.tolist(),
         }
 
     @classmethod
@@ -207,6 +287,7 @@ class Timelines:
             raise ValueError("timelines: a scenario index out of range")
         if any(not 0 <= r < rows for r in gaps["row"]):
             raise ValueError("timelines: a gap of a row that does not exist")
+        ids = _decoded_ids(data, rows)
         return cls(
             scenarios=list(data["scenarios"]),
             scenario=array("i", data["scenario"]),
@@ -217,7 +298,37 @@ class Timelines:
             gap_end_ms=array("d", gaps["end_ms"]),
             gap_ms=array("d", gaps["gap_ms"]),
             dropped=int(data.get("dropped", 0)),
+            ids=ids,
+            engine_ids=list(data.get("engine_ids", [])),
+            engine_id=array("i", data.get("engine_id", [])),
+            engine_tail=array("b", data.get("engine_tail", [])),
+            _engine_index={text: i for i, text in enumerate(data.get("engine_ids", []))},
         )
+
+
+def _packed_ids(record: RequestRecord) -> bytes:
+    """A record's request, trace and span ids as ``ID_BYTES`` bytes; zeros
+    when it has none (a record not sent by the client)."""
+    try:
+        packed = bytes.fromhex(record.request_id + record.trace_id + record.span_id)
+    except ValueError:
+        packed = b""
+    return packed if len(packed) == ID_BYTES else bytes(ID_BYTES)
+
+
+def _decoded_ids(data: dict[str, Any], rows: int) -> bytearray:
+    """The packed ids of saved timelines (none before they were kept);
+    ValueError when they do not cover the rows or name an engine id that
+    is not there."""
+    ids = bytearray.fromhex(data.get("ids", ""))
+    engine_id = data.get("engine_id", [])
+    if ids and (len(ids) != rows * ID_BYTES or len(engine_id) != rows):
+        raise ValueError(f"timelines: the ids cover {len(ids) // ID_BYTES} rows, not {rows}")
+    if len(data.get("engine_tail", [])) != len(engine_id):
+        raise ValueError("timelines: the engine ids' columns differ in length")
+    if any(not NO_ENGINE_ID <= i < len(data.get("engine_ids", [])) for i in engine_id):
+        raise ValueError("timelines: an engine id index out of range")
+    return ids
 
 
 def _input_tokens(record: RequestRecord, cut_off: bool) -> float:
