@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from chromium import CHROMIUM, Browser
 from loadruns import requests_by_sender, scenario_file, slogate, summary
+from timeline_page import hover_bar
 
 from slogate.analysis.documents.rundata import RunData
 from slogate.analysis.measurement.records import USER, sender
@@ -174,18 +175,7 @@ def test_a_small_run_draws_a_lane_per_user_with_its_requests_and_hover_shows_the
         assert [len(ys) for _, ys, _ in lanes] == [1, 1, 1]  # a user's requests never overlap
         assert len({ys[0] for _, ys, _ in lanes}) == 3  # and each user has its own lane
         assert browser.evaluate("document.getElementById('tip').style.display") in ("", "none")
-        x, y, index = browser.evaluate(
-            "(() => { const g = document.querySelectorAll('g.req')[3];"
-            " const r = g.querySelector('rect.itl').getBoundingClientRect();"
-            " return [r.x + r.width / 2, r.y + r.height / 2, +g.dataset.i]; })()"
-        )
-        browser.mouse("mouseMoved", x, y)
-        tip = browser.wait_for(
-            "document.getElementById('tip').style.display === 'block'"
-            " && document.getElementById('tip').textContent"
-        )
-        numbers = browser.evaluate("JSON.parse(document.getElementById('requests').textContent)")
-        row = numbers[index]
+        tip, row = hover_bar(browser, 3, "itl")
         assert f"TTFT {row[2]:,} ms" in tip.replace(",", ",")
         assert re.search(r"sent at \d+\.\d{3} s", tip)
         assert f"output {int(row[7])} tokens" in tip
