@@ -442,6 +442,7 @@ class RunSession:
             "scenarios": {s.name: scenario_meta(s) for s in self.ctx.scenarios},
             "stages": [asdict(p) for p in self.ctx.timeline.phases],
             "cancelled_at_stop": self.cancelled(),
+            "trace_id": self.ctx.identity.trace_id,
             "server_release": self.release,
             "generator": {
                 "max_lag_ms": self.max_lag_ms,

@@ -509,6 +509,7 @@ class RunInfo(Contract):
     probes_per_s: Number = None
     baseline: str | None = None
     cancelled_at_stop: int | None = None
+    trace_id: str | None = None  # the run's trace (docs/load.md, "Request identity")
 
 
 class EngineLatencyStat(Contract):

@@ -115,6 +115,7 @@ RUN_KEYS = (
     "probes_per_s",
     "baseline",
     "cancelled_at_stop",
+    "trace_id",
 )
 MASK = "***"
 # Whole words at the end of a key: ``timeout_first_token`` (an error kind) or

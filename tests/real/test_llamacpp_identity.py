@@ -32,14 +32,15 @@ def test_llama_cpp_logs_its_own_reply_id_which_the_run_keeps_beside_slogates(
 ) -> None:
     scenario = scenario_file(
         tmp_path, "exact-chat",
-        workload={"input_tokens": 32, "output_tokens": 8},
-        load={"users": 2, "spawn_rate": 2},
+        workload={"input_tokens": 32, "output_tokens": 4},
+        load={"users": 1, "spawn_rate": 1},
         slo={"error_rate": {"max": 0.01}},
     )  # fmt: skip
     out = tmp_path / "out"
-    done = slogate("run", str(scenario), "--host", llama.url, "--duration", "10s",
+    # --verbose logs every step: a request takes seconds on a shared CPU
+    done = slogate("run", str(scenario), "--host", llama.url, "--duration", "40s",
                    "--warmup", "0s", "--out", str(out), "--save-requests")  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode in (0, 4), done.stderr[-3000:]  # 4: too few to bound a p50
     lines, log = identified_with_log(out, llama.log_path)
     for line in lines:
         assert re.fullmatch(r"chatcmpl-\w{32}", line["engine_request_id"])

@@ -14,7 +14,7 @@ import pytest
 from chromium import CHROMIUM, Browser
 from httpserving import serving
 from identified import assert_identified, saved_requests
-from loadruns import ModelsHandler, scenario_file, slogate
+from loadruns import ModelsHandler, scenario_file, slogate, summary
 from timeline_page import hover_bar, search
 
 from slogate.analysis.documents.rundata import RunData
@@ -117,7 +117,7 @@ def test_open_loop_processes_share_the_runs_one_trace(simulated, tmp_path: Path)
     assert done.returncode in (0, 3), done.stderr[-2000:]
     lines = saved_requests(out)
     assert len(lines) > 10
-    assert len({line["trace_id"] for line in lines}) == 1
+    assert {line["trace_id"] for line in lines} == {summary(out)["run"]["trace_id"]}
     assert len({line["user"] >> 32 for line in lines}) == 2  # both processes sent
     assert all(line["engine_request_id"] == f"chatcmpl-{line['request_id']}" for line in lines)
 
