@@ -34,7 +34,7 @@ def test_llama_cpp_logs_its_own_reply_id_which_the_run_keeps_beside_slogates(
         tmp_path, "exact-chat",
         workload={"input_tokens": 32, "output_tokens": 4},
         load={"users": 1, "spawn_rate": 1},
-        slo={"error_rate": {"max": 0.01}},
+        slo={"ttft_ms": None, "itl_ms": None},  # a loaded CPU's latency is no claim here
     )  # fmt: skip
     out = tmp_path / "out"
     # --verbose logs every step: a request takes seconds on a shared CPU

@@ -38,7 +38,7 @@ def test_vllm_names_and_logs_each_request_by_the_id_slogate_sent(
         workload={"input_tokens": 32, "output_tokens": 8},
         load={"users": 2, "spawn_rate": 2},
         timeouts={"first_token": "60s", "stall": "30s"},
-        slo={"error_rate": {"max": 0.01}},
+        slo={"ttft_ms": None, "itl_ms": None},  # a loaded CPU's latency is no claim here
     )  # fmt: skip
     out = tmp_path / "out"
     slogate = Path(sys.executable).with_name("slogate")
