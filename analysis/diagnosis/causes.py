@@ -53,7 +53,7 @@ Pure numpy over the whole run at once: 100k requests take well under a second.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -687,6 +687,30 @@ def engine_split(r: Requests, scenario: str, limits: Mapping[str, float]) -> Fin
     )
 
 
+# The causes the engine's split confirms: its queue also backs a concurrency
+# ceiling (the queue is there because the batch is full), the more specific one.
+CONFIRMED_BY_SPLIT = {"queueing": ("queueing", "concurrency ceiling")}
+
+
+def with_split(found: list[Finding | None], split: Finding | None) -> list[Finding | None]:
+    """The engine's own split joins the first finding of the timelines that names
+    its cause (its numbers join the evidence, its words follow the fit's; the
+    fit's share ranks it): the fit stays first-hand, the engine confirms it. A
+    cause only the split names is a finding of its own."""
+    if split is None:
+        return found
+    causes = CONFIRMED_BY_SPLIT.get(split.cause, (split.cause,))
+    for index, finding in enumerate(found):
+        if finding is not None and finding.cause in causes:
+            found[index] = replace(
+                finding,
+                text=f"{finding.text} {split.text}",
+                evidence={**finding.evidence, **split.evidence},
+            )
+            return found
+    return [*found, split]
+
+
 def fit_size(rows: np.ndarray, r: Requests) -> tuple[dict[str, int], str]:
     """How many requests a TTFT fit took and how many of them the run's end
     cut off: as evidence, and in words for the finding's text."""
@@ -884,16 +908,14 @@ def timeline_findings(
         if stalls is not None:
             findings += [interference(r, scenario, failed, stalls)]
             findings += [preemption(r, scenario, failed, stalls)]
-        split = engine_split(r, scenario, failed)
-        fitted = ttft_findings(r, scenario, failed)
-        findings += [f for f in fitted if split is None or f.cause != split.cause]
-        findings += [
-            split,
+        found = [
+            *ttft_findings(r, scenario, failed),
             cache_effect(r, scenario, failed),
             concurrency_ceiling(r, scenario, failed),
             decode_bound(r, scenario, failed),
             saturation(r, scenario, failed),
         ]
+        findings += with_split(found, engine_split(r, scenario, failed))
     return [f for f in findings if f is not None and max(f.share.values(), default=0) >= MIN_SHARE]
 
 

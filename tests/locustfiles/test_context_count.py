@@ -174,7 +174,10 @@ def test_clamped_requests_fit_an_engine_whose_tokenizer_counts_more(
         doc = run_clamped(tmp_path, url)
     requests = doc["scenarios"]["long"]["requests"]
     assert requests["failed"] == 0 and requests["ok"] > 20, requests
-    assert engine.refused == [] and len(engine.served) == requests["ok"]
+    assert engine.refused == []
+    # every measured request was served; one the engine served as the run
+    # stopped can be cut off before its end, and is not measured
+    assert requests["ok"] <= len(engine.served) <= requests["ok"] + 2
     # the premise: this engine's count is well above the bundled tokenizer's
     assert sum(engine.served) > 1.15 * sum(engine.local)
     assert max(engine.served) > CONTEXT * 0.8  # clamped close to the context, not far below
